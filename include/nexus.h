@@ -1,0 +1,403 @@
+/*
+ * nexus.h - the one public header of NexusGrad, an embeddable deep-learning engine.
+ *
+ * Conventions (apply to every function below unless its comment says otherwise):
+ *  - Every fallible call returns nx_status; NX_OK (0) is success. On failure a thread-local
+ *    message names the function, what was wrong and the values involved:
+ *    nx_last_error_message(). No C++ exception, abort or exit ever crosses this boundary.
+ *  - Outputs come first (nx_tensor* out), then tensor inputs, then attributes, then the stream.
+ *  - A NULL stream means the default stream of the inputs' device. CPU work is synchronous.
+ *  - Ownership: every handle written to *out belongs to the caller, who releases it exactly
+ *    once with the matching nx_<type>_free (freeing NULL is a no-op). On failure *out is set to
+ *    NULL and nothing needs freeing. Handles are reference counted internally, so a tensor the
+ *    autodiff graph still needs outlives the caller's free. Using a freed handle is detected
+ *    and reported as NX_ERR_INVALID_ARGUMENT.
+ *  - Counted arrays are (const int64_t* shape, size_t ndim). Negative axes count from the end.
+ *  - Threads: the last error and the grad mode are thread-local. Different threads may use
+ *    different tensors freely; a single tensor must not be mutated by two threads at once.
+ */
+#ifndef NEXUS_H
+#define NEXUS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#  if defined(NEXUS_BUILDING)
+#    define NX_API __declspec(dllexport)
+#  else
+#    define NX_API __declspec(dllimport)
+#  endif
+#else
+#  define NX_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- version */
+#define NX_VERSION_MAJOR 0
+#define NX_VERSION_MINOR 1
+#define NX_VERSION_PATCH 0
+/* Bumped whenever a signature or enum value changes incompatibly; bindings compare it at load. */
+#define NX_ABI_VERSION 1
+
+/* "MAJOR.MINOR.PATCH"; static storage, never freed. */
+NX_API const char* nx_version_string(void);
+/* The NX_ABI_VERSION the library was built with. */
+NX_API uint32_t nx_abi_version(void);
+
+/* ---------------------------------------------------------------- status */
+/* Codes are append-only. */
+typedef enum {
+  NX_OK = 0,
+  NX_ERR_INVALID_ARGUMENT, /* NULL pointer, freed handle, bad value */
+  NX_ERR_SHAPE,            /* shapes that do not fit together, bad axis */
+  NX_ERR_DTYPE,            /* unsupported or mismatched dtype */
+  NX_ERR_DEVICE,           /* device mismatch or unavailable device */
+  NX_ERR_OUT_OF_MEMORY,
+  NX_ERR_CUDA,             /* an error reported by the CUDA runtime or a CUDA library */
+  NX_ERR_IO,               /* file could not be read or is malformed */
+  NX_ERR_NOT_IMPLEMENTED,
+  NX_ERR_STATE,            /* object in the wrong state: graph freed, tensor modified in place... */
+  NX_ERR_INTERNAL
+} nx_status;
+
+/* A constant name such as "NX_ERR_SHAPE"; static storage. */
+NX_API const char* nx_status_string(nx_status status);
+/* The message of the last failed call on this thread ("" if none). Valid until the next failing
+ * call on this thread; copy it to keep it. */
+NX_API const char* nx_last_error_message(void);
+/* Forgets the last error of this thread. */
+NX_API void nx_clear_error(void);
+
+/* ---------------------------------------------------------------- devices, dtypes */
+typedef enum { NX_CPU = 1, NX_CUDA = 2 } nx_device_type; /* DLPack's device codes */
+typedef struct {
+  nx_device_type type;
+  int32_t index;
+} nx_device;
+
+typedef enum { NX_F32, NX_F64, NX_F16, NX_BF16, NX_I32, NX_I64, NX_BOOL } nx_dtype;
+
+/* Size in bytes of one element of dtype (0 for an invalid dtype). */
+NX_API size_t nx_dtype_size(nx_dtype dtype);
+/* "f32", "bf16"...; static storage; "invalid" for an invalid dtype. */
+NX_API const char* nx_dtype_name(nx_dtype dtype);
+/* Number of CUDA devices usable by this process (0 without CUDA or a GPU). */
+NX_API int32_t nx_cuda_device_count(void);
+
+/* ---------------------------------------------------------------- handles */
+typedef struct nx_tensor_s* nx_tensor;
+typedef struct nx_stream_s* nx_stream;
+typedef struct nx_safetensors_s* nx_safetensors;
+
+/* ---------------------------------------------------------------- runtime */
+/* Number of CPU threads used by kernels (<= 0 restores the default: all cores). */
+NX_API nx_status nx_set_num_threads(int32_t n);
+NX_API int32_t nx_get_num_threads(void);
+/* The SIMD level chosen at run time for CPU kernels: "avx512", "avx2" or "scalar". */
+NX_API const char* nx_cpu_simd_level(void);
+/* Overrides the SIMD level ("avx512", "avx2", "scalar"); fails with NX_ERR_NOT_IMPLEMENTED if
+ * the processor lacks it. For tests and benchmarks. */
+NX_API nx_status nx_cpu_set_simd_level(const char* level);
+/* Seeds the counter-based generator used by nx_tensor_rand/randn (and dropout). */
+NX_API void nx_manual_seed(uint64_t seed);
+/* Number of tensor handles currently alive (created and not yet freed), for leak checks. */
+NX_API int64_t nx_live_tensor_count(void);
+
+/* ---------------------------------------------------------------- streams */
+/* Creates a stream on device. Free with nx_stream_free. */
+NX_API nx_status nx_stream_create(nx_stream* out, nx_device device);
+/* Blocks until all work enqueued on the stream has finished. NULL: the CPU default stream. */
+NX_API nx_status nx_stream_synchronize(nx_stream stream);
+NX_API nx_status nx_stream_device(nx_stream stream, nx_device* out);
+NX_API void nx_stream_free(nx_stream stream);
+
+/* ---------------------------------------------------------------- creation */
+/* New tensor holding a copy of nbytes = prod(shape) * nx_dtype_size(dtype) bytes at data
+ * (row-major). ndim 0 makes a scalar (shape may then be NULL). Free with nx_tensor_free. */
+NX_API nx_status nx_tensor_from_data(nx_tensor* out, const void* data, const int64_t* shape,
+                                     size_t ndim, nx_dtype dtype, nx_device device,
+                                     nx_stream stream);
+NX_API nx_status nx_tensor_zeros(nx_tensor* out, const int64_t* shape, size_t ndim,
+                                 nx_dtype dtype, nx_device device, nx_stream stream);
+NX_API nx_status nx_tensor_ones(nx_tensor* out, const int64_t* shape, size_t ndim,
+                                nx_dtype dtype, nx_device device, nx_stream stream);
+/* Every element equal to value (converted to dtype). */
+NX_API nx_status nx_tensor_full(nx_tensor* out, const int64_t* shape, size_t ndim, double value,
+                                nx_dtype dtype, nx_device device, nx_stream stream);
+/* Standard normal samples. Reproducible for a given seed, independent of the thread count. */
+NX_API nx_status nx_tensor_randn(nx_tensor* out, const int64_t* shape, size_t ndim,
+                                 nx_dtype dtype, nx_device device, nx_stream stream);
+/* Uniform samples in [0, 1). */
+NX_API nx_status nx_tensor_rand(nx_tensor* out, const int64_t* shape, size_t ndim,
+                                nx_dtype dtype, nx_device device, nx_stream stream);
+/* 1-d tensor start, start+step, ... < end (like torch.arange). */
+NX_API nx_status nx_tensor_arange(nx_tensor* out, double start, double end, double step,
+                                  nx_dtype dtype, nx_device device, nx_stream stream);
+
+/* ---------------------------------------------------------------- inspection */
+/* Copies the tensor's elements in row-major order to dst; nbytes must equal
+ * numel * nx_dtype_size(dtype) exactly. Works on any view (non-contiguous too). */
+NX_API nx_status nx_tensor_copy_to_host(nx_tensor t, void* dst, size_t nbytes, nx_stream stream);
+NX_API nx_status nx_tensor_ndim(nx_tensor t, size_t* out);
+/* Writes ndim values; fails with NX_ERR_SHAPE when capacity < ndim. */
+NX_API nx_status nx_tensor_shape(nx_tensor t, int64_t* out, size_t capacity);
+/* Strides in elements; same contract as nx_tensor_shape. */
+NX_API nx_status nx_tensor_strides(nx_tensor t, int64_t* out, size_t capacity);
+NX_API nx_status nx_tensor_numel(nx_tensor t, int64_t* out);
+NX_API nx_status nx_tensor_dtype(nx_tensor t, nx_dtype* out);
+NX_API nx_status nx_tensor_device(nx_tensor t, nx_device* out);
+NX_API nx_status nx_tensor_is_contiguous(nx_tensor t, bool* out);
+/* The value of a one-element tensor, converted to double. */
+NX_API nx_status nx_tensor_item(nx_tensor t, double* out, nx_stream stream);
+/* Pointer to the first element of a CPU tensor, valid while any handle to the tensor (or a view
+ * of it) lives. Writing through it is allowed and bypasses autodiff's version check. */
+NX_API nx_status nx_tensor_data_ptr(nx_tensor t, void** out);
+/* A new handle to the same tensor (same storage, same autodiff identity). */
+NX_API nx_status nx_tensor_retain(nx_tensor* out, nx_tensor t);
+/* Releases the caller's handle. NULL is a no-op. */
+NX_API void nx_tensor_free(nx_tensor t);
+
+/* ---------------------------------------------------------------- views and shape ops */
+/* Views share storage with their input; writes through one are seen by the other. */
+/* Reshape: a view when strides allow, otherwise a copy. One dimension may be -1. */
+NX_API nx_status nx_reshape(nx_tensor* out, nx_tensor x, const int64_t* shape, size_t ndim,
+                            nx_stream stream);
+/* Like reshape but fails with NX_ERR_SHAPE instead of copying. */
+NX_API nx_status nx_view(nx_tensor* out, nx_tensor x, const int64_t* shape, size_t ndim,
+                         nx_stream stream);
+NX_API nx_status nx_transpose(nx_tensor* out, nx_tensor x, int64_t dim0, int64_t dim1,
+                              nx_stream stream);
+NX_API nx_status nx_permute(nx_tensor* out, nx_tensor x, const int64_t* dims, size_t ndim,
+                            nx_stream stream);
+/* Elements start, start+step, ... < end along axis (Python slice semantics, step > 0;
+ * start/end are clamped, negative values count from the end). */
+NX_API nx_status nx_slice(nx_tensor* out, nx_tensor x, int64_t axis, int64_t start, int64_t end,
+                          int64_t step, nx_stream stream);
+/* Broadcasts size-1 dimensions to shape (a view with stride 0); -1 keeps a dimension. */
+NX_API nx_status nx_expand(nx_tensor* out, nx_tensor x, const int64_t* shape, size_t ndim,
+                           nx_stream stream);
+/* Removes axis (which must have size 1). */
+NX_API nx_status nx_squeeze(nx_tensor* out, nx_tensor x, int64_t axis, nx_stream stream);
+NX_API nx_status nx_unsqueeze(nx_tensor* out, nx_tensor x, int64_t axis, nx_stream stream);
+/* Flattens dimensions start_axis..end_axis (inclusive) into one. */
+NX_API nx_status nx_flatten(nx_tensor* out, nx_tensor x, int64_t start_axis, int64_t end_axis,
+                            nx_stream stream);
+/* A row-major copy (or a new handle to x itself when it is already contiguous). */
+NX_API nx_status nx_contiguous(nx_tensor* out, nx_tensor x, nx_stream stream);
+/* A new tensor with x's values in dtype. */
+NX_API nx_status nx_cast(nx_tensor* out, nx_tensor x, nx_dtype dtype, nx_stream stream);
+/* A copy with its own storage. */
+NX_API nx_status nx_clone(nx_tensor* out, nx_tensor x, nx_stream stream);
+/* Joins n tensors along axis (existing for cat, new for stack). */
+NX_API nx_status nx_cat(nx_tensor* out, const nx_tensor* xs, size_t n, int64_t axis,
+                        nx_stream stream);
+NX_API nx_status nx_stack(nx_tensor* out, const nx_tensor* xs, size_t n, int64_t axis,
+                          nx_stream stream);
+/* Splits x along axis into nsizes views of the given sizes (which must sum to the axis size);
+ * writes nsizes handles to outs, each owned by the caller. */
+NX_API nx_status nx_split(nx_tensor* outs, nx_tensor x, const int64_t* sizes, size_t nsizes,
+                          int64_t axis, nx_stream stream);
+
+/* ---------------------------------------------------------------- elementwise */
+/* Binary ops broadcast like NumPy/PyTorch and promote dtypes like PyTorch
+ * (bool < i32 < i64 < f16/bf16 < f32 < f64; f16 with bf16 gives f32). Half types compute in f32. */
+NX_API nx_status nx_add(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+NX_API nx_status nx_sub(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+NX_API nx_status nx_mul(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+/* True division; integer inputs give f32. */
+NX_API nx_status nx_div(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+NX_API nx_status nx_pow(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+NX_API nx_status nx_maximum(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+NX_API nx_status nx_minimum(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+/* Comparisons give NX_BOOL tensors. */
+NX_API nx_status nx_eq(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+NX_API nx_status nx_ne(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+NX_API nx_status nx_lt(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+NX_API nx_status nx_le(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+NX_API nx_status nx_gt(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+NX_API nx_status nx_ge(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+/* x * scalar + (0); x + scalar: scalar versions avoid creating a tensor. */
+NX_API nx_status nx_add_scalar(nx_tensor* out, nx_tensor x, double value, nx_stream stream);
+NX_API nx_status nx_mul_scalar(nx_tensor* out, nx_tensor x, double value, nx_stream stream);
+NX_API nx_status nx_pow_scalar(nx_tensor* out, nx_tensor x, double exponent, nx_stream stream);
+/* cond ? a : b with broadcasting; cond must be NX_BOOL. */
+NX_API nx_status nx_where(nx_tensor* out, nx_tensor cond, nx_tensor a, nx_tensor b,
+                          nx_stream stream);
+/* Unary math. Integer inputs give f32 for the transcendental ones (like PyTorch). */
+NX_API nx_status nx_neg(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_abs(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_exp(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_log(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_sqrt(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_rsqrt(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_sin(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_cos(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_tanh(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_sinh(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_cosh(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_sigmoid(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_relu(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_leaky_relu(nx_tensor* out, nx_tensor x, double negative_slope,
+                               nx_stream stream);
+/* approximate_tanh false: x*Phi(x) (erf); true: the tanh approximation. */
+NX_API nx_status nx_gelu(nx_tensor* out, nx_tensor x, bool approximate_tanh, nx_stream stream);
+NX_API nx_status nx_silu(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_softplus(nx_tensor* out, nx_tensor x, nx_stream stream);
+NX_API nx_status nx_mish(nx_tensor* out, nx_tensor x, nx_stream stream);
+/* min(max(x, lo), hi); lo <= hi. */
+NX_API nx_status nx_clamp(nx_tensor* out, nx_tensor x, double lo, double hi, nx_stream stream);
+
+/* In-place: modify x's storage and bump its version counter. Autodiff detects when a tensor it
+ * saved for backward was changed this way and fails backward with NX_ERR_STATE. x must not be a
+ * leaf that requires grad (NX_ERR_STATE). b broadcasts to x's shape. */
+NX_API nx_status nx_add_(nx_tensor x, nx_tensor b, nx_stream stream);
+NX_API nx_status nx_mul_(nx_tensor x, nx_tensor b, nx_stream stream);
+NX_API nx_status nx_mul_scalar_(nx_tensor x, double value, nx_stream stream);
+/* Copies src (broadcast, cast) into x. */
+NX_API nx_status nx_copy_(nx_tensor x, nx_tensor src, nx_stream stream);
+
+/* ---------------------------------------------------------------- reductions */
+/* Reduce over naxes axes (naxes 0 = all axes); keepdim keeps them as size 1. */
+NX_API nx_status nx_sum(nx_tensor* out, nx_tensor x, const int64_t* axes, size_t naxes,
+                        bool keepdim, nx_stream stream);
+NX_API nx_status nx_mean(nx_tensor* out, nx_tensor x, const int64_t* axes, size_t naxes,
+                         bool keepdim, nx_stream stream);
+NX_API nx_status nx_max(nx_tensor* out, nx_tensor x, const int64_t* axes, size_t naxes,
+                        bool keepdim, nx_stream stream);
+NX_API nx_status nx_min(nx_tensor* out, nx_tensor x, const int64_t* axes, size_t naxes,
+                        bool keepdim, nx_stream stream);
+/* Variance with `correction` subtracted from the count (1 = unbiased, like torch.var). */
+NX_API nx_status nx_var(nx_tensor* out, nx_tensor x, const int64_t* axes, size_t naxes,
+                        int64_t correction, bool keepdim, nx_stream stream);
+/* Index (NX_I64) of the first maximum along axis. */
+NX_API nx_status nx_argmax(nx_tensor* out, nx_tensor x, int64_t axis, bool keepdim,
+                           nx_stream stream);
+
+/* ---------------------------------------------------------------- linear algebra */
+/* torch.matmul semantics: 1-d operands are promoted and the added dimension removed; leading
+ * (batch) dimensions broadcast. Both operands must have the same floating dtype. */
+NX_API nx_status nx_matmul(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+/* x @ weight^T + bias, weight [out_features, in_features]; bias may be NULL. */
+NX_API nx_status nx_linear(nx_tensor* out, nx_tensor x, nx_tensor weight, nx_tensor bias,
+                           nx_stream stream);
+
+/* ---------------------------------------------------------------- softmax */
+NX_API nx_status nx_softmax(nx_tensor* out, nx_tensor x, int64_t axis, nx_stream stream);
+NX_API nx_status nx_log_softmax(nx_tensor* out, nx_tensor x, int64_t axis, nx_stream stream);
+
+/* ---------------------------------------------------------------- indexing */
+/* Selects entries of x along axis at the integer (i32/i64) indices of the 1-d tensor index. */
+NX_API nx_status nx_index_select(nx_tensor* out, nx_tensor x, int64_t axis, nx_tensor index,
+                                 nx_stream stream);
+/* torch.gather: out[i][j] = x[index[i][j]][j] for axis 0, and so on; index has x's rank. */
+NX_API nx_status nx_gather(nx_tensor* out, nx_tensor x, int64_t axis, nx_tensor index,
+                           nx_stream stream);
+/* Rows of weight [num, dim] at the integer indices (any shape): result shape indices + [dim]. */
+NX_API nx_status nx_embedding(nx_tensor* out, nx_tensor weight, nx_tensor indices,
+                              nx_stream stream);
+/* indices (any shape) to indices.shape + [num_classes] of dtype. */
+NX_API nx_status nx_one_hot(nx_tensor* out, nx_tensor indices, int64_t num_classes,
+                            nx_dtype dtype, nx_stream stream);
+
+/* ---------------------------------------------------------------- losses */
+typedef enum { NX_REDUCTION_MEAN = 0, NX_REDUCTION_SUM = 1, NX_REDUCTION_NONE = 2 } nx_reduction;
+/* logits [N, C], target [N] integer class indices. Entries equal to ignore_index do not count
+ * (the mean divides by the number of the others). label_smoothing in [0, 1]. */
+NX_API nx_status nx_cross_entropy(nx_tensor* out, nx_tensor logits, nx_tensor target,
+                                  int64_t ignore_index, double label_smoothing,
+                                  nx_reduction reduction, nx_stream stream);
+/* log_probs [N, C], target [N]. */
+NX_API nx_status nx_nll_loss(nx_tensor* out, nx_tensor log_probs, nx_tensor target,
+                             int64_t ignore_index, nx_reduction reduction, nx_stream stream);
+NX_API nx_status nx_mse_loss(nx_tensor* out, nx_tensor input, nx_tensor target,
+                             nx_reduction reduction, nx_stream stream);
+NX_API nx_status nx_bce_with_logits(nx_tensor* out, nx_tensor logits, nx_tensor target,
+                                    nx_reduction reduction, nx_stream stream);
+
+/* ---------------------------------------------------------------- autodiff */
+/* Marks a floating-point tensor as a leaf whose gradient backward accumulates. */
+NX_API nx_status nx_tensor_set_requires_grad(nx_tensor t, bool requires_grad);
+NX_API nx_status nx_tensor_requires_grad(nx_tensor t, bool* out);
+/* True when t was produced by an op recorded in the graph (it has a grad_fn). */
+NX_API nx_status nx_tensor_is_leaf(nx_tensor t, bool* out);
+/* Backpropagates from root into the .grad of every leaf that requires grad. grad NULL means
+ * ones (root must then have one element). Frees the graph's saved tensors as it goes. */
+NX_API nx_status nx_backward(nx_tensor root, nx_tensor grad, nx_stream stream);
+/* backward with options: retain_graph keeps saved tensors for another backward; create_graph
+ * records the backward computation itself, so gradients can be differentiated again. */
+NX_API nx_status nx_backward_ex(nx_tensor root, nx_tensor grad, bool retain_graph,
+                                bool create_graph, nx_stream stream);
+/* torch.autograd.grad: writes d root / d inputs[i] to grads[i] (NULL where inputs[i] does not
+ * reach root) without touching any .grad. The grads are owned by the caller. */
+NX_API nx_status nx_autograd_grad(nx_tensor* grads, nx_tensor root, nx_tensor grad,
+                                  const nx_tensor* inputs, size_t ninputs, bool retain_graph,
+                                  bool create_graph, nx_stream stream);
+/* Forward-mode directional derivative: given outputs = f(inputs) already computed with grad
+ * recording, writes J v for the tangents v (one per input, same shapes) to *out. Computed by
+ * differentiating the VJP (the double-backward identity); the graph is retained. */
+NX_API nx_status nx_jvp(nx_tensor* out, nx_tensor output, const nx_tensor* inputs,
+                        const nx_tensor* tangents, size_t ninputs, nx_stream stream);
+/* The accumulated gradient of t, or NULL written to *out when there is none. */
+NX_API nx_status nx_tensor_grad(nx_tensor* out, nx_tensor t);
+/* Drops t's accumulated gradient. */
+NX_API nx_status nx_tensor_zero_grad(nx_tensor t);
+/* A view of t's data outside the graph (no grad_fn, requires_grad false). */
+NX_API nx_status nx_tensor_detach(nx_tensor* out, nx_tensor t);
+/* Thread-local: when disabled, ops record nothing (inference, optimizer updates). */
+NX_API void nx_grad_mode_set(bool enabled);
+NX_API bool nx_grad_mode_enabled(void);
+
+/* Gradient checkpointing: fn computes outputs from inputs through the C API. It runs once now
+ * without recording, and again inside backward to rebuild the segment's graph, so activations
+ * inside the segment are not kept. fn must be deterministic and write noutputs handles (owned by
+ * the checkpoint) and return NX_OK. outputs[i] are owned by the caller. */
+typedef nx_status (*nx_checkpoint_fn)(nx_tensor* outputs, size_t noutputs,
+                                      const nx_tensor* inputs, size_t ninputs, void* user_data);
+NX_API nx_status nx_checkpoint(nx_tensor* outputs, size_t noutputs, nx_checkpoint_fn fn,
+                               void* user_data, const nx_tensor* inputs, size_t ninputs,
+                               nx_stream stream);
+
+/* The graph that produced root, as an object. */
+typedef struct nx_graph_s* nx_graph;
+/* Snapshot of the nodes reachable from root's grad_fn, in topological order (root first). */
+NX_API nx_status nx_graph_create(nx_graph* out, nx_tensor root);
+NX_API nx_status nx_graph_node_count(nx_graph g, size_t* out);
+/* Name of node i ("MatmulBackward"...), valid while g lives. */
+NX_API nx_status nx_graph_node_name(nx_graph g, size_t i, const char** out);
+/* Bytes held by tensors the nodes saved for backward. */
+NX_API nx_status nx_graph_saved_bytes(nx_graph g, size_t* out);
+/* Graphviz DOT text with op names, shapes and dtypes, valid while g lives. */
+NX_API nx_status nx_graph_to_dot(nx_graph g, const char** out);
+NX_API void nx_graph_free(nx_graph g);
+/* Runs backward(root) while checking every gradient for NaN/Inf; fails with NX_ERR_STATE naming
+ * the first node whose output gradient is not finite. */
+NX_API nx_status nx_backward_checked(nx_tensor root, nx_tensor grad, nx_stream stream);
+
+/* ---------------------------------------------------------------- SafeTensors I/O */
+/* Reads and validates a .safetensors file (header bounds, offsets inside the file, no overlaps
+ * or holes, shape times dtype size equal to byte length); malformed files give NX_ERR_IO. */
+NX_API nx_status nx_safetensors_open(nx_safetensors* out, const char* path);
+NX_API nx_status nx_safetensors_count(nx_safetensors st, size_t* out);
+/* Name of tensor i (in file order); valid while st lives. */
+NX_API nx_status nx_safetensors_name(nx_safetensors st, size_t i, const char** out);
+/* A copy of the named tensor on device; NX_ERR_INVALID_ARGUMENT if there is no such name. */
+NX_API nx_status nx_safetensors_get(nx_tensor* out, nx_safetensors st, const char* name,
+                                    nx_device device, nx_stream stream);
+/* Value of a __metadata__ key, or NULL written when absent; valid while st lives. */
+NX_API nx_status nx_safetensors_metadata(nx_safetensors st, const char* key, const char** out);
+NX_API void nx_safetensors_free(nx_safetensors st);
+/* Writes n named tensors to path (contiguous, little-endian, sorted by name as the format's
+ * reference implementation does). */
+NX_API nx_status nx_safetensors_save(const char* path, const char* const* names,
+                                     const nx_tensor* tensors, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NEXUS_H */

@@ -1,0 +1,198 @@
+// Reverse-mode engine: Kahn's algorithm over the nodes reachable from the root, gradients summed
+// per (node, output) slot, leaves accumulated into .grad. Saved tensors are version-checked
+// before each VJP and released right after it unless the graph is retained.
+#include <cmath>
+#include <map>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/node.hpp"
+#include "core/backend.hpp"
+#include "ops/ops.hpp"
+
+namespace nx {
+
+static thread_local bool tls_grad_enabled = true;
+bool grad_enabled() { return tls_grad_enabled; }
+void set_grad_enabled(bool enabled) { tls_grad_enabled = enabled; }
+
+size_t Node::saved_bytes() const {
+  size_t total = 0;
+  for (const auto& s : saved)
+    if (s.tensor.defined()) total += s.tensor.nbytes();
+  return total;
+}
+
+bool any_requires_grad(const std::vector<Tensor>& inputs) {
+  if (!grad_enabled()) return false;
+  for (const auto& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+std::vector<Tensor> record(const char* name, std::vector<Tensor> outputs,
+                           const std::vector<Tensor>& inputs, const std::vector<Tensor>& saved,
+                           VjpFn vjp) {
+  if (!any_requires_grad(inputs)) return outputs;
+  auto node = std::make_shared<Node>();
+  node->name = name;
+  node->vjp = std::move(vjp);
+  node->device = outputs[0].device();
+  for (const auto& t : inputs) {
+    Edge e;
+    if (t.defined() && t.requires_grad()) {
+      if (t.grad_fn()) {
+        e.fn = t.grad_fn();
+        e.output_nr = t.impl()->output_nr;
+      } else {
+        e.leaf = t.impl_ptr();
+      }
+    }
+    node->next.push_back(std::move(e));
+    node->in_shapes.push_back(t.defined() ? t.shape() : Shape{});
+  }
+  for (const auto& t : saved)
+    node->saved.push_back(SavedTensor{t, t.defined() ? t.impl()->storage->version.load() : 0});
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    Tensor& out = outputs[i];
+    // Outputs that alias an input (views) get their own TensorImpl so metadata stays separate.
+    out.impl()->grad_fn = node;
+    out.impl()->output_nr = uint32_t(i);
+    out.impl()->requires_grad = is_floating(out.dtype());
+    node->out_shapes.push_back(out.shape());
+    node->out_dtypes.push_back(out.dtype());
+  }
+  return outputs;
+}
+
+std::vector<std::shared_ptr<Node>> topological_nodes(const std::shared_ptr<Node>& root) {
+  std::vector<std::shared_ptr<Node>> order;
+  if (!root) return order;
+  // Iterative DFS post-order, then reversed: a node comes before every node it feeds into.
+  std::unordered_set<Node*> seen{root.get()};
+  std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{root, 0}};
+  while (!stack.empty()) {
+    auto& [node, i] = stack.back();
+    if (i < node->next.size()) {
+      const auto& e = node->next[i++];
+      if (e.fn && seen.insert(e.fn.get()).second) stack.push_back({e.fn, 0});
+    } else {
+      order.push_back(node);
+      stack.pop_back();
+    }
+  }
+  return {order.rbegin(), order.rend()};
+}
+
+static bool all_finite(const Tensor& t) {
+  GradModeGuard off(false);
+  Tensor f = cast(t, DType::F64);
+  Tensor s = sum(mul_scalar(f, 0.0), {}, false);  // NaN*0 = NaN, Inf*0 = NaN
+  double v = item(s);
+  return v == v;
+}
+
+std::vector<Tensor> run_backward(const Tensor& root, Tensor grad, const BackwardOptions& opt,
+                                 const std::vector<Tensor>& inputs) {
+  const char* api = current_api();
+  if (!root.requires_grad())
+    fail(NX_ERR_STATE, api, ": the root tensor does not require grad (no input of the computation "
+         "has requires_grad set, or it was computed with grad mode disabled)");
+  if (!grad.defined()) {
+    if (root.numel() != 1)
+      fail(NX_ERR_SHAPE, api, ": grad may be NULL only for a one-element root; root has shape ",
+           shape_str(root.shape()));
+    grad = ones(root.shape(), root.dtype(), root.device());
+  } else if (grad.shape() != root.shape()) {
+    fail(NX_ERR_SHAPE, api, ": grad has shape ", shape_str(grad.shape()), " but root has shape ",
+         shape_str(root.shape()));
+  } else if (grad.device() != root.device()) {
+    fail(NX_ERR_DEVICE, api, ": grad is on ", device_str(grad.device()), " but root is on ",
+         device_str(root.device()));
+  }
+  GradModeGuard mode(opt.create_graph);
+  if (!opt.create_graph) grad = detach(grad);
+
+  // Where the caller asked for gradients of specific tensors: leaf impl or (node, slot).
+  std::vector<Tensor> result(inputs.size());
+  std::unordered_map<TensorImpl*, std::vector<size_t>> want_leaf;
+  std::map<std::pair<Node*, uint32_t>, std::vector<size_t>> want_slot;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].grad_fn()) want_slot[{inputs[i].grad_fn().get(), inputs[i].impl()->output_nr}].push_back(i);
+    else want_leaf[inputs[i].impl()].push_back(i);
+  }
+  auto add_into = [](Tensor& slot, const Tensor& g) { slot = slot.defined() ? add(slot, g) : g; };
+  auto deliver_leaf = [&](const std::shared_ptr<TensorImpl>& leaf, const Tensor& g) {
+    auto it = want_leaf.find(leaf.get());
+    if (it != want_leaf.end())
+      for (size_t i : it->second) add_into(result[i], g);
+    if (opt.accumulate) {
+      Tensor old = leaf->grad ? Tensor(leaf->grad) : Tensor();
+      Tensor updated = old.defined() ? add(old, g) : (opt.create_graph ? g : detach(g));
+      leaf->grad = updated.impl_ptr();
+    }
+  };
+
+  if (!root.grad_fn()) {  // the root is itself a leaf
+    deliver_leaf(root.impl_ptr(), grad);
+    return result;
+  }
+
+  auto order = topological_nodes(root.grad_fn());
+  std::unordered_map<Node*, std::vector<Tensor>> pending;
+  pending[root.grad_fn().get()].resize(root.grad_fn()->out_shapes.size());
+  pending[root.grad_fn().get()][root.impl()->output_nr] = grad;
+
+  for (const auto& node : order) {
+    auto it = pending.find(node.get());
+    if (it == pending.end()) continue;  // reached only through inputs that need no grad
+    std::vector<Tensor> gouts = std::move(it->second);
+    pending.erase(it);
+    for (uint32_t k = 0; k < gouts.size(); ++k) {
+      auto w = want_slot.find({node.get(), k});
+      if (w != want_slot.end() && gouts[k].defined())
+        for (size_t i : w->second) add_into(result[i], gouts[k]);
+      if (!gouts[k].defined()) gouts[k] = zeros(node->out_shapes[k], node->out_dtypes[k], node->device);
+    }
+    if (node->released)
+      fail(NX_ERR_STATE, api, ": the graph through ", node->name, " was already freed by an earlier "
+           "backward; pass retain_graph to backward twice");
+    std::vector<Tensor> saved;
+    for (const auto& s : node->saved) {
+      if (s.tensor.defined() && s.tensor.impl()->storage->version.load() != s.version)
+        fail(NX_ERR_STATE, api, ": a tensor of shape ", shape_str(s.tensor.shape()), " saved by ",
+             node->name, " for backward was modified by an in-place op (version ",
+             s.tensor.impl()->storage->version.load(), ", saved at version ", s.version,
+             "); use the out-of-place op instead");
+      saved.push_back(s.tensor);
+    }
+    std::vector<bool> needs;
+    for (const auto& e : node->next) needs.push_back(e.active());
+    std::vector<Tensor> gins = node->vjp(gouts, saved, needs);
+    if (!opt.retain_graph) {
+      node->saved.clear();
+      node->released = true;
+    }
+    for (size_t j = 0; j < node->next.size(); ++j) {
+      const Edge& e = node->next[j];
+      if (!e.active() || j >= gins.size() || !gins[j].defined()) continue;
+      Tensor g = gins[j];
+      if (g.shape() != node->in_shapes[j])
+        fail(NX_ERR_INTERNAL, api, ": ", node->name, " produced a gradient of shape ",
+             shape_str(g.shape()), " for an input of shape ", shape_str(node->in_shapes[j]));
+      if (opt.check_finite && !all_finite(g))
+        fail(NX_ERR_STATE, api, ": ", node->name, " produced a non-finite (NaN or Inf) gradient for its input ",
+             j, " of shape ", shape_str(g.shape()));
+      if (e.fn) {
+        auto& slots = pending[e.fn.get()];
+        slots.resize(e.fn->out_shapes.size());
+        add_into(slots[e.output_nr], g);
+      } else {
+        deliver_leaf(e.leaf, g);
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace nx

@@ -1,0 +1,53 @@
+// The graph as text: Graphviz DOT with one box per leaf and one ellipse per op node, edges in
+// the direction data flows (input -> op), labelled with shapes and dtypes.
+#include <sstream>
+#include <unordered_map>
+
+#include "autograd/node.hpp"
+
+namespace nx {
+
+static std::string describe(const Shape& shape, DType dtype) {
+  return cat(shape_str(shape), " ", dtype_name(dtype));
+}
+
+std::string graph_to_dot(const Tensor& root) {
+  std::ostringstream os;
+  os << "digraph nexus {\n  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n";
+  auto nodes = topological_nodes(root.grad_fn());
+  std::unordered_map<const void*, std::string> ids;
+  auto id_of = [&](const void* p, const char* prefix) {
+    auto it = ids.find(p);
+    if (it != ids.end()) return it->second;
+    std::string id = cat(prefix, ids.size());
+    ids.emplace(p, id);
+    return id;
+  };
+  if (!root.grad_fn()) {
+    os << "  " << id_of(root.impl(), "leaf") << " [shape=box, label=\"leaf\\n" << describe(root.shape(), root.dtype())
+       << "\"];\n}\n";
+    return os.str();
+  }
+  for (const auto& node : nodes) {
+    std::string nid = id_of(node.get(), "op");
+    os << "  " << nid << " [label=\"" << node->name;
+    for (size_t i = 0; i < node->out_shapes.size(); ++i) os << "\\n" << describe(node->out_shapes[i], node->out_dtypes[i]);
+    os << "\"];\n";
+    for (size_t j = 0; j < node->next.size(); ++j) {
+      const Edge& e = node->next[j];
+      if (e.fn) {
+        os << "  " << id_of(e.fn.get(), "op") << " -> " << nid << ";\n";
+      } else if (e.leaf) {
+        std::string lid = id_of(e.leaf.get(), "leaf");
+        os << "  " << lid << " [shape=box, style=filled, fillcolor=lightblue, label=\"leaf\\n"
+           << describe(e.leaf->shape, e.leaf->dtype) << "\"];\n";
+        os << "  " << lid << " -> " << nid << ";\n";
+      }
+    }
+  }
+  os << "  out [shape=box, style=filled, fillcolor=lightyellow, label=\"output\\n" << describe(root.shape(), root.dtype())
+     << "\"];\n  " << id_of(root.grad_fn().get(), "op") << " -> out;\n}\n";
+  return os.str();
+}
+
+}  // namespace nx

@@ -1,0 +1,286 @@
+// C API: autodiff (requires_grad, backward, grad, jvp, no-grad mode), checkpointing and the
+// graph object.
+#include "capi/capi.hpp"
+
+struct nx_graph_s {
+  uint32_t magic;
+  std::vector<std::shared_ptr<nx::Node>> nodes;
+  std::string dot;
+};
+
+using namespace nx;
+using namespace nx::capi;
+
+namespace {
+
+constexpr uint32_t kGraphMagic = 0x4e584752u;  // "NXGR"
+
+const nx_graph_s& graph_arg(nx_graph g) {
+  if (!g || g->magic != kGraphMagic) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": g is NULL or not a live graph");
+  return *g;
+}
+
+// Runs a user segment function on tensors; its failures surface with its own status and message.
+std::vector<Tensor> call_segment(nx_checkpoint_fn fn, void* user_data, const std::vector<Tensor>& inputs,
+                                 size_t noutputs) {
+  std::vector<nx_tensor> in_handles, out_handles(noutputs, nullptr);
+  for (const Tensor& t : inputs) in_handles.push_back(wrap(t));
+  auto free_all = [&] {
+    for (nx_tensor h : in_handles) release(h);
+    for (nx_tensor h : out_handles) release(h);
+  };
+  nx_status st = fn(out_handles.data(), noutputs, in_handles.data(), in_handles.size(), user_data);
+  if (st != NX_OK) {
+    std::string msg = last_error();
+    free_all();
+    fail(st, "nx_checkpoint: the segment function failed: ", msg);
+  }
+  std::vector<Tensor> outs;
+  for (size_t i = 0; i < noutputs; ++i) {
+    if (!out_handles[i]) {
+      free_all();
+      fail(NX_ERR_STATE, "nx_checkpoint: the segment function returned NX_OK but left output ", i, " NULL");
+    }
+    outs.push_back(unwrap(out_handles[i], "segment output"));
+  }
+  free_all();
+  return outs;
+}
+
+}  // namespace
+
+extern "C" {
+
+nx_status nx_tensor_set_requires_grad(nx_tensor t, bool requires_grad) {
+  return guard("nx_tensor_set_requires_grad", [&] {
+    const Tensor& x = unwrap(t, "t");
+    if (x.grad_fn())
+      fail(NX_ERR_STATE, current_api(), ": only leaf tensors can change requires_grad; this one was produced by ",
+           x.grad_fn()->name, " (use nx_tensor_detach first)");
+    if (requires_grad && !is_floating(x.dtype()))
+      fail(NX_ERR_DTYPE, current_api(), ": only floating tensors can require grad, this one is ", dtype_name(x.dtype()));
+    x.impl()->requires_grad = requires_grad;
+  });
+}
+nx_status nx_tensor_requires_grad(nx_tensor t, bool* out) {
+  return guard("nx_tensor_requires_grad", [&] {
+    check_out(out);
+    *out = unwrap(t, "t").requires_grad();
+  });
+}
+nx_status nx_tensor_is_leaf(nx_tensor t, bool* out) {
+  return guard("nx_tensor_is_leaf", [&] {
+    check_out(out);
+    *out = !unwrap(t, "t").grad_fn();
+  });
+}
+
+static nx_status backward_api(const char* api, nx_tensor root, nx_tensor grad, BackwardOptions opt, nx_stream stream) {
+  return guard(api, [&] {
+    const Tensor& r = unwrap(root, "root");
+    Tensor g = unwrap_optional(grad, "grad");
+    check_stream(stream, r.device());
+    run_backward(r, g, opt);
+  });
+}
+nx_status nx_backward(nx_tensor root, nx_tensor grad, nx_stream stream) {
+  return backward_api("nx_backward", root, grad, BackwardOptions{}, stream);
+}
+nx_status nx_backward_ex(nx_tensor root, nx_tensor grad, bool retain_graph, bool create_graph, nx_stream stream) {
+  BackwardOptions opt;
+  opt.retain_graph = retain_graph || create_graph;
+  opt.create_graph = create_graph;
+  return backward_api("nx_backward_ex", root, grad, opt, stream);
+}
+nx_status nx_backward_checked(nx_tensor root, nx_tensor grad, nx_stream stream) {
+  BackwardOptions opt;
+  opt.check_finite = true;
+  return backward_api("nx_backward_checked", root, grad, opt, stream);
+}
+
+nx_status nx_autograd_grad(nx_tensor* grads, nx_tensor root, nx_tensor grad, const nx_tensor* inputs, size_t ninputs,
+                           bool retain_graph, bool create_graph, nx_stream stream) {
+  if (grads)
+    for (size_t i = 0; i < ninputs; ++i) grads[i] = nullptr;
+  return guard("nx_autograd_grad", [&] {
+    check_out(grads, "grads");
+    if (!inputs && ninputs) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": inputs is NULL");
+    const Tensor& r = unwrap(root, "root");
+    Tensor g = unwrap_optional(grad, "grad");
+    check_stream(stream, r.device());
+    std::vector<Tensor> ins;
+    for (size_t i = 0; i < ninputs; ++i) {
+      ins.push_back(unwrap(inputs[i], "an element of inputs"));
+      if (!ins.back().requires_grad())
+        fail(NX_ERR_STATE, current_api(), ": inputs[", i, "] does not require grad");
+    }
+    BackwardOptions opt;
+    opt.retain_graph = retain_graph || create_graph;
+    opt.create_graph = create_graph;
+    opt.accumulate = false;
+    auto result = run_backward(r, g, opt, ins);
+    for (size_t i = 0; i < ninputs; ++i)
+      if (result[i].defined()) grads[i] = wrap(result[i]);
+  });
+}
+
+nx_status nx_jvp(nx_tensor* out, nx_tensor output, const nx_tensor* inputs, const nx_tensor* tangents, size_t ninputs,
+                 nx_stream stream) {
+  clear_out(out);
+  return guard("nx_jvp", [&] {
+    check_out(out);
+    if (ninputs && (!inputs || !tangents)) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": inputs or tangents is NULL");
+    const Tensor& y = unwrap(output, "output");
+    check_stream(stream, y.device());
+    std::vector<Tensor> ins, vs;
+    for (size_t i = 0; i < ninputs; ++i) {
+      ins.push_back(unwrap(inputs[i], "an element of inputs"));
+      vs.push_back(unwrap(tangents[i], "an element of tangents"));
+      if (vs.back().shape() != ins.back().shape())
+        fail(NX_ERR_SHAPE, current_api(), ": tangent ", i, " has shape ", shape_str(vs.back().shape()),
+             " but its input has shape ", shape_str(ins.back().shape()));
+    }
+    // J v = d/du <J^T u, v>: the VJP is linear in u, and differentiable because it is made of ops.
+    Tensor u = zeros_like(y);
+    u.impl()->requires_grad = true;
+    BackwardOptions opt;
+    opt.retain_graph = true;
+    opt.create_graph = true;
+    opt.accumulate = false;
+    auto vjps = run_backward(y, u, opt, ins);
+    GradModeGuard on(true);
+    Tensor s;
+    for (size_t i = 0; i < ninputs; ++i) {
+      if (!vjps[i].defined()) continue;
+      Tensor term = sum(mul(vjps[i], cast(vs[i], vjps[i].dtype())), {}, false);
+      s = s.defined() ? add(s, term) : term;
+    }
+    if (!s.defined() || !s.requires_grad()) {
+      *out = wrap(zeros_like(y));
+      return;
+    }
+    BackwardOptions second;
+    second.accumulate = false;
+    auto jv = run_backward(s, Tensor(), second, {u});
+    *out = wrap(jv[0].defined() ? detach(jv[0]) : zeros_like(y));
+  });
+}
+
+nx_status nx_tensor_grad(nx_tensor* out, nx_tensor t) {
+  clear_out(out);
+  return guard("nx_tensor_grad", [&] {
+    check_out(out);
+    const Tensor& x = unwrap(t, "t");
+    if (x.impl()->grad) *out = wrap(Tensor(x.impl()->grad));
+  });
+}
+nx_status nx_tensor_zero_grad(nx_tensor t) {
+  return guard("nx_tensor_zero_grad", [&] { unwrap(t, "t").impl()->grad.reset(); });
+}
+nx_status nx_tensor_detach(nx_tensor* out, nx_tensor t) {
+  clear_out(out);
+  return guard("nx_tensor_detach", [&] {
+    check_out(out);
+    *out = wrap(detach(unwrap(t, "t")));
+  });
+}
+void nx_grad_mode_set(bool enabled) { set_grad_enabled(enabled); }
+bool nx_grad_mode_enabled(void) { return grad_enabled(); }
+
+nx_status nx_checkpoint(nx_tensor* outputs, size_t noutputs, nx_checkpoint_fn fn, void* user_data,
+                        const nx_tensor* inputs, size_t ninputs, nx_stream stream) {
+  if (outputs)
+    for (size_t i = 0; i < noutputs; ++i) outputs[i] = nullptr;
+  return guard("nx_checkpoint", [&] {
+    check_out(outputs, "outputs");
+    if (!fn) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": fn is NULL");
+    if (!noutputs) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": noutputs must be at least 1");
+    if (!inputs && ninputs) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": inputs is NULL");
+    std::vector<Tensor> ins, detached;
+    for (size_t i = 0; i < ninputs; ++i) {
+      ins.push_back(unwrap(inputs[i], "an element of inputs"));
+      detached.push_back(detach(ins.back()));
+    }
+    if (!ins.empty()) check_stream(stream, ins[0].device());
+    std::vector<Tensor> outs;
+    {
+      GradModeGuard off(false);
+      for (const Tensor& t : call_segment(fn, user_data, detached, noutputs)) outs.push_back(detach(t));
+    }
+    outs = record("CheckpointBackward", outs, ins, ins, [fn, user_data, noutputs](const auto& g, const auto& saved, const auto&) {
+      // Rebuild the segment's graph from the saved inputs, then backpropagate through it.
+      std::vector<Tensor> leaves;
+      for (const Tensor& s : saved) {
+        Tensor leaf = detach(s);
+        leaf.impl()->requires_grad = is_floating(leaf.dtype());
+        leaves.push_back(leaf);
+      }
+      GradModeGuard on(true);
+      std::vector<Tensor> redo = call_segment(fn, user_data, leaves, noutputs);
+      Tensor total;
+      for (size_t i = 0; i < redo.size(); ++i) {
+        if (!redo[i].requires_grad()) continue;
+        Tensor term = sum(mul(redo[i], g[i]), {}, false);
+        total = total.defined() ? add(total, term) : term;
+      }
+      std::vector<Tensor> grads(leaves.size());
+      if (!total.defined()) return grads;
+      BackwardOptions opt;
+      opt.accumulate = false;
+      std::vector<Tensor> wanted;
+      std::vector<size_t> where;
+      for (size_t i = 0; i < leaves.size(); ++i)
+        if (leaves[i].requires_grad()) { wanted.push_back(leaves[i]); where.push_back(i); }
+      auto got = run_backward(total, Tensor(), opt, wanted);
+      for (size_t i = 0; i < where.size(); ++i) grads[where[i]] = got[i];
+      return grads;
+    });
+    for (size_t i = 0; i < noutputs; ++i) outputs[i] = wrap(outs[i]);
+  });
+}
+
+// ---------------------------------------------------------------- graph object
+nx_status nx_graph_create(nx_graph* out, nx_tensor root) {
+  clear_out(out);
+  return guard("nx_graph_create", [&] {
+    check_out(out);
+    const Tensor& r = unwrap(root, "root");
+    *out = new nx_graph_s{kGraphMagic, topological_nodes(r.grad_fn()), graph_to_dot(r)};
+  });
+}
+nx_status nx_graph_node_count(nx_graph g, size_t* out) {
+  return guard("nx_graph_node_count", [&] {
+    check_out(out);
+    *out = graph_arg(g).nodes.size();
+  });
+}
+nx_status nx_graph_node_name(nx_graph g, size_t i, const char** out) {
+  return guard("nx_graph_node_name", [&] {
+    check_out(out);
+    const auto& graph = graph_arg(g);
+    if (i >= graph.nodes.size())
+      fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": node index ", i, " out of range (graph has ", graph.nodes.size(), " nodes)");
+    *out = graph.nodes[i]->name.c_str();
+  });
+}
+nx_status nx_graph_saved_bytes(nx_graph g, size_t* out) {
+  return guard("nx_graph_saved_bytes", [&] {
+    check_out(out);
+    size_t total = 0;
+    for (const auto& n : graph_arg(g).nodes) total += n->saved_bytes();
+    *out = total;
+  });
+}
+nx_status nx_graph_to_dot(nx_graph g, const char** out) {
+  return guard("nx_graph_to_dot", [&] {
+    check_out(out);
+    *out = graph_arg(g).dot.c_str();
+  });
+}
+void nx_graph_free(nx_graph g) {
+  if (!g || g->magic != kGraphMagic) return;
+  g->magic = kDeadMagic;
+  delete g;
+}
+
+}  // extern "C"

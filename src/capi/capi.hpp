@@ -1,0 +1,74 @@
+// The C boundary: handle structs, argument checks and the guard that turns every exception into
+// an nx_status plus a thread-local message. Every extern "C" function body runs inside guard().
+#pragma once
+#include <new>
+#include <string>
+#include <vector>
+
+#include "nexus.h"
+#include "ops/ops.hpp"
+
+struct nx_tensor_s {
+  uint32_t magic;
+  nx::Tensor tensor;
+};
+struct nx_stream_s {
+  uint32_t magic;
+  nx::Device device;
+  void* native;  // cudaStream_t on CUDA, null on the CPU
+};
+
+namespace nx::capi {
+
+constexpr uint32_t kTensorMagic = 0x4e58544eu;  // "NXTN"
+constexpr uint32_t kStreamMagic = 0x4e585354u;  // "NXST"
+constexpr uint32_t kDeadMagic = 0xdeadbeefu;
+
+nx_status set_error(nx_status status, const std::string& message);
+const char* last_error();
+void clear_error();
+
+template <class F>
+nx_status guard(const char* api, F&& body) {
+  ApiScope scope(api);
+  try {
+    body();
+    return NX_OK;
+  } catch (const Error& e) {
+    return set_error(e.status(), e.what());
+  } catch (const std::bad_alloc&) {
+    return set_error(NX_ERR_OUT_OF_MEMORY, std::string(api) + ": out of host memory");
+  } catch (const std::exception& e) {
+    return set_error(NX_ERR_INTERNAL, std::string(api) + ": internal error: " + e.what());
+  } catch (...) {
+    return set_error(NX_ERR_INTERNAL, std::string(api) + ": unknown internal error");
+  }
+}
+
+// Tensor handles live in a registry so that a freed or foreign pointer is reported, not used.
+nx_tensor wrap(Tensor t);
+const Tensor& unwrap(nx_tensor h, const char* what);
+// Like unwrap but NULL gives an undefined Tensor (for optional inputs).
+Tensor unwrap_optional(nx_tensor h, const char* what);
+void release(nx_tensor h);
+int64_t live_tensors();
+
+template <class P>
+void check_out(P* out, const char* what = "out") {
+  if (!out) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", what, " is NULL");
+}
+template <class P>
+void clear_out(P* out) {
+  if (out) *out = nullptr;
+}
+
+// A counted array of dimensions (may hold -1 where the op allows it).
+Shape dims_arg(const int64_t* dims, size_t ndim, const char* what = "shape");
+// dims_arg with every dimension >= 0.
+Shape shape_arg(const int64_t* shape, size_t ndim, const char* what = "shape");
+Device device_arg(nx_device device);
+DType dtype_arg(nx_dtype dtype);
+// Checks that a stream (if given) is valid and on device.
+void check_stream(nx_stream stream, Device device);
+
+}  // namespace nx::capi

@@ -1,0 +1,249 @@
+// C API: version, errors, runtime settings, streams, tensor creation and inspection.
+#include <omp.h>
+
+#include <cstring>
+
+#include "capi/capi.hpp"
+#include "cpu/simd.hpp"
+
+using namespace nx;
+using namespace nx::capi;
+
+#define NX_STR2(x) #x
+#define NX_STR(x) NX_STR2(x)
+
+namespace {
+
+using Maker = Tensor (*)(const Shape&, DType, Device);
+
+nx_status make_tensor(const char* api, nx_tensor* out, const int64_t* shape, size_t ndim, nx_dtype dtype,
+                      nx_device device, nx_stream stream, Maker maker) {
+  clear_out(out);
+  return guard(api, [&] {
+    check_out(out);
+    Shape s = shape_arg(shape, ndim);
+    DType dt = dtype_arg(dtype);
+    Device dev = device_arg(device);
+    check_stream(stream, dev);
+    *out = wrap(maker(s, dt, dev));
+  });
+}
+
+template <class F>
+nx_status query(const char* api, nx_tensor t, void* out, F f) {
+  return guard(api, [&] {
+    check_out(out);
+    f(unwrap(t, "t"));
+  });
+}
+
+int32_t g_default_threads = 0;
+
+}  // namespace
+
+extern "C" {
+
+const char* nx_version_string(void) {
+  return NX_STR(NX_VERSION_MAJOR) "." NX_STR(NX_VERSION_MINOR) "." NX_STR(NX_VERSION_PATCH);
+}
+uint32_t nx_abi_version(void) { return NX_ABI_VERSION; }
+
+const char* nx_status_string(nx_status status) {
+  switch (status) {
+    case NX_OK: return "NX_OK";
+    case NX_ERR_INVALID_ARGUMENT: return "NX_ERR_INVALID_ARGUMENT";
+    case NX_ERR_SHAPE: return "NX_ERR_SHAPE";
+    case NX_ERR_DTYPE: return "NX_ERR_DTYPE";
+    case NX_ERR_DEVICE: return "NX_ERR_DEVICE";
+    case NX_ERR_OUT_OF_MEMORY: return "NX_ERR_OUT_OF_MEMORY";
+    case NX_ERR_CUDA: return "NX_ERR_CUDA";
+    case NX_ERR_IO: return "NX_ERR_IO";
+    case NX_ERR_NOT_IMPLEMENTED: return "NX_ERR_NOT_IMPLEMENTED";
+    case NX_ERR_STATE: return "NX_ERR_STATE";
+    case NX_ERR_INTERNAL: return "NX_ERR_INTERNAL";
+  }
+  return "NX_ERR_UNKNOWN";
+}
+
+const char* nx_last_error_message(void) { return capi::last_error(); }
+void nx_clear_error(void) { capi::clear_error(); }
+
+size_t nx_dtype_size(nx_dtype dtype) { return is_valid_dtype(int(dtype)) ? dtype_size(DType(dtype)) : 0; }
+const char* nx_dtype_name(nx_dtype dtype) { return is_valid_dtype(int(dtype)) ? dtype_name(DType(dtype)) : "invalid"; }
+
+nx_status nx_set_num_threads(int32_t n) {
+  return guard("nx_set_num_threads", [&] {
+    if (!g_default_threads) g_default_threads = omp_get_max_threads();
+    omp_set_num_threads(n > 0 ? n : g_default_threads);
+  });
+}
+int32_t nx_get_num_threads(void) { return omp_get_max_threads(); }
+
+const char* nx_cpu_simd_level(void) { return cpu::simd().name; }
+nx_status nx_cpu_set_simd_level(const char* level) {
+  return guard("nx_cpu_set_simd_level", [&] {
+    check_out(level, "level");
+    if (std::strcmp(level, "scalar") && std::strcmp(level, "avx2") && std::strcmp(level, "avx512"))
+      fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": unknown level \"", level, "\" (expected avx512, avx2 or scalar)");
+    if (!cpu::set_simd_level(level))
+      fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": this processor does not support ", level);
+  });
+}
+
+void nx_manual_seed(uint64_t seed) { manual_seed(seed); }
+int64_t nx_live_tensor_count(void) { return live_tensors(); }
+
+// ---------------------------------------------------------------- streams
+nx_status nx_stream_create(nx_stream* out, nx_device device) {
+  clear_out(out);
+  return guard("nx_stream_create", [&] {
+    check_out(out);
+    Device d = device_arg(device);
+    *out = new nx_stream_s{kStreamMagic, d, nullptr};
+  });
+}
+nx_status nx_stream_synchronize(nx_stream stream) {
+  return guard("nx_stream_synchronize", [&] {
+    if (!stream) return;
+    check_stream(stream, stream->magic == kStreamMagic ? stream->device : Device{});
+    backend(stream->device).synchronize();
+  });
+}
+nx_status nx_stream_device(nx_stream stream, nx_device* out) {
+  return guard("nx_stream_device", [&] {
+    check_out(out);
+    if (!stream) { *out = nx_device{NX_CPU, 0}; return; }
+    check_stream(stream, stream->magic == kStreamMagic ? stream->device : Device{});
+    *out = stream->device.to_c();
+  });
+}
+void nx_stream_free(nx_stream stream) {
+  if (!stream || stream->magic != kStreamMagic) return;
+  stream->magic = kDeadMagic;
+  delete stream;
+}
+
+// ---------------------------------------------------------------- creation
+nx_status nx_tensor_from_data(nx_tensor* out, const void* data, const int64_t* shape, size_t ndim, nx_dtype dtype,
+                              nx_device device, nx_stream stream) {
+  clear_out(out);
+  return guard("nx_tensor_from_data", [&] {
+    check_out(out);
+    Shape s = shape_arg(shape, ndim);
+    DType dt = dtype_arg(dtype);
+    Device dev = device_arg(device);
+    check_stream(stream, dev);
+    if (!data && numel_of(s) > 0) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": data is NULL");
+    *out = wrap(from_data(data, s, dt, dev));
+  });
+}
+nx_status nx_tensor_zeros(nx_tensor* out, const int64_t* shape, size_t ndim, nx_dtype dtype, nx_device device,
+                          nx_stream stream) {
+  return make_tensor("nx_tensor_zeros", out, shape, ndim, dtype, device, stream, &zeros);
+}
+nx_status nx_tensor_ones(nx_tensor* out, const int64_t* shape, size_t ndim, nx_dtype dtype, nx_device device,
+                         nx_stream stream) {
+  return make_tensor("nx_tensor_ones", out, shape, ndim, dtype, device, stream, &ones);
+}
+nx_status nx_tensor_randn(nx_tensor* out, const int64_t* shape, size_t ndim, nx_dtype dtype, nx_device device,
+                          nx_stream stream) {
+  return make_tensor("nx_tensor_randn", out, shape, ndim, dtype, device, stream, &randn);
+}
+nx_status nx_tensor_rand(nx_tensor* out, const int64_t* shape, size_t ndim, nx_dtype dtype, nx_device device,
+                         nx_stream stream) {
+  return make_tensor("nx_tensor_rand", out, shape, ndim, dtype, device, stream, &rand);
+}
+nx_status nx_tensor_full(nx_tensor* out, const int64_t* shape, size_t ndim, double value, nx_dtype dtype,
+                         nx_device device, nx_stream stream) {
+  clear_out(out);
+  return guard("nx_tensor_full", [&] {
+    check_out(out);
+    Shape s = shape_arg(shape, ndim);
+    DType dt = dtype_arg(dtype);
+    Device dev = device_arg(device);
+    check_stream(stream, dev);
+    *out = wrap(full(s, value, dt, dev));
+  });
+}
+nx_status nx_tensor_arange(nx_tensor* out, double start, double end, double step, nx_dtype dtype, nx_device device,
+                           nx_stream stream) {
+  clear_out(out);
+  return guard("nx_tensor_arange", [&] {
+    check_out(out);
+    DType dt = dtype_arg(dtype);
+    Device dev = device_arg(device);
+    check_stream(stream, dev);
+    *out = wrap(arange(start, end, step, dt, dev));
+  });
+}
+
+// ---------------------------------------------------------------- inspection
+nx_status nx_tensor_copy_to_host(nx_tensor t, void* dst, size_t nbytes, nx_stream stream) {
+  return guard("nx_tensor_copy_to_host", [&] {
+    const Tensor& x = unwrap(t, "t");
+    check_stream(stream, x.device());
+    if (!dst && nbytes) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": dst is NULL");
+    copy_to_host(x, dst, nbytes);
+  });
+}
+nx_status nx_tensor_ndim(nx_tensor t, size_t* out) {
+  return query("nx_tensor_ndim", t, out, [&](const Tensor& x) { *out = size_t(x.dim()); });
+}
+static void write_dims(const Shape& dims, int64_t* out, size_t capacity) {
+  if (capacity < dims.size())
+    fail(NX_ERR_SHAPE, current_api(), ": capacity ", capacity, " is smaller than the tensor's rank ", dims.size());
+  std::copy(dims.begin(), dims.end(), out);
+}
+nx_status nx_tensor_shape(nx_tensor t, int64_t* out, size_t capacity) {
+  return guard("nx_tensor_shape", [&] {
+    const Tensor& x = unwrap(t, "t");
+    if (!out && x.dim() > 0) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": out is NULL");
+    write_dims(x.shape(), out, capacity);
+  });
+}
+nx_status nx_tensor_strides(nx_tensor t, int64_t* out, size_t capacity) {
+  return guard("nx_tensor_strides", [&] {
+    const Tensor& x = unwrap(t, "t");
+    if (!out && x.dim() > 0) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": out is NULL");
+    write_dims(x.strides(), out, capacity);
+  });
+}
+nx_status nx_tensor_numel(nx_tensor t, int64_t* out) {
+  return query("nx_tensor_numel", t, out, [&](const Tensor& x) { *out = x.numel(); });
+}
+nx_status nx_tensor_dtype(nx_tensor t, nx_dtype* out) {
+  return query("nx_tensor_dtype", t, out, [&](const Tensor& x) { *out = nx_dtype(x.dtype()); });
+}
+nx_status nx_tensor_device(nx_tensor t, nx_device* out) {
+  return query("nx_tensor_device", t, out, [&](const Tensor& x) { *out = x.device().to_c(); });
+}
+nx_status nx_tensor_is_contiguous(nx_tensor t, bool* out) {
+  return query("nx_tensor_is_contiguous", t, out, [&](const Tensor& x) { *out = x.is_contiguous(); });
+}
+nx_status nx_tensor_item(nx_tensor t, double* out, nx_stream stream) {
+  return guard("nx_tensor_item", [&] {
+    check_out(out);
+    const Tensor& x = unwrap(t, "t");
+    check_stream(stream, x.device());
+    *out = item(x);
+  });
+}
+nx_status nx_tensor_data_ptr(nx_tensor t, void** out) {
+  return guard("nx_tensor_data_ptr", [&] {
+    check_out(out);
+    const Tensor& x = unwrap(t, "t");
+    if (!x.device().is_cpu())
+      fail(NX_ERR_DEVICE, current_api(), ": the tensor is on ", device_str(x.device()), "; only CPU data is host-addressable");
+    *out = x.data();
+  });
+}
+nx_status nx_tensor_retain(nx_tensor* out, nx_tensor t) {
+  clear_out(out);
+  return guard("nx_tensor_retain", [&] {
+    check_out(out);
+    *out = wrap(unwrap(t, "t"));
+  });
+}
+void nx_tensor_free(nx_tensor t) { release(t); }
+
+}  // extern "C"

@@ -1,0 +1,75 @@
+// The kernel interface a device implements. Ops (src/ops) decide shapes, dtypes and autodiff,
+// then call these; kernels (src/cpu, src/cuda) know nothing of graphs. Every View handed to a
+// kernel already has the output's shape (inputs broadcast with stride 0) unless noted.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.hpp"
+#include "core/tensor.hpp"
+
+namespace nx {
+
+struct View {
+  void* data;
+  std::vector<int64_t> shape, strides;  // strides in elements
+  DType dtype;
+  static View of(const Tensor& t) { return View{t.data(), t.shape(), t.strides(), t.dtype()}; }
+  // t broadcast to shape (stride 0 on new or size-1 dimensions).
+  static View broadcast(const Tensor& t, const Shape& shape);
+  int64_t numel() const { return numel_of(shape); }
+};
+
+enum class UnaryOp {
+  Neg, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sinh, Cosh, Sigmoid, Relu, LeakyRelu,
+  Gelu, GeluTanh, Silu, Softplus, Mish, Clamp, AddScalar, MulScalar, PowScalar, Square,
+  Reciprocal, Sign, Erf, Step /* x > 0 */
+};
+enum class BinaryOp { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
+enum class ReduceOp { Sum, Max, Min, ArgMax };
+
+inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual void* allocate(size_t nbytes) = 0;
+  virtual void deallocate(void* p, size_t nbytes) = 0;
+  // dst[i] = cast(src[i]); any dtypes, any strides, same shape.
+  virtual void copy(const View& dst, const View& src) = 0;
+  virtual void fill(const View& dst, double value) = 0;
+  // dst contiguous; src same shape, any strides; dst and src of one dtype (f32, f64, i32, i64).
+  virtual void unary(UnaryOp op, const View& dst, const View& src, double p0, double p1) = 0;
+  // dst contiguous; a, b same dtype and shape as dst (strided); dst Bool for comparisons.
+  virtual void binary(BinaryOp op, const View& dst, const View& a, const View& b) = 0;
+  // dst contiguous = cond ? a : b; cond Bool.
+  virtual void where(const View& dst, const View& cond, const View& a, const View& b) = 0;
+  // src contiguous [rows, cols] -> dst contiguous [rows] (I64 for ArgMax).
+  virtual void reduce_rows(ReduceOp op, const View& dst, const View& src, int64_t rows,
+                           int64_t cols) = 0;
+  // src contiguous [outer, n, inner] reduced over n -> dst contiguous [outer, inner] (Sum/Max/Min)
+  virtual void reduce_middle(ReduceOp op, const View& dst, const View& src, int64_t outer,
+                             int64_t n, int64_t inner) = 0;
+  // dst [batch, m, n] contiguous = a [batch, m, k] @ b [batch, k, n] (a, b any strides).
+  virtual void matmul(const View& dst, const View& a, const View& b) = 0;
+  // rows of contiguous src [rows, cols] -> dst, softmax or log_softmax.
+  virtual void softmax_rows(const View& dst, const View& src, int64_t rows, int64_t cols,
+                            bool log) = 0;
+  // dst [outer, nidx, inner] = src [outer, n, inner] at index [nidx] (contiguous src, dst).
+  virtual void index_select(const View& dst, const View& src, const View& index, int64_t outer,
+                            int64_t n, int64_t inner) = 0;
+  // dst [outer, n, inner] += src [outer, nidx, inner] scattered at index (backward of above).
+  virtual void index_add(const View& dst, const View& src, const View& index, int64_t outer,
+                         int64_t n, int64_t inner) = 0;
+  // torch.gather / scatter_add along axis; all contiguous, index I64 with dst's (gather) shape.
+  virtual void gather(const View& dst, const View& src, const View& index, int64_t axis) = 0;
+  virtual void scatter_add(const View& dst, const View& src, const View& index, int64_t axis) = 0;
+  // Counter-based random numbers: element i depends only on (seed, offset + i).
+  virtual void random(const View& dst, uint64_t seed, uint64_t offset, bool normal) = 0;
+  virtual void synchronize() = 0;
+};
+
+Backend& backend(Device device);
+Backend& cpu_backend();
+
+}  // namespace nx

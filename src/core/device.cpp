@@ -1,0 +1,35 @@
+#include "core/backend.hpp"
+
+namespace nx {
+
+#ifdef NEXUS_HAVE_CUDA
+Backend& cuda_backend(int32_t index);  // src/cuda
+#endif
+
+View View::broadcast(const Tensor& t, const Shape& shape) {
+  View v{t.data(), shape, Shape(shape.size(), 0), t.dtype()};
+  const size_t off = shape.size() - t.shape().size();
+  for (size_t i = 0; i < t.shape().size(); ++i)
+    v.strides[off + i] = t.shape()[i] == 1 ? 0 : t.strides()[i];
+  return v;
+}
+
+Backend& backend(Device device) {
+  if (device.type == NX_CPU) {
+    if (device.index != 0)
+      fail(NX_ERR_DEVICE, current_api(), ": CPU device index must be 0, got ", device.index);
+    return cpu_backend();
+  }
+  if (device.type == NX_CUDA) {
+#ifdef NEXUS_HAVE_CUDA
+    return cuda_backend(device.index);
+#else
+    fail(NX_ERR_DEVICE, current_api(), ": this build of NexusGrad has no CUDA support (device cuda:",
+         device.index, ")");
+#endif
+  }
+  fail(NX_ERR_DEVICE, current_api(), ": unknown device type ", int(device.type),
+       " (expected NX_CPU=1 or NX_CUDA=2)");
+}
+
+}  // namespace nx

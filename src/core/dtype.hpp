@@ -1,0 +1,72 @@
+// Element types: sizes, names, promotion, and f16/bf16 <-> f32 conversion (round to nearest even).
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "nexus.h"
+
+namespace nx {
+
+enum class DType : int { F32 = NX_F32, F64 = NX_F64, F16 = NX_F16, BF16 = NX_BF16,
+                         I32 = NX_I32, I64 = NX_I64, Bool = NX_BOOL };
+
+size_t dtype_size(DType d);
+const char* dtype_name(DType d);
+bool is_valid_dtype(int d);
+inline bool is_floating(DType d) {
+  return d == DType::F32 || d == DType::F64 || d == DType::F16 || d == DType::BF16;
+}
+inline bool is_half(DType d) { return d == DType::F16 || d == DType::BF16; }
+// PyTorch's promotion lattice restricted to our types.
+DType promote(DType a, DType b);
+// The dtype kernels compute in: f32 for the half types, itself otherwise.
+inline DType compute_dtype(DType d) { return is_half(d) ? DType::F32 : d; }
+
+struct Half { uint16_t bits; };
+struct BFloat16 { uint16_t bits; };
+
+inline uint32_t f32_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+inline float bits_f32(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+
+inline float bf16_to_f32(uint16_t h) { return bits_f32(uint32_t(h) << 16); }
+inline uint16_t f32_to_bf16(float f) {
+  uint32_t u = f32_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // quiet NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+
+inline float f16_to_f32(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu;
+  if (exp == 0x1f) return bits_f32(sign | 0x7f800000u | (man << 13));
+  if (exp == 0) {
+    if (man == 0) return bits_f32(sign);
+    // subnormal: value = man * 2^-24
+    float v = float(man) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  return bits_f32(sign | ((exp + 112u) << 23) | (man << 13));
+}
+inline uint16_t f32_to_f16(float f) {
+  uint32_t u = f32_bits(f);
+  uint16_t sign = uint16_t((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);            // NaN
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);           // overflow -> inf
+  if (a < 0x38800000u) {                                           // subnormal or zero
+    float v = bits_f32(a) * 16777216.0f;                            // scale by 2^24
+    // round to nearest even integer count of 2^-24 units
+    uint32_t m = uint32_t(v);
+    float rem = v - float(m);
+    if (rem > 0.5f || (rem == 0.5f && (m & 1u))) ++m;
+    return uint16_t(sign | m);
+  }
+  uint32_t e = ((a >> 23) - 112u) << 10, man = (a >> 13) & 0x3ffu;
+  uint32_t h = e | man, rest = a & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
+  return uint16_t(sign | h);
+}
+
+}  // namespace nx

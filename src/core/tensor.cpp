@@ -1,0 +1,87 @@
+#include "core/tensor.hpp"
+
+#include "core/backend.hpp"
+
+namespace nx {
+
+std::string device_str(Device d) {
+  return cat(d.type == NX_CPU ? "cpu" : "cuda", ":", d.index);
+}
+
+Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev) {
+  data = backend(dev).allocate(n);
+}
+Storage::~Storage() { backend(device).deallocate(data, nbytes); }
+
+int64_t numel_of(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t s : shape) n *= s;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& shape) {
+  Shape st(shape.size());
+  int64_t acc = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    st[i] = acc;
+    acc *= std::max<int64_t>(shape[i], 1);
+  }
+  return st;
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
+  for (int64_t s : shape)
+    if (s < 0) fail(NX_ERR_SHAPE, current_api(), ": negative dimension in shape ", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(size_t(numel_of(shape)) * dtype_size(dtype), device);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(std::move(impl));
+}
+
+int64_t Tensor::size(int64_t axis) const { return shape()[size_t(wrap_axis(axis, dim()))]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = impl_->shape.size(); i-- > 0;) {
+    if (impl_->shape[i] == 1) continue;
+    if (impl_->strides[i] != expected) return false;
+    expected *= impl_->shape[i];
+  }
+  return true;
+}
+
+Tensor Tensor::alias(const Shape& shape, const Shape& strides, int64_t offset) const {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = impl_->storage;
+  impl->shape = shape;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = impl_->dtype;
+  return Tensor(std::move(impl));
+}
+
+int64_t wrap_axis(int64_t axis, int64_t ndim, const char* what) {
+  int64_t lo = -std::max<int64_t>(ndim, 1), hi = std::max<int64_t>(ndim, 1) - 1;
+  if (axis < lo || axis > hi)
+    fail(NX_ERR_SHAPE, current_api(), ": ", what, " ", axis, " is out of range for a tensor of rank ",
+         ndim, " (expected ", lo, "..", hi, ")");
+  return axis < 0 ? axis + std::max<int64_t>(ndim, 1) : axis;
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      fail(NX_ERR_SHAPE, current_api(), ": shapes ", shape_str(a), " and ", shape_str(b),
+           " do not broadcast (dimension ", i, ": ", da, " vs ", db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+}  // namespace nx

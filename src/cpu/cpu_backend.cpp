@@ -1,0 +1,428 @@
+// The CPU implementation of the kernel interface (src/core/backend.hpp): strided walking and
+// dtype dispatch here; the vectorized inner loops come from the per-ISA table (simd.hpp).
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "cpu/philox.hpp"
+#include "cpu/simd.hpp"
+#include "cpu/strided.hpp"
+
+namespace nx::cpu {
+namespace {
+
+using S = std::vector<int64_t>;
+
+template <class T> double to_f64(T v) { return double(v); }
+template <> double to_f64(Half v) { return f16_to_f32(v.bits); }
+template <> double to_f64(BFloat16 v) { return bf16_to_f32(v.bits); }
+template <class T> T from_f64(double v) { return T(v); }
+template <> bool from_f64(double v) { return v != 0.0; }
+template <> Half from_f64(double v) { return Half{f32_to_f16(float(v))}; }
+template <> BFloat16 from_f64(double v) { return BFloat16{f32_to_bf16(float(v))}; }
+// f32 -> half without the detour through double (which could double-round).
+template <class D, class Src> D convert(Src v) { return from_f64<D>(to_f64(v)); }
+template <> Half convert(float v) { return Half{f32_to_f16(v)}; }
+template <> BFloat16 convert(float v) { return BFloat16{f32_to_bf16(v)}; }
+template <> int64_t convert(int64_t v) { return v; }
+
+// Calls f(T{}) with T the C++ type of dtype d.
+template <class F>
+void dispatch(DType d, F&& f) {
+  switch (d) {
+    case DType::F32: f(float{}); break;
+    case DType::F64: f(double{}); break;
+    case DType::F16: f(Half{}); break;
+    case DType::BF16: f(BFloat16{}); break;
+    case DType::I32: f(int32_t{}); break;
+    case DType::I64: f(int64_t{}); break;
+    case DType::Bool: f(bool{}); break;
+  }
+}
+
+template <class T> T* at(const View& v, int64_t off) { return static_cast<T*>(v.data) + off; }
+
+class CpuBackend final : public Backend {
+ public:
+  void* allocate(size_t nbytes) override {
+    // 64-byte alignment for vector loads; never a null pointer, even for empty tensors.
+    size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) fail(NX_ERR_OUT_OF_MEMORY, current_api(), ": cannot allocate ", nbytes, " bytes on the CPU");
+    return p;
+  }
+  void deallocate(void* p, size_t) override { std::free(p); }
+  void synchronize() override {}
+
+  void copy(const View& dst, const View& src) override {
+    if (dst.dtype == src.dtype) {
+      size_t es = dtype_size(dst.dtype);
+      for_each_row<2>(dst.shape, {&dst.strides, &src.strides}, [&](auto off, int64_t n, auto st) {
+        char* d = static_cast<char*>(dst.data) + off[0] * int64_t(es);
+        const char* s = static_cast<const char*>(src.data) + off[1] * int64_t(es);
+        if (st[0] == 1 && st[1] == 1) {
+          std::memcpy(d, s, size_t(n) * es);
+        } else {
+          for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * st[0] * int64_t(es), s + i * st[1] * int64_t(es), es);
+        }
+      });
+      return;
+    }
+    dispatch(dst.dtype, [&](auto dtag) {
+      using D = decltype(dtag);
+      dispatch(src.dtype, [&](auto stag) {
+        using Src = decltype(stag);
+        for_each_row<2>(dst.shape, {&dst.strides, &src.strides}, [&](auto off, int64_t n, auto st) {
+          D* d = at<D>(dst, off[0]);
+          const Src* s = at<Src>(src, off[1]);
+          for (int64_t i = 0; i < n; ++i) d[i * st[0]] = convert<D>(s[i * st[1]]);
+        });
+      });
+    });
+  }
+
+  void fill(const View& dst, double value) override {
+    dispatch(dst.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      T v = from_f64<T>(value);
+      for_each_row<1>(dst.shape, {&dst.strides}, [&](auto off, int64_t n, auto st) {
+        T* d = at<T>(dst, off[0]);
+        for (int64_t i = 0; i < n; ++i) d[i * st[0]] = v;
+      });
+    });
+  }
+
+  void unary(UnaryOp op, const View& dst, const View& src, double p0, double p1) override {
+    const auto& t = simd();
+    switch (dst.dtype) {
+      case DType::F32:
+        for_each_row<2>(dst.shape, {&dst.strides, &src.strides}, [&](auto off, int64_t n, auto st) {
+          t.unary_f32(op, at<float>(dst, off[0]), at<float>(src, off[1]), st[1], n, float(p0), float(p1));
+        });
+        return;
+      case DType::F64:
+        for_each_row<2>(dst.shape, {&dst.strides, &src.strides}, [&](auto off, int64_t n, auto st) {
+          t.unary_f64(op, at<double>(dst, off[0]), at<double>(src, off[1]), st[1], n, p0, p1);
+        });
+        return;
+      case DType::I32: unary_int<int32_t>(op, dst, src, p0, p1); return;
+      case DType::I64: unary_int<int64_t>(op, dst, src, p0, p1); return;
+      default:
+        fail(NX_ERR_DTYPE, current_api(), ": dtype ", dtype_name(dst.dtype), " is not supported here");
+    }
+  }
+
+  template <class T>
+  void unary_int(UnaryOp op, const View& dst, const View& src, double p0, double p1) {
+    auto f = [&](T v) -> T {
+      switch (op) {
+        case UnaryOp::Neg: return T(-v);
+        case UnaryOp::Abs: return v < 0 ? T(-v) : v;
+        case UnaryOp::Relu: return v > 0 ? v : T(0);
+        case UnaryOp::Clamp: return std::min<T>(std::max<T>(v, T(p0)), T(p1));
+        case UnaryOp::AddScalar: return T(v + T(p0));
+        case UnaryOp::MulScalar: return T(v * T(p0));
+        case UnaryOp::Square: return T(v * v);
+        case UnaryOp::Sign: return T(v > 0 ? 1 : (v < 0 ? -1 : 0));
+        default: return T(0);
+      }
+    };
+    switch (op) {
+      case UnaryOp::Neg: case UnaryOp::Abs: case UnaryOp::Relu: case UnaryOp::Clamp:
+      case UnaryOp::AddScalar: case UnaryOp::MulScalar: case UnaryOp::Square: case UnaryOp::Sign:
+        break;
+      default:
+        fail(NX_ERR_DTYPE, current_api(), ": this op has no integer kernel (", dtype_name(dst.dtype), ")");
+    }
+    for_each_row<2>(dst.shape, {&dst.strides, &src.strides}, [&](auto off, int64_t n, auto st) {
+      T* d = at<T>(dst, off[0]);
+      const T* s = at<T>(src, off[1]);
+      for (int64_t i = 0; i < n; ++i) d[i] = f(s[i * st[1]]);
+    });
+  }
+
+  void binary(BinaryOp op, const View& dst, const View& a, const View& b) override {
+    if (is_comparison(op)) {
+      dispatch(a.dtype, [&](auto tag) { compare<decltype(tag)>(op, dst, a, b); });
+      return;
+    }
+    const auto& t = simd();
+    auto rows = [&](auto kernel, auto type_tag) {
+      using T = decltype(type_tag);
+      for_each_row<3>(dst.shape, {&dst.strides, &a.strides, &b.strides}, [&](auto off, int64_t n, auto st) {
+        kernel(op, at<T>(dst, off[0]), at<T>(a, off[1]), st[1], at<T>(b, off[2]), st[2], n);
+      });
+    };
+    switch (dst.dtype) {
+      case DType::F32: rows(t.binary_f32, float{}); return;
+      case DType::F64: rows(t.binary_f64, double{}); return;
+      case DType::I32: rows(&binary_int<int32_t>, int32_t{}); return;
+      case DType::I64: rows(&binary_int<int64_t>, int64_t{}); return;
+      case DType::Bool: rows(&binary_int<bool>, bool{}); return;
+      default:
+        fail(NX_ERR_DTYPE, current_api(), ": dtype ", dtype_name(dst.dtype), " is not supported here");
+    }
+  }
+
+  template <class T>
+  static void binary_int(BinaryOp op, T* o, const T* a, int64_t sa, const T* b, int64_t sb, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      T x = a[i * sa], y = b[i * sb];
+      switch (op) {
+        case BinaryOp::Add: o[i] = T(x + y); break;
+        case BinaryOp::Sub: o[i] = T(x - y); break;
+        case BinaryOp::Mul: o[i] = T(x * y); break;
+        case BinaryOp::Div: o[i] = y == 0 ? T(0) : T(x / y); break;
+        case BinaryOp::Pow: o[i] = T(std::pow(double(x), double(y))); break;
+        case BinaryOp::Maximum: o[i] = std::max(x, y); break;
+        case BinaryOp::Minimum: o[i] = std::min(x, y); break;
+        default: break;
+      }
+    }
+  }
+
+  template <class T>
+  void compare(BinaryOp op, const View& dst, const View& a, const View& b) {
+    for_each_row<3>(dst.shape, {&dst.strides, &a.strides, &b.strides}, [&](auto off, int64_t n, auto st) {
+      bool* o = at<bool>(dst, off[0]);
+      const T* x = at<T>(a, off[1]);
+      const T* y = at<T>(b, off[2]);
+      for (int64_t i = 0; i < n; ++i) {
+        double u = to_f64(x[i * st[1]]), v = to_f64(y[i * st[2]]);
+        bool r = false;
+        switch (op) {
+          case BinaryOp::Eq: r = u == v; break;
+          case BinaryOp::Ne: r = u != v; break;
+          case BinaryOp::Lt: r = u < v; break;
+          case BinaryOp::Le: r = u <= v; break;
+          case BinaryOp::Gt: r = u > v; break;
+          case BinaryOp::Ge: r = u >= v; break;
+          default: break;
+        }
+        o[i] = r;
+      }
+    });
+  }
+
+  void where(const View& dst, const View& cond, const View& a, const View& b) override {
+    size_t es = dtype_size(dst.dtype);
+    for_each_row<4>(dst.shape, {&dst.strides, &cond.strides, &a.strides, &b.strides}, [&](auto off, int64_t n, auto st) {
+      char* d = static_cast<char*>(dst.data) + off[0] * int64_t(es);
+      const bool* c = at<bool>(cond, off[1]);
+      const char* x = static_cast<const char*>(a.data) + off[2] * int64_t(es);
+      const char* y = static_cast<const char*>(b.data) + off[3] * int64_t(es);
+      for (int64_t i = 0; i < n; ++i)
+        std::memcpy(d + i * int64_t(es), c[i * st[1]] ? x + i * st[2] * int64_t(es) : y + i * st[3] * int64_t(es), es);
+    });
+  }
+
+  void reduce_rows(ReduceOp op, const View& dst, const View& src, int64_t rows, int64_t cols) override {
+    dispatch(src.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T* s = static_cast<const T*>(src.data);
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain && rows > 1)
+      for (int64_t r = 0; r < rows; ++r) reduce_one<T>(op, dst, r, s + r * cols, cols);
+    });
+  }
+
+  template <class T>
+  static void reduce_one(ReduceOp op, const View& dst, int64_t r, const T* x, int64_t n) {
+    if (op == ReduceOp::ArgMax) {
+      int64_t best = 0;
+      double bv = n ? to_f64(x[0]) : 0;
+      for (int64_t i = 1; i < n && bv == bv; ++i) {
+        double v = to_f64(x[i]);
+        if (v > bv || v != v) { bv = v; best = i; }
+      }
+      static_cast<int64_t*>(dst.data)[r] = best;
+      return;
+    }
+    double acc;
+    if (op == ReduceOp::Sum) {
+      if constexpr (std::is_same_v<T, float>) acc = simd().sum_f32(x, n);
+      else if constexpr (std::is_same_v<T, double>) acc = simd().sum_f64(x, n);
+      else { acc = 0; for (int64_t i = 0; i < n; ++i) acc += to_f64(x[i]); }
+    } else {
+      acc = op == ReduceOp::Max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+      for (int64_t i = 0; i < n; ++i) {
+        double v = to_f64(x[i]);
+        if (v != v) { acc = v; break; }
+        acc = op == ReduceOp::Max ? std::max(acc, v) : std::min(acc, v);
+      }
+    }
+    if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> || std::is_same_v<T, bool>) {
+      if (op == ReduceOp::Sum) { int64_t s = 0; for (int64_t i = 0; i < n; ++i) s += int64_t(x[i]);
+        if (dst.dtype == DType::I64) { static_cast<int64_t*>(dst.data)[r] = s; return; } }
+    }
+    dispatch(dst.dtype, [&](auto dtag) { using D = decltype(dtag); static_cast<D*>(dst.data)[r] = from_f64<D>(acc); });
+  }
+
+  void reduce_middle(ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n, int64_t inner) override {
+    dispatch(src.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T* s = static_cast<const T*>(src.data);
+#pragma omp parallel for schedule(static) if (outer * n * inner >= kParallelGrain && outer > 1)
+      for (int64_t o = 0; o < outer; ++o) {
+        std::vector<double> acc(size_t(inner), op == ReduceOp::Sum ? 0.0
+                                : op == ReduceOp::Max ? -std::numeric_limits<double>::infinity()
+                                                      : std::numeric_limits<double>::infinity());
+        for (int64_t j = 0; j < n; ++j) {
+          const T* row = s + (o * n + j) * inner;
+          for (int64_t i = 0; i < inner; ++i) {
+            double v = to_f64(row[i]);
+            double& a = acc[size_t(i)];
+            if (op == ReduceOp::Sum) a += v;
+            else if (v != v || a != a) a = a != a ? a : v;
+            else a = op == ReduceOp::Max ? std::max(a, v) : std::min(a, v);
+          }
+        }
+        dispatch(dst.dtype, [&](auto dtag) {
+          using D = decltype(dtag);
+          D* d = static_cast<D*>(dst.data) + o * inner;
+          for (int64_t i = 0; i < inner; ++i) d[i] = from_f64<D>(acc[size_t(i)]);
+        });
+      }
+    });
+  }
+
+  void matmul(const View& dst, const View& a, const View& b) override {
+    const int64_t batch = dst.shape[0], m = dst.shape[1], n = dst.shape[2], k = a.shape[2];
+    auto run = [&](auto gemm, auto tag) {
+      using T = decltype(tag);
+      auto one = [&](int64_t i) {
+        gemm(at<T>(dst, i * m * n), n, at<T>(a, i * a.strides[0]), a.strides[1], a.strides[2],
+             at<T>(b, i * b.strides[0]), b.strides[1], b.strides[2], m, n, k);
+      };
+      // Many small products: one per thread; otherwise each product uses every thread.
+      if (batch > 1 && m * n * k <= 64 * 64 * 64) {
+#pragma omp parallel for schedule(static) if (batch * m * n * k >= kParallelGrain)
+        for (int64_t i = 0; i < batch; ++i) one(i);
+      } else {
+        for (int64_t i = 0; i < batch; ++i) one(i);
+      }
+    };
+    if (dst.dtype == DType::F32) run(simd().gemm_f32, float{});
+    else if (dst.dtype == DType::F64) run(simd().gemm_f64, double{});
+    else fail(NX_ERR_DTYPE, current_api(), ": matmul supports f32 and f64 on the CPU, got ", dtype_name(dst.dtype));
+  }
+
+  void softmax_rows(const View& dst, const View& src, int64_t rows, int64_t cols, bool log) override {
+    const auto& t = simd();
+    if (dst.dtype == DType::F32) {
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain && rows > 1)
+      for (int64_t r = 0; r < rows; ++r)
+        t.softmax_f32(static_cast<float*>(dst.data) + r * cols, static_cast<const float*>(src.data) + r * cols, cols, log);
+    } else if (dst.dtype == DType::F64) {
+#pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain && rows > 1)
+      for (int64_t r = 0; r < rows; ++r)
+        t.softmax_f64(static_cast<double*>(dst.data) + r * cols, static_cast<const double*>(src.data) + r * cols, cols, log);
+    } else {
+      fail(NX_ERR_DTYPE, current_api(), ": softmax supports f32 and f64 kernels, got ", dtype_name(dst.dtype));
+    }
+  }
+
+  static int64_t index_at(const View& index, int64_t i) {
+    return index.dtype == DType::I64 ? static_cast<const int64_t*>(index.data)[i]
+                                     : int64_t(static_cast<const int32_t*>(index.data)[i]);
+  }
+
+  void index_select(const View& dst, const View& src, const View& index, int64_t outer, int64_t n, int64_t inner) override {
+    const int64_t nidx = index.numel();
+    const size_t es = dtype_size(src.dtype), row = size_t(inner) * es;
+#pragma omp parallel for collapse(2) schedule(static) if (outer * nidx * inner >= kParallelGrain)
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t j = 0; j < nidx; ++j)
+        std::memcpy(static_cast<char*>(dst.data) + size_t(o * nidx + j) * row,
+                    static_cast<const char*>(src.data) + size_t(o * n + index_at(index, j)) * row, row);
+  }
+
+  void index_add(const View& dst, const View& src, const View& index, int64_t outer, int64_t n, int64_t inner) override {
+    const int64_t nidx = index.numel();
+    dispatch(dst.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      // Parallel over outer slices only: rows of one slice may repeat an index.
+#pragma omp parallel for schedule(static) if (outer > 1 && outer * nidx * inner >= kParallelGrain)
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t j = 0; j < nidx; ++j) {
+          T* d = static_cast<T*>(dst.data) + (o * n + index_at(index, j)) * inner;
+          const T* s = static_cast<const T*>(src.data) + (o * nidx + j) * inner;
+          for (int64_t i = 0; i < inner; ++i) d[i] = convert<T>(to_f64(d[i]) + to_f64(s[i]));
+        }
+    });
+  }
+
+  // Walks the elements of the (contiguous) index tensor with their coordinates.
+  template <class F>
+  static void walk_index(const View& index, F f) {
+    const int64_t total = index.numel(), nd = int64_t(index.shape.size());
+    std::vector<int64_t> coord(size_t(nd), 0);
+    for (int64_t e = 0; e < total; ++e) {
+      f(e, coord);
+      for (int64_t d = nd - 1; d >= 0; --d) {
+        if (++coord[size_t(d)] < index.shape[size_t(d)]) break;
+        coord[size_t(d)] = 0;
+      }
+    }
+  }
+
+  void gather(const View& dst, const View& src, const View& index, int64_t axis) override {
+    const size_t es = dtype_size(src.dtype);
+    S sst = contiguous_strides(src.shape);
+    walk_index(index, [&](int64_t e, const S& coord) {
+      int64_t off = 0;
+      for (size_t d = 0; d < coord.size(); ++d)
+        off += (int64_t(d) == axis ? index_at(index, e) : coord[d]) * sst[d];
+      std::memcpy(static_cast<char*>(dst.data) + size_t(e) * es, static_cast<const char*>(src.data) + size_t(off) * es, es);
+    });
+  }
+
+  void scatter_add(const View& dst, const View& src, const View& index, int64_t axis) override {
+    S dst_st = contiguous_strides(dst.shape);
+    dispatch(dst.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      walk_index(index, [&](int64_t e, const S& coord) {
+        int64_t off = 0;
+        for (size_t d = 0; d < coord.size(); ++d)
+          off += (int64_t(d) == axis ? index_at(index, e) : coord[d]) * dst_st[d];
+        T* d = static_cast<T*>(dst.data) + off;
+        *d = convert<T>(to_f64(*d) + to_f64(static_cast<const T*>(src.data)[e]));
+      });
+    });
+  }
+
+  void random(const View& dst, uint64_t seed, uint64_t offset, bool normal) override {
+    const int64_t n = dst.numel();
+    dispatch(dst.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      T* d = static_cast<T*>(dst.data);
+#pragma omp parallel for schedule(static) if (n >= 4096)
+      for (int64_t i = 0; i < n; ++i) {
+        double v = normal ? philox_normal(offset + uint64_t(i), seed) : philox_uniform(offset + uint64_t(i), seed);
+        if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+          float f = float(v);
+          if (!normal && f >= 1.0f) f = 0.99999994f;  // rounding to f32 must not reach 1
+          d[i] = convert<T>(f);
+        } else {
+          d[i] = from_f64<T>(v);
+        }
+      }
+    });
+  }
+};
+
+}  // namespace
+
+Backend& cpu_backend_impl() {
+  static CpuBackend instance;
+  return instance;
+}
+
+}  // namespace nx::cpu
+
+namespace nx {
+Backend& cpu_backend() { return cpu::cpu_backend_impl(); }
+}

@@ -1,0 +1,41 @@
+// Per-ISA kernel table. The same template source (simd_kernels.inl) is compiled three times:
+// portable baseline ("scalar"), AVX2+FMA, AVX-512F; the table is chosen once at run time from
+// CPUID, and can be overridden for tests (nx_cpu_set_simd_level).
+#pragma once
+#include <cstdint>
+
+#include "core/backend.hpp"
+
+namespace nx::cpu {
+
+// Strides are in elements. Inner loops: the caller walks the outer dimensions.
+struct SimdTable {
+  const char* name;
+  void (*unary_f32)(UnaryOp, float* out, const float* x, int64_t sx, int64_t n, float p0, float p1);
+  void (*unary_f64)(UnaryOp, double* out, const double* x, int64_t sx, int64_t n, double p0,
+                    double p1);
+  // arithmetic ops only (comparisons go through the generic path)
+  void (*binary_f32)(BinaryOp, float* out, const float* a, int64_t sa, const float* b, int64_t sb,
+                     int64_t n);
+  void (*binary_f64)(BinaryOp, double* out, const double* a, int64_t sa, const double* b,
+                     int64_t sb, int64_t n);
+  double (*sum_f32)(const float* x, int64_t n);  // accumulates in blocks, combines in f64
+  double (*sum_f64)(const double* x, int64_t n);
+  void (*softmax_f32)(float* out, const float* x, int64_t n, bool log);
+  void (*softmax_f64)(double* out, const double* x, int64_t n, bool log);
+  // C[m,n] (row stride ldc) = A[m,k] @ B[k,n] with element strides (rsa, csa), (rsb, csb).
+  void (*gemm_f32)(float* c, int64_t ldc, const float* a, int64_t rsa, int64_t csa, const float* b,
+                   int64_t rsb, int64_t csb, int64_t m, int64_t n, int64_t k);
+  void (*gemm_f64)(double* c, int64_t ldc, const double* a, int64_t rsa, int64_t csa,
+                   const double* b, int64_t rsb, int64_t csb, int64_t m, int64_t n, int64_t k);
+};
+
+extern const SimdTable simd_scalar;
+extern const SimdTable simd_avx2;
+extern const SimdTable simd_avx512;
+
+const SimdTable& simd();
+// Returns false when the processor lacks the level.
+bool set_simd_level(const char* name);
+
+}  // namespace nx::cpu

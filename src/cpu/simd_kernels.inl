@@ -1,0 +1,418 @@
+// Kernel bodies shared by every ISA. Included by simd_<isa>.cpp, each compiled with its own
+// target flags and defining NX_SIMD_NS (namespace), NX_SIMD_LABEL and NX_VEC_BYTES (vector
+// width for the GEMM micro-kernel). Loops are written so that GCC vectorizes them (`omp simd`);
+// the f32 transcendental functions are branch-free polynomial versions for that reason (max
+// error a few ulp, checked against the f64 reference in tests/cpp/test_simd.cpp).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "cpu/simd.hpp"
+
+namespace nx::cpu::NX_SIMD_NS {
+
+// Every helper here lives in this per-ISA namespace: an inline std:: template instantiated in an
+// AVX-512 translation unit could otherwise be picked by the linker for all callers (ODR), and
+// fault on processors without AVX-512. Hence no std::vector/std::min/std::fill below.
+template <class T> inline T vmin(T a, T b) { return b < a ? b : a; }
+template <class T> inline T vmax(T a, T b) { return a < b ? b : a; }
+template <class T> struct Buffer {
+  T* p;
+  explicit Buffer(size_t n) : p(static_cast<T*>(std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64))) {}
+  ~Buffer() { std::free(p); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
+
+inline float as_float(int32_t i) { float f; std::memcpy(&f, &i, 4); return f; }
+inline int32_t as_int(float f) { int32_t i; std::memcpy(&i, &f, 4); return i; }
+
+// exp for f32: range reduction x = k ln2 + r, |r| <= ln2/2, degree-7 Taylor on r.
+inline float exp_f32(float x) {
+  const float hi = 88.7228f, lo = -87.3365f;
+  float xc = vmin(vmax(x, lo), hi);
+  float k = std::nearbyint(xc * 1.44269504088896341f);
+  float r = xc - k * 0.693145751953125f;
+  r = r - k * 1.428606765330187045e-06f;
+  float p = 1.f / 5040.f;
+  p = p * r + 1.f / 720.f;
+  p = p * r + 1.f / 120.f;
+  p = p * r + 1.f / 24.f;
+  p = p * r + 1.f / 6.f;
+  p = p * r + 0.5f;
+  p = p * r + 1.f;
+  p = p * r + 1.f;
+  float scale = as_float((int32_t(k) + 127) << 23);
+  float y = p * scale;
+  y = x > hi ? std::numeric_limits<float>::infinity() : y;
+  y = x < lo ? 0.f : y;
+  return x != x ? x : y;
+}
+
+// log for f32 (Cephes logf): x = m 2^e, m in [sqrt(1/2), sqrt(2)).
+inline float log_f32(float x) {
+  float xs = x < 1.17549435e-38f ? x * 8388608.f : x;  // lift subnormals
+  float eadj = x < 1.17549435e-38f ? -23.f : 0.f;
+  int32_t u = as_int(xs);
+  float e = float(((u >> 23) & 0xff) - 126) + eadj;
+  float m = as_float((u & 0x007fffff) | 0x3f000000);  // [0.5, 1)
+  bool small = m < 0.707106781186547524f;
+  e = small ? e - 1.f : e;
+  m = small ? m + m - 1.f : m - 1.f;
+  float z = m * m;
+  float y = 7.0376836292e-2f;
+  y = y * m - 1.1514610310e-1f;
+  y = y * m + 1.1676998740e-1f;
+  y = y * m - 1.2420140846e-1f;
+  y = y * m + 1.4249322787e-1f;
+  y = y * m - 1.6668057665e-1f;
+  y = y * m + 2.0000714765e-1f;
+  y = y * m - 2.4999993993e-1f;
+  y = y * m + 3.3333331174e-1f;
+  y = y * m * z;
+  y += -2.12194440e-4f * e;
+  y += -0.5f * z;
+  float r = m + y + 0.693359375f * e;
+  r = x == std::numeric_limits<float>::infinity() ? x : r;
+  r = x == 0.f ? -std::numeric_limits<float>::infinity() : r;
+  r = x < 0.f ? std::numeric_limits<float>::quiet_NaN() : r;
+  return x != x ? x : r;
+}
+
+// tanh for f32: polynomial near 0 (no cancellation), 1 - 2/(e^{2|x|}+1) elsewhere.
+inline float tanh_f32(float x) {
+  float ax = std::fabs(x);
+  float z = x * x;
+  float p = -5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  float small = x + x * z * p;
+  float big = 1.f - 2.f / (exp_f32(2.f * ax) + 1.f);
+  big = std::copysign(big, x);
+  return ax < 0.625f ? small : big;
+}
+
+// erf for f32 (Abramowitz-Stegun 7.1.26, absolute error < 1.5e-7), odd-extended.
+inline float erf_f32(float x) {
+  float ax = std::fabs(x);
+  float t = 1.f / (1.f + 0.3275911f * ax);
+  float p = 1.061405429f;
+  p = p * t - 1.453152027f;
+  p = p * t + 1.421413741f;
+  p = p * t - 0.284496736f;
+  p = p * t + 0.254829592f;
+  float r = 1.f - p * t * exp_f32(-ax * ax);
+  return std::copysign(r, x);
+}
+
+template <class T> inline T vexp(T x) {
+  if constexpr (std::is_same_v<T, float>) return exp_f32(x); else return std::exp(x);
+}
+template <class T> inline T vlog(T x) {
+  if constexpr (std::is_same_v<T, float>) return log_f32(x); else return std::log(x);
+}
+template <class T> inline T vtanh(T x) {
+  if constexpr (std::is_same_v<T, float>) return tanh_f32(x); else return std::tanh(x);
+}
+template <class T> inline T verf(T x) {
+  if constexpr (std::is_same_v<T, float>) return erf_f32(x); else return std::erf(x);
+}
+template <class T> inline T vsigmoid(T x) { return T(1) / (T(1) + vexp(-x)); }
+template <class T> inline T vsoftplus(T x) {
+  // torch's threshold: x > 20 gives x itself.
+  T sp = vmax(x, T(0)) + vlog(T(1) + vexp(-std::fabs(x)));
+  return x > T(20) ? x : sp;
+}
+
+template <class T, class F>
+inline void map1(T* out, const T* x, int64_t sx, int64_t n, F f) {
+  if (sx == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(x[i * sx]);
+  }
+}
+
+template <class T>
+void unary_kernel(UnaryOp op, T* out, const T* x, int64_t sx, int64_t n, T p0, T p1) {
+  switch (op) {
+    case UnaryOp::Neg: map1(out, x, sx, n, [](T v) { return -v; }); break;
+    case UnaryOp::Abs: map1(out, x, sx, n, [](T v) { return std::fabs(v); }); break;
+    case UnaryOp::Exp: map1(out, x, sx, n, [](T v) { return vexp(v); }); break;
+    case UnaryOp::Log: map1(out, x, sx, n, [](T v) { return vlog(v); }); break;
+    case UnaryOp::Sqrt: map1(out, x, sx, n, [](T v) { return std::sqrt(v); }); break;
+    case UnaryOp::Rsqrt: map1(out, x, sx, n, [](T v) { return T(1) / std::sqrt(v); }); break;
+    case UnaryOp::Sin: map1(out, x, sx, n, [](T v) { return std::sin(v); }); break;
+    case UnaryOp::Cos: map1(out, x, sx, n, [](T v) { return std::cos(v); }); break;
+    case UnaryOp::Tanh: map1(out, x, sx, n, [](T v) { return vtanh(v); }); break;
+    case UnaryOp::Sinh:
+      map1(out, x, sx, n, [](T v) {
+        if constexpr (std::is_same_v<T, float>) {
+          // small |x|: series avoids the cancellation of (e^x - e^-x)/2
+          T z = v * v, s = v + v * z * (T(1) / 6 + z * (T(1) / 120 + z * (T(1) / 5040)));
+          T e = vexp(std::fabs(v)), b = std::copysign(T(0.5) * (e - T(1) / e), v);
+          return std::fabs(v) < T(0.5) ? s : b;
+        } else {
+          return std::sinh(v);
+        }
+      });
+      break;
+    case UnaryOp::Cosh:
+      map1(out, x, sx, n, [](T v) { T e = vexp(std::fabs(v)); return T(0.5) * (e + T(1) / e); });
+      break;
+    case UnaryOp::Sigmoid: map1(out, x, sx, n, [](T v) { return vsigmoid(v); }); break;
+    case UnaryOp::Relu: map1(out, x, sx, n, [](T v) { return v > T(0) ? v : T(0); }); break;
+    case UnaryOp::LeakyRelu: map1(out, x, sx, n, [p0](T v) { return v > T(0) ? v : v * p0; }); break;
+    case UnaryOp::Gelu:
+      map1(out, x, sx, n, [](T v) { return T(0.5) * v * (T(1) + verf(v * T(0.70710678118654752440))); });
+      break;
+    case UnaryOp::GeluTanh:
+      map1(out, x, sx, n, [](T v) {
+        T inner = T(0.79788456080286535588) * (v + T(0.044715) * v * v * v);
+        return T(0.5) * v * (T(1) + vtanh(inner));
+      });
+      break;
+    case UnaryOp::Silu: map1(out, x, sx, n, [](T v) { return v * vsigmoid(v); }); break;
+    case UnaryOp::Softplus: map1(out, x, sx, n, [](T v) { return vsoftplus(v); }); break;
+    case UnaryOp::Mish: map1(out, x, sx, n, [](T v) { return v * vtanh(vsoftplus(v)); }); break;
+    case UnaryOp::Clamp:
+      map1(out, x, sx, n, [p0, p1](T v) { return v != v ? v : vmin(vmax(v, p0), p1); });
+      break;
+    case UnaryOp::AddScalar: map1(out, x, sx, n, [p0](T v) { return v + p0; }); break;
+    case UnaryOp::MulScalar: map1(out, x, sx, n, [p0](T v) { return v * p0; }); break;
+    case UnaryOp::PowScalar: map1(out, x, sx, n, [p0](T v) { return std::pow(v, p0); }); break;
+    case UnaryOp::Square: map1(out, x, sx, n, [](T v) { return v * v; }); break;
+    case UnaryOp::Reciprocal: map1(out, x, sx, n, [](T v) { return T(1) / v; }); break;
+    case UnaryOp::Sign:
+      map1(out, x, sx, n, [](T v) { return v > T(0) ? T(1) : (v < T(0) ? T(-1) : T(0)); });
+      break;
+    case UnaryOp::Erf: map1(out, x, sx, n, [](T v) { return verf(v); }); break;
+    case UnaryOp::Step: map1(out, x, sx, n, [](T v) { return v > T(0) ? T(1) : T(0); }); break;
+  }
+}
+
+template <class T, class F>
+inline void map2(T* out, const T* a, int64_t sa, const T* b, int64_t sb, int64_t n, F f) {
+  if (sa == 1 && sb == 1) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+  } else if (sa == 1 && sb == 0) {
+    const T bv = b[0];
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], bv);
+  } else if (sa == 0 && sb == 1) {
+    const T av = a[0];
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = f(av, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i * sa], b[i * sb]);
+  }
+}
+
+template <class T>
+void binary_kernel(BinaryOp op, T* out, const T* a, int64_t sa, const T* b, int64_t sb, int64_t n) {
+  switch (op) {
+    case BinaryOp::Add: map2(out, a, sa, b, sb, n, [](T x, T y) { return x + y; }); break;
+    case BinaryOp::Sub: map2(out, a, sa, b, sb, n, [](T x, T y) { return x - y; }); break;
+    case BinaryOp::Mul: map2(out, a, sa, b, sb, n, [](T x, T y) { return x * y; }); break;
+    case BinaryOp::Div: map2(out, a, sa, b, sb, n, [](T x, T y) { return x / y; }); break;
+    case BinaryOp::Pow: map2(out, a, sa, b, sb, n, [](T x, T y) { return std::pow(x, y); }); break;
+    case BinaryOp::Maximum:
+      map2(out, a, sa, b, sb, n, [](T x, T y) { return (x != x || x > y) ? x : (y != y ? y : vmax(x, y)); });
+      break;
+    case BinaryOp::Minimum:
+      map2(out, a, sa, b, sb, n, [](T x, T y) { return (x != x || x < y) ? x : (y != y ? y : vmin(x, y)); });
+      break;
+    default: break;  // comparisons are handled by the generic path
+  }
+}
+
+template <class T>
+double sum_kernel(const T* x, int64_t n) {
+  // Blocks of 1024 summed with the vector unit, blocks combined in double: error grows with
+  // the block, not with n.
+  double total = 0;
+  for (int64_t start = 0; start < n; start += 1024) {
+    int64_t end = vmin(n, start + 1024);
+    T acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t i = start; i < end; ++i) acc += x[i];
+    total += double(acc);
+  }
+  return total;
+}
+
+template <class T>
+void softmax_kernel(T* out, const T* x, int64_t n, bool log) {
+  T mx = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : mx)
+  for (int64_t i = 0; i < n; ++i) mx = vmax(mx, x[i]);
+  if (mx == -std::numeric_limits<T>::infinity()) mx = 0;  // all -inf: avoid inf - inf
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) {
+    T e = vexp(x[i] - mx);
+    out[i] = e;
+    s += e;
+  }
+  if (log) {
+    T ls = vlog(s) + mx;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] - ls;
+  } else {
+    T inv = T(1) / s;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) out[i] *= inv;
+  }
+}
+
+// ---------------------------------------------------------------- GEMM
+// Goto/BLIS structure: B packed in KC x NR panels, A in MR x KC panels, an MR x NR register
+// micro-kernel of two vectors per row. Vector width comes from NX_VEC_BYTES.
+template <class T> struct GemmShape {
+  static constexpr int W = NX_VEC_BYTES / int(sizeof(T));
+  static constexpr int MR = 6, NR = 2 * W;
+  static constexpr int64_t KC = 256, MC = 120, NC = 3072;
+  typedef T vec __attribute__((vector_size(NX_VEC_BYTES)));
+};
+
+template <class T>
+void micro_kernel(int64_t kc, const T* __restrict ap, const T* __restrict bp, T* c, int64_t ldc,
+                  int mr, int nr, bool accumulate) {
+  using G = GemmShape<T>;
+  using V = typename G::vec;
+  constexpr int W = G::W, MR = G::MR, NR = G::NR;
+  V acc[MR][2];
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = V{} ;
+  for (int64_t p = 0; p < kc; ++p) {
+    V b0, b1;
+    std::memcpy(&b0, bp + p * NR, sizeof(V));
+    std::memcpy(&b1, bp + p * NR + W, sizeof(V));
+    for (int i = 0; i < MR; ++i) {
+      V a = V{} + ap[p * MR + i];
+      acc[i][0] += a * b0;
+      acc[i][1] += a * b1;
+    }
+  }
+  if (mr == MR && nr == NR) {
+    for (int i = 0; i < MR; ++i) {
+      T* row = c + i * ldc;
+      if (accumulate) {
+        V c0, c1;
+        std::memcpy(&c0, row, sizeof(V));
+        std::memcpy(&c1, row + W, sizeof(V));
+        acc[i][0] += c0;
+        acc[i][1] += c1;
+      }
+      std::memcpy(row, &acc[i][0], sizeof(V));
+      std::memcpy(row + W, &acc[i][1], sizeof(V));
+    }
+    return;
+  }
+  T tile[MR][NR];
+  for (int i = 0; i < MR; ++i) {
+    std::memcpy(&tile[i][0], &acc[i][0], sizeof(V));
+    std::memcpy(&tile[i][W], &acc[i][1], sizeof(V));
+  }
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : T(0)) + tile[i][j];
+}
+
+template <class T>
+void gemm_kernel(T* c, int64_t ldc, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb,
+                 int64_t csb, int64_t m, int64_t n, int64_t k) {
+  using G = GemmShape<T>;
+  constexpr int MR = G::MR, NR = G::NR;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = T(0);
+    return;
+  }
+  if (m * n * k <= 32 * 32 * 32) {  // tiny: packing costs more than it saves
+    for (int64_t i = 0; i < m; ++i) {
+      T* crow = c + i * ldc;
+      for (int64_t j = 0; j < n; ++j) crow[j] = T(0);
+      for (int64_t p = 0; p < k; ++p) {
+        T av = a[i * rsa + p * csa];
+        const T* brow = b + p * rsb;
+        for (int64_t j = 0; j < n; ++j) crow[j] += av * brow[j * csb];
+      }
+    }
+    return;
+  }
+  Buffer<T> bpack(size_t(G::KC) * size_t(((vmin(n, G::NC) + NR - 1) / NR) * NR));
+  Buffer<T> apack(size_t(G::KC) * size_t(((vmin(m, G::MC) + MR - 1) / MR) * MR));
+  for (int64_t jc = 0; jc < n; jc += G::NC) {
+    int64_t nc = vmin(G::NC, n - jc);
+    int64_t npanels = (nc + NR - 1) / NR;
+    for (int64_t pc = 0; pc < k; pc += G::KC) {
+      int64_t kc = vmin(G::KC, k - pc);
+      T* bp = bpack.p;
+#pragma omp parallel for schedule(static) if (npanels * kc * NR > 65536)
+      for (int64_t jp = 0; jp < npanels; ++jp) {
+        T* dst = bp + jp * kc * NR;
+        int64_t j0 = jc + jp * NR, nr = vmin<int64_t>(NR, n - j0);
+        for (int64_t p = 0; p < kc; ++p) {
+          const T* src = b + (pc + p) * rsb + j0 * csb;
+          int64_t j = 0;
+          for (; j < nr; ++j) dst[p * NR + j] = src[j * csb];
+          for (; j < NR; ++j) dst[p * NR + j] = T(0);
+        }
+      }
+      for (int64_t ic = 0; ic < m; ic += G::MC) {
+        int64_t mc = vmin(G::MC, m - ic);
+        int64_t mpanels = (mc + MR - 1) / MR;
+        T* ap = apack.p;
+        for (int64_t ip = 0; ip < mpanels; ++ip) {
+          T* dst = ap + ip * kc * MR;
+          int64_t i0 = ic + ip * MR, mr = vmin<int64_t>(MR, m - i0);
+          for (int64_t p = 0; p < kc; ++p) {
+            int64_t i = 0;
+            for (; i < mr; ++i) dst[p * MR + i] = a[(i0 + i) * rsa + (pc + p) * csa];
+            for (; i < MR; ++i) dst[p * MR + i] = T(0);
+          }
+        }
+        bool accumulate = pc > 0;
+#pragma omp parallel for collapse(2) schedule(static) if (mpanels * npanels * kc > 4096)
+        for (int64_t jp = 0; jp < npanels; ++jp) {
+          for (int64_t ip = 0; ip < mpanels; ++ip) {
+            int64_t i0 = ic + ip * MR, j0 = jc + jp * NR;
+            micro_kernel<T>(kc, ap + ip * kc * MR, bp + jp * kc * NR, c + i0 * ldc + j0, ldc,
+                            int(vmin<int64_t>(MR, m - i0)), int(vmin<int64_t>(NR, n - j0)),
+                            accumulate);
+          }
+        }
+      }
+    }
+  }
+}
+
+static void unary_f32(UnaryOp op, float* o, const float* x, int64_t sx, int64_t n, float p0, float p1) {
+  unary_kernel<float>(op, o, x, sx, n, p0, p1);
+}
+static void unary_f64(UnaryOp op, double* o, const double* x, int64_t sx, int64_t n, double p0, double p1) {
+  unary_kernel<double>(op, o, x, sx, n, p0, p1);
+}
+
+}  // namespace nx::cpu::NX_SIMD_NS
+
+namespace nx::cpu {
+const SimdTable NX_SIMD_TABLE = {
+    NX_SIMD_LABEL,
+    &NX_SIMD_NS::unary_f32,
+    &NX_SIMD_NS::unary_f64,
+    &NX_SIMD_NS::binary_kernel<float>,
+    &NX_SIMD_NS::binary_kernel<double>,
+    &NX_SIMD_NS::sum_kernel<float>,
+    &NX_SIMD_NS::sum_kernel<double>,
+    &NX_SIMD_NS::softmax_kernel<float>,
+    &NX_SIMD_NS::softmax_kernel<double>,
+    &NX_SIMD_NS::gemm_kernel<float>,
+    &NX_SIMD_NS::gemm_kernel<double>,
+};
+}  // namespace nx::cpu

@@ -1,0 +1,127 @@
+// Creation, casts, copies, host transfer and the random-number state.
+#include <atomic>
+#include <cmath>
+#include <cstring>
+
+#include "ops/ops.hpp"
+
+namespace nx {
+
+static std::atomic<uint64_t> g_seed{0x5eed5eedULL};
+static std::atomic<uint64_t> g_offset{0};
+
+void manual_seed(uint64_t seed) {
+  g_seed = seed;
+  g_offset = 0;
+}
+
+uint64_t next_random_offset(uint64_t count, uint64_t* seed) {
+  *seed = g_seed.load();
+  return g_offset.fetch_add(count);
+}
+
+Tensor from_data(const void* data, const Shape& shape, DType dtype, Device device) {
+  Tensor host = Tensor::empty(shape, dtype, Device{});
+  if (host.nbytes()) std::memcpy(host.data(), data, host.nbytes());
+  return device.is_cpu() ? host : to_device(host, device);
+}
+
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = Tensor::empty(shape, dtype, device);
+  backend(device).fill(View::of(t), value);
+  return t;
+}
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype(), t.device()); }
+
+Tensor arange(double start, double end, double step, DType dtype, Device device) {
+  if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": start, end and step must be finite and step non-zero (got ",
+         start, ", ", end, ", ", step, ")");
+  double count = std::ceil((end - start) / step);
+  int64_t n = count > 0 ? int64_t(count) : 0;
+  Tensor host = Tensor::empty({n}, DType::F64, Device{});
+  for (int64_t i = 0; i < n; ++i) host.data_as<double>()[i] = start + double(i) * step;
+  return to_device(cast(host, dtype), device);
+}
+
+static Tensor random_tensor(const Shape& shape, DType dtype, Device device, bool normal) {
+  if (!is_floating(dtype))
+    fail(NX_ERR_DTYPE, current_api(), ": random tensors need a floating dtype, got ", dtype_name(dtype));
+  Tensor t = Tensor::empty(shape, dtype, device);
+  uint64_t seed;
+  uint64_t offset = next_random_offset(uint64_t(t.numel()), &seed);
+  backend(device).random(View::of(t), seed, offset, normal);
+  return t;
+}
+Tensor rand(const Shape& shape, DType dtype, Device device) { return random_tensor(shape, dtype, device, false); }
+Tensor randn(const Shape& shape, DType dtype, Device device) { return random_tensor(shape, dtype, device, true); }
+
+Tensor to_device(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  backend(device);  // fails with a clear message when the device is unavailable
+  fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": copies between ", device_str(t.device()), " and ",
+       device_str(device), " need the CUDA backend");
+}
+
+void copy_to_host(const Tensor& t, void* dst, size_t nbytes) {
+  if (nbytes != t.nbytes())
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": buffer is ", nbytes, " bytes but the tensor of shape ",
+         shape_str(t.shape()), " and dtype ", dtype_name(t.dtype()), " needs ", t.nbytes());
+  Tensor c = contiguous(to_device(t, Device{}));
+  if (nbytes) std::memcpy(dst, c.data(), nbytes);
+}
+
+double item(const Tensor& t) {
+  if (t.numel() != 1)
+    fail(NX_ERR_SHAPE, current_api(), ": item needs a one-element tensor, got shape ", shape_str(t.shape()));
+  double v = 0;
+  Tensor d = cast(detach(t), DType::F64);
+  copy_to_host(d, &v, sizeof v);
+  return v;
+}
+
+Tensor detach(const Tensor& x) { return x.alias(x.shape(), x.strides(), x.offset()); }
+
+Tensor cast(const Tensor& x, DType dtype) {
+  Tensor out = Tensor::empty(x.shape(), dtype, x.device());
+  backend(x.device()).copy(View::of(out), View::of(x));
+  if (!is_floating(dtype)) return out;
+  DType from = x.dtype();
+  return record1("CastBackward", out, {x}, {}, [from](const auto& g, const auto&, const auto&) {
+    return std::vector<Tensor>{cast(g[0], from)};
+  });
+}
+
+Tensor clone(const Tensor& x) {
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  backend(x.device()).copy(View::of(out), View::of(x));
+  return record1("CloneBackward", out, {x}, {}, [](const auto& g, const auto&, const auto&) {
+    return std::vector<Tensor>{g[0]};
+  });
+}
+
+Tensor contiguous(const Tensor& x) {
+  if (!x.is_contiguous()) return clone(x);
+  Tensor out = detach(x);
+  return record1("ContiguousBackward", out, {x}, {}, [](const auto& g, const auto&, const auto&) {
+    return std::vector<Tensor>{g[0]};
+  });
+}
+
+void copy_(const Tensor& dst, const Tensor& src) {
+  check_same_device(dst, src, "destination", "source");
+  if (grad_enabled() && (dst.requires_grad() || src.requires_grad()))
+    fail(NX_ERR_STATE, current_api(), ": in-place copy involving a tensor that requires grad is not "
+         "recorded by autodiff; disable grad mode (nx_grad_mode_set(false)) or use nx_clone");
+  broadcast_shapes(src.shape(), dst.shape());
+  if (broadcast_shapes(src.shape(), dst.shape()) != dst.shape())
+    fail(NX_ERR_SHAPE, current_api(), ": source of shape ", shape_str(src.shape()),
+         " does not broadcast to destination shape ", shape_str(dst.shape()));
+  backend(dst.device()).copy(View::of(dst), View::broadcast(src, dst.shape()));
+  dst.impl()->storage->version++;
+}
+
+}  // namespace nx

@@ -1,0 +1,287 @@
+// Unary and binary elementwise ops, where and clamp: dtype promotion, broadcasting, dispatch,
+// and each op's VJP (written with ops, hence differentiable again).
+#include <cmath>
+
+#include "ops/ops.hpp"
+
+namespace nx {
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+// Kernel-level cast (not recorded): the op's own node accounts for it.
+Tensor raw_cast(const Tensor& x, DType dtype) {
+  if (x.dtype() == dtype) return x;
+  Tensor out = Tensor::empty(x.shape(), dtype, x.device());
+  backend(x.device()).copy(View::of(out), View::of(x));
+  return out;
+}
+
+bool has_integer_kernel(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg: case UnaryOp::Abs: case UnaryOp::Relu: case UnaryOp::Clamp:
+    case UnaryOp::Square: case UnaryOp::Sign:
+      return true;
+    default:
+      return false;
+  }
+}
+
+const char* unary_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Neg: return "NegBackward";
+    case UnaryOp::Abs: return "AbsBackward";
+    case UnaryOp::Exp: return "ExpBackward";
+    case UnaryOp::Log: return "LogBackward";
+    case UnaryOp::Sqrt: return "SqrtBackward";
+    case UnaryOp::Rsqrt: return "RsqrtBackward";
+    case UnaryOp::Sin: return "SinBackward";
+    case UnaryOp::Cos: return "CosBackward";
+    case UnaryOp::Tanh: return "TanhBackward";
+    case UnaryOp::Sinh: return "SinhBackward";
+    case UnaryOp::Cosh: return "CoshBackward";
+    case UnaryOp::Sigmoid: return "SigmoidBackward";
+    case UnaryOp::Relu: return "ReluBackward";
+    case UnaryOp::LeakyRelu: return "LeakyReluBackward";
+    case UnaryOp::Gelu: return "GeluBackward";
+    case UnaryOp::GeluTanh: return "GeluTanhBackward";
+    case UnaryOp::Silu: return "SiluBackward";
+    case UnaryOp::Softplus: return "SoftplusBackward";
+    case UnaryOp::Mish: return "MishBackward";
+    case UnaryOp::Clamp: return "ClampBackward";
+    case UnaryOp::AddScalar: return "AddScalarBackward";
+    case UnaryOp::MulScalar: return "MulScalarBackward";
+    case UnaryOp::PowScalar: return "PowScalarBackward";
+    case UnaryOp::Square: return "SquareBackward";
+    case UnaryOp::Reciprocal: return "ReciprocalBackward";
+    case UnaryOp::Sign: return "SignBackward";
+    case UnaryOp::Erf: return "ErfBackward";
+    case UnaryOp::Step: return "StepBackward";
+  }
+  return "UnaryBackward";
+}
+
+Tensor u(UnaryOp op, const Tensor& x, double p0 = 0) { return unary(op, x, p0); }
+
+// d op(x) / dx * g, with ops.
+Tensor unary_vjp(UnaryOp op, const Tensor& x, const Tensor& g, double p0, double p1) {
+  switch (op) {
+    case UnaryOp::Neg: return neg(g);
+    case UnaryOp::Abs: return mul(g, u(UnaryOp::Sign, x));
+    case UnaryOp::Exp: return mul(g, exp(x));
+    case UnaryOp::Log: return div(g, x);
+    case UnaryOp::Sqrt: return mul(g, mul_scalar(u(UnaryOp::Rsqrt, x), 0.5));
+    case UnaryOp::Rsqrt: return mul(g, mul_scalar(pow_scalar(x, -1.5), -0.5));
+    case UnaryOp::Sin: return mul(g, u(UnaryOp::Cos, x));
+    case UnaryOp::Cos: return neg(mul(g, u(UnaryOp::Sin, x)));
+    case UnaryOp::Tanh: return mul(g, add_scalar(neg(square(u(UnaryOp::Tanh, x))), 1.0));
+    case UnaryOp::Sinh: return mul(g, u(UnaryOp::Cosh, x));
+    case UnaryOp::Cosh: return mul(g, u(UnaryOp::Sinh, x));
+    case UnaryOp::Sigmoid: {
+      Tensor s = u(UnaryOp::Sigmoid, x);
+      return mul(g, mul(s, add_scalar(neg(s), 1.0)));
+    }
+    case UnaryOp::Relu: return mul(g, u(UnaryOp::Step, x));
+    case UnaryOp::LeakyRelu:
+      return mul(g, add_scalar(mul_scalar(u(UnaryOp::Step, x), 1.0 - p0), p0));
+    case UnaryOp::Gelu: {
+      // Phi(x) + x phi(x)
+      Tensor cdf = mul_scalar(add_scalar(u(UnaryOp::Erf, mul_scalar(x, M_SQRT1_2)), 1.0), 0.5);
+      Tensor pdf = mul_scalar(exp(mul_scalar(square(x), -0.5)), 0.3989422804014327);
+      return mul(g, add(cdf, mul(x, pdf)));
+    }
+    case UnaryOp::GeluTanh: {
+      const double c = 0.7978845608028654, k = 0.044715;
+      Tensor inner = mul_scalar(add(x, mul_scalar(pow_scalar(x, 3.0), k)), c);
+      Tensor t = u(UnaryOp::Tanh, inner);
+      Tensor left = mul_scalar(add_scalar(t, 1.0), 0.5);
+      Tensor dinner = mul_scalar(add_scalar(mul_scalar(square(x), 3.0 * k), 1.0), c);
+      Tensor right = mul(mul_scalar(mul(x, add_scalar(neg(square(t)), 1.0)), 0.5), dinner);
+      return mul(g, add(left, right));
+    }
+    case UnaryOp::Silu: {
+      Tensor s = u(UnaryOp::Sigmoid, x);
+      return mul(g, mul(s, add_scalar(mul(x, add_scalar(neg(s), 1.0)), 1.0)));
+    }
+    case UnaryOp::Softplus: {
+      // torch: derivative 1 above the threshold 20, sigmoid(x) below
+      Tensor s = u(UnaryOp::Sigmoid, x);
+      return mul(g, where(binary(BinaryOp::Gt, x, full_like(x, 20.0)), full_like(x, 1.0), s));
+    }
+    case UnaryOp::Mish: {
+      Tensor t = u(UnaryOp::Tanh, u(UnaryOp::Softplus, x));
+      Tensor d = add(t, mul(mul(x, u(UnaryOp::Sigmoid, x)), add_scalar(neg(square(t)), 1.0)));
+      return mul(g, d);
+    }
+    case UnaryOp::Clamp: {
+      Tensor inside = binary(BinaryOp::Mul, cast(binary(BinaryOp::Ge, x, full_like(x, p0)), x.dtype()),
+                             cast(binary(BinaryOp::Le, x, full_like(x, p1)), x.dtype()));
+      return mul(g, inside);
+    }
+    case UnaryOp::AddScalar: return g;
+    case UnaryOp::MulScalar: return mul_scalar(g, p0);
+    case UnaryOp::PowScalar:
+      if (p0 == 0.0) return zeros_like(g);
+      return mul(g, mul_scalar(pow_scalar(x, p0 - 1.0), p0));
+    case UnaryOp::Square: return mul(g, mul_scalar(x, 2.0));
+    case UnaryOp::Reciprocal: return neg(div(g, square(x)));
+    case UnaryOp::Erf: return mul(g, mul_scalar(exp(neg(square(x))), 1.1283791670955126));
+    case UnaryOp::Sign: case UnaryOp::Step: return zeros_like(g);
+  }
+  return zeros_like(g);
+}
+
+}  // namespace
+
+Tensor unary(UnaryOp op, const Tensor& x, double p0, double p1) {
+  DType out_dtype = x.dtype();
+  if (!is_floating(out_dtype) && (!has_integer_kernel(op) || out_dtype == DType::Bool)) out_dtype = DType::F32;
+  if ((op == UnaryOp::AddScalar || op == UnaryOp::MulScalar) && !is_floating(out_dtype))
+    out_dtype = (p0 == std::floor(p0) && out_dtype != DType::Bool) ? out_dtype : DType::F32;
+  DType cd = compute_dtype(out_dtype);
+  Tensor xin = raw_cast(x, cd);
+  Tensor out = Tensor::empty(x.shape(), cd, x.device());
+  backend(x.device()).unary(op, View::of(out), View::of(xin), p0, p1);
+  out = raw_cast(out, out_dtype);
+  if (!is_floating(out_dtype) || op == UnaryOp::Sign || op == UnaryOp::Step) return out;
+  return record1(unary_name(op), out, {x}, {x}, [op, p0, p1](const Grads& g, const Grads& s, const auto&) {
+    Tensor gx = unary_vjp(op, s[0], g[0], p0, p1);
+    return Grads{gx.dtype() == s[0].dtype() ? gx : cast(gx, s[0].dtype())};
+  });
+}
+
+Tensor clamp(const Tensor& x, double lo, double hi) {
+  if (!(lo <= hi))
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": lo must not exceed hi (got lo=", lo, ", hi=", hi, ")");
+  return unary(UnaryOp::Clamp, x, lo, hi);
+}
+
+static const char* binary_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::Add: return "AddBackward";
+    case BinaryOp::Sub: return "SubBackward";
+    case BinaryOp::Mul: return "MulBackward";
+    case BinaryOp::Div: return "DivBackward";
+    case BinaryOp::Pow: return "PowBackward";
+    case BinaryOp::Maximum: return "MaximumBackward";
+    case BinaryOp::Minimum: return "MinimumBackward";
+    default: return "CompareBackward";
+  }
+}
+
+static Grads binary_vjp(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& g,
+                        const std::vector<bool>& needs) {
+  Tensor ga, gb;
+  switch (op) {
+    case BinaryOp::Add: ga = g; gb = g; break;
+    case BinaryOp::Sub: ga = g; if (needs[1]) gb = neg(g); break;
+    case BinaryOp::Mul: if (needs[0]) ga = mul(g, b); if (needs[1]) gb = mul(g, a); break;
+    case BinaryOp::Div:
+      if (needs[0]) ga = div(g, b);
+      if (needs[1]) gb = neg(div(mul(g, a), square(b)));
+      break;
+    case BinaryOp::Pow:
+      if (needs[0]) ga = mul(g, mul(b, binary(BinaryOp::Pow, a, sub(b, full_like(b, 1.0)))));
+      if (needs[1]) {
+        // d/db a^b = a^b log a, taken as 0 where a == 0 (as PyTorch does)
+        Tensor term = mul(g, mul(binary(BinaryOp::Pow, a, b), log(a)));
+        gb = where(binary(BinaryOp::Eq, a, zeros_like(a)), zeros_like(term), term);
+      }
+      break;
+    case BinaryOp::Maximum: case BinaryOp::Minimum: {
+      // ties share the gradient equally, like PyTorch
+      BinaryOp wins = op == BinaryOp::Maximum ? BinaryOp::Gt : BinaryOp::Lt;
+      DType dt = g.dtype();
+      Tensor half = mul_scalar(cast(binary(BinaryOp::Eq, a, b), dt), 0.5);
+      Tensor wa = add(cast(binary(wins, a, b), dt), half);
+      Tensor wb = add(cast(binary(wins, b, a), dt), half);
+      if (needs[0]) ga = mul(g, wa);
+      if (needs[1]) gb = mul(g, wb);
+      break;
+    }
+    default: break;
+  }
+  Grads out(2);
+  if (needs[0] && ga.defined()) out[0] = sum_to(ga.dtype() == a.dtype() ? ga : cast(ga, a.dtype()), a.shape());
+  if (needs[1] && gb.defined()) out[1] = sum_to(gb.dtype() == b.dtype() ? gb : cast(gb, b.dtype()), b.shape());
+  return out;
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  check_same_device(a, b, "a", "b");
+  Shape shape = broadcast_shapes(a.shape(), b.shape());
+  DType dt = promote(a.dtype(), b.dtype());
+  if ((op == BinaryOp::Div || op == BinaryOp::Pow) && !is_floating(dt)) dt = DType::F32;
+  if (dt == DType::Bool && !is_comparison(op) && op != BinaryOp::Maximum && op != BinaryOp::Minimum &&
+      op != BinaryOp::Mul)
+    dt = DType::I64;
+  DType cd = compute_dtype(dt);
+  Tensor ac = raw_cast(a, cd), bc = raw_cast(b, cd);
+  DType out_dtype = is_comparison(op) ? DType::Bool : cd;
+  Tensor out = Tensor::empty(shape, out_dtype, a.device());
+  backend(a.device()).binary(op, View::of(out), View::broadcast(ac, shape), View::broadcast(bc, shape));
+  if (is_comparison(op)) return out;
+  out = raw_cast(out, dt);
+  if (!is_floating(dt)) return out;
+  return record1(binary_name(op), out, {a, b}, {a, b}, [op](const Grads& g, const Grads& s, const auto& needs) {
+    return binary_vjp(op, s[0], s[1], g[0], needs);
+  });
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_same_device(cond, a, "cond", "a");
+  check_same_device(a, b, "a", "b");
+  if (cond.dtype() != DType::Bool)
+    fail(NX_ERR_DTYPE, current_api(), ": cond must be a bool tensor, got ", dtype_name(cond.dtype()));
+  Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape()), b.shape());
+  DType dt = promote(a.dtype(), b.dtype());
+  Tensor ac = raw_cast(a, dt), bc = raw_cast(b, dt);
+  Tensor out = Tensor::empty(shape, dt, a.device());
+  backend(a.device()).where(View::of(out), View::broadcast(cond, shape), View::broadcast(ac, shape),
+                            View::broadcast(bc, shape));
+  if (!is_floating(dt)) return out;
+  return record1("WhereBackward", out, {cond, a, b}, {cond, a, b}, [](const Grads& g, const Grads& s, const auto& needs) {
+    Grads r(3);
+    Tensor z = zeros_like(g[0]);
+    if (needs[1]) r[1] = sum_to(cast(where(s[0], g[0], z), s[1].dtype()), s[1].shape());
+    if (needs[2]) r[2] = sum_to(cast(where(s[0], z, g[0]), s[2].dtype()), s[2].shape());
+    return r;
+  });
+}
+
+static void check_in_place(const Tensor& dst) {
+  if (grad_enabled() && dst.requires_grad())
+    fail(NX_ERR_STATE, current_api(), ": in-place op on a tensor that requires grad (shape ",
+         shape_str(dst.shape()), "); autodiff cannot record it. Use the out-of-place op, or disable "
+         "grad mode for parameter updates");
+}
+
+void binary_(BinaryOp op, const Tensor& dst, const Tensor& b) {
+  check_same_device(dst, b, "x", "b");
+  check_in_place(dst);
+  if (grad_enabled() && b.requires_grad())
+    fail(NX_ERR_STATE, current_api(), ": in-place op with an operand that requires grad is not recorded by autodiff");
+  if (broadcast_shapes(dst.shape(), b.shape()) != dst.shape())
+    fail(NX_ERR_SHAPE, current_api(), ": operand of shape ", shape_str(b.shape()),
+         " does not broadcast to the in-place target's shape ", shape_str(dst.shape()));
+  Tensor r;
+  {
+    GradModeGuard off(false);
+    r = binary(op, dst, b);
+  }
+  backend(dst.device()).copy(View::of(dst), View::of(r));
+  dst.impl()->storage->version++;
+}
+
+void unary_(UnaryOp op, const Tensor& dst, double p0) {
+  check_in_place(dst);
+  Tensor r;
+  {
+    GradModeGuard off(false);
+    r = unary(op, dst, p0);
+  }
+  backend(dst.device()).copy(View::of(dst), View::of(r));
+  dst.impl()->storage->version++;
+}
+
+}  // namespace nx

@@ -1,0 +1,114 @@
+// The engine's C++ op layer. Each op checks its arguments, infers the output's shape and dtype,
+// calls the kernels of the inputs' device, and (when an input requires grad) records a graph
+// node whose VJP is written with these same ops. The C API (src/capi) is a thin shim over this.
+#pragma once
+#include <vector>
+
+#include "autograd/node.hpp"
+#include "core/backend.hpp"
+#include "core/tensor.hpp"
+
+namespace nx {
+
+using Axes = std::vector<int64_t>;
+
+// ---- creation (creation.cpp)
+Tensor from_data(const void* data, const Shape& shape, DType dtype, Device device);
+Tensor zeros(const Shape& shape, DType dtype, Device device);
+Tensor ones(const Shape& shape, DType dtype, Device device);
+Tensor full(const Shape& shape, double value, DType dtype, Device device);
+Tensor zeros_like(const Tensor& t);
+Tensor full_like(const Tensor& t, double value);
+Tensor arange(double start, double end, double step, DType dtype, Device device);
+Tensor rand(const Shape& shape, DType dtype, Device device);
+Tensor randn(const Shape& shape, DType dtype, Device device);
+void manual_seed(uint64_t seed);
+uint64_t next_random_offset(uint64_t count, uint64_t* seed);
+void copy_to_host(const Tensor& t, void* dst, size_t nbytes);
+double item(const Tensor& t);
+Tensor to_device(const Tensor& t, Device device);
+
+// ---- casts and copies (creation.cpp)
+Tensor cast(const Tensor& x, DType dtype);
+Tensor contiguous(const Tensor& x);
+Tensor clone(const Tensor& x);
+Tensor detach(const Tensor& x);
+void copy_(const Tensor& dst, const Tensor& src);  // in place, broadcast + cast
+
+// ---- elementwise (elementwise.cpp)
+Tensor unary(UnaryOp op, const Tensor& x, double p0 = 0, double p1 = 0);
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+inline Tensor add(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Add, a, b); }
+inline Tensor sub(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Sub, a, b); }
+inline Tensor mul(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Mul, a, b); }
+inline Tensor div(const Tensor& a, const Tensor& b) { return binary(BinaryOp::Div, a, b); }
+inline Tensor neg(const Tensor& x) { return unary(UnaryOp::Neg, x); }
+inline Tensor exp(const Tensor& x) { return unary(UnaryOp::Exp, x); }
+inline Tensor log(const Tensor& x) { return unary(UnaryOp::Log, x); }
+inline Tensor add_scalar(const Tensor& x, double v) { return unary(UnaryOp::AddScalar, x, v); }
+inline Tensor mul_scalar(const Tensor& x, double v) { return unary(UnaryOp::MulScalar, x, v); }
+inline Tensor pow_scalar(const Tensor& x, double e) { return unary(UnaryOp::PowScalar, x, e); }
+inline Tensor square(const Tensor& x) { return unary(UnaryOp::Square, x); }
+Tensor clamp(const Tensor& x, double lo, double hi);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// In place on dst (no autodiff: dst must not require grad); bumps dst's version.
+void binary_(BinaryOp op, const Tensor& dst, const Tensor& b);
+void unary_(UnaryOp op, const Tensor& dst, double p0);
+
+// ---- reductions (reduce.cpp)
+Tensor sum(const Tensor& x, const Axes& axes, bool keepdim);
+Tensor mean(const Tensor& x, const Axes& axes, bool keepdim);
+Tensor amax(const Tensor& x, const Axes& axes, bool keepdim);
+Tensor amin(const Tensor& x, const Axes& axes, bool keepdim);
+Tensor var(const Tensor& x, const Axes& axes, int64_t correction, bool keepdim);
+Tensor argmax(const Tensor& x, int64_t axis, bool keepdim);
+// Sums a broadcast gradient back to shape (the reverse of broadcasting).
+Tensor sum_to(const Tensor& g, const Shape& shape);
+
+// ---- shape (shape.cpp)
+Tensor reshape(const Tensor& x, const Shape& shape);
+Tensor view(const Tensor& x, const Shape& shape);
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
+Tensor permute(const Tensor& x, const Axes& dims);
+Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t end, int64_t step);
+Tensor expand(const Tensor& x, const Shape& shape);
+Tensor squeeze(const Tensor& x, int64_t axis);
+Tensor unsqueeze(const Tensor& x, int64_t axis);
+Tensor flatten(const Tensor& x, int64_t start_axis, int64_t end_axis);
+Tensor cat(const std::vector<Tensor>& xs, int64_t axis);
+Tensor stack(const std::vector<Tensor>& xs, int64_t axis);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t axis);
+// zeros of shape with g written into slice(axis, start, start+step*len, step): slice's VJP.
+Tensor slice_scatter(const Tensor& g, const Shape& shape, int64_t axis, int64_t start, int64_t step);
+
+// ---- linear algebra (matmul.cpp)
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+
+// ---- softmax (softmax.cpp)
+Tensor softmax(const Tensor& x, int64_t axis);
+Tensor log_softmax(const Tensor& x, int64_t axis);
+
+// ---- indexing (index.cpp)
+Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index);
+Tensor index_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src);
+Tensor gather(const Tensor& x, int64_t axis, const Tensor& index);
+Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src);
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype);
+
+// ---- losses (loss.cpp)
+enum class Reduction { Mean = NX_REDUCTION_MEAN, Sum = NX_REDUCTION_SUM, None = NX_REDUCTION_NONE };
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                     double label_smoothing, Reduction reduction);
+Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index,
+                Reduction reduction);
+Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction);
+Tensor bce_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction);
+
+// ---- shared checks (checks.cpp)
+void check_same_device(const Tensor& a, const Tensor& b, const char* what_a, const char* what_b);
+void check_floating(const Tensor& x, const char* what);
+void check_integer(const Tensor& x, const char* what);
+
+}  // namespace nx
