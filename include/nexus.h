@@ -93,6 +93,7 @@ NX_API int32_t nx_cuda_device_count(void);
 typedef struct nx_tensor_s* nx_tensor;
 typedef struct nx_stream_s* nx_stream;
 typedef struct nx_safetensors_s* nx_safetensors;
+typedef struct nx_event_s* nx_event;
 
 /* ---------------------------------------------------------------- runtime */
 /* Number of CPU threads used by kernels (<= 0 restores the default: all cores). */
@@ -111,10 +112,38 @@ NX_API int64_t nx_live_tensor_count(void);
 /* ---------------------------------------------------------------- streams */
 /* Creates a stream on device. Free with nx_stream_free. */
 NX_API nx_status nx_stream_create(nx_stream* out, nx_device device);
-/* Blocks until all work enqueued on the stream has finished. NULL: the CPU default stream. */
+/* Blocks until all work enqueued on the stream has finished. NULL: every device's default stream. */
 NX_API nx_status nx_stream_synchronize(nx_stream stream);
 NX_API nx_status nx_stream_device(nx_stream stream, nx_device* out);
 NX_API void nx_stream_free(nx_stream stream);
+
+/* ---------------------------------------------------------------- CUDA devices, events, memory */
+/* A copy of t on device (host <-> device, device <-> device), enqueued on stream (a stream of the
+ * CUDA side). Autodiff records it: gradients flow back to t's device. */
+NX_API nx_status nx_tensor_to(nx_tensor* out, nx_tensor t, nx_device device, nx_stream stream);
+/* Events order work across streams: record on one stream, make another wait for it. */
+NX_API nx_status nx_event_create(nx_event* out, nx_device device);
+NX_API nx_status nx_event_record(nx_event event, nx_stream stream);
+/* Work enqueued on stream after this call waits until the event has completed. */
+NX_API nx_status nx_event_wait(nx_stream stream, nx_event event);
+/* Blocks the host until the event has completed. */
+NX_API nx_status nx_event_synchronize(nx_event event);
+NX_API void nx_event_free(nx_event event);
+/* Statistics of the caching device allocator. Set struct_size = sizeof(nx_cuda_memory_stats). */
+typedef struct {
+  uint32_t struct_size;
+  uint64_t allocated_bytes;      /* held by live tensors */
+  uint64_t reserved_bytes;       /* obtained from the driver (allocated + cached) */
+  uint64_t peak_allocated_bytes; /* since start or nx_cuda_reset_peak_memory */
+  uint64_t num_device_allocs;    /* cudaMalloc calls so far */
+} nx_cuda_memory_stats;
+NX_API nx_status nx_cuda_memory_stats_get(nx_cuda_memory_stats* out, int32_t device);
+NX_API nx_status nx_cuda_reset_peak_memory(int32_t device);
+/* Returns cached, unused device memory to the driver. */
+NX_API nx_status nx_cuda_empty_cache(int32_t device);
+/* TF32 tensor-core math for f32 matmul on CUDA (faster, ~10-bit mantissa); off by default. */
+NX_API void nx_cuda_set_tf32(bool enabled);
+NX_API bool nx_cuda_tf32_enabled(void);
 
 /* ---------------------------------------------------------------- creation */
 /* New tensor holding a copy of nbytes = prod(shape) * nx_dtype_size(dtype) bytes at data
@@ -251,6 +280,13 @@ NX_API nx_status nx_softplus(nx_tensor* out, nx_tensor x, nx_stream stream);
 NX_API nx_status nx_mish(nx_tensor* out, nx_tensor x, nx_stream stream);
 /* min(max(x, lo), hi); lo <= hi. */
 NX_API nx_status nx_clamp(nx_tensor* out, nx_tensor x, double lo, double hi, nx_stream stream);
+
+/* Fused elementwise ops (one kernel instead of two), with broadcasting and gradients:
+ * relu(a + b); gelu(x + bias) (exact, or the tanh approximation); a * tanh(b). */
+NX_API nx_status nx_add_relu(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+NX_API nx_status nx_bias_gelu(nx_tensor* out, nx_tensor x, nx_tensor bias, bool approximate_tanh,
+                              nx_stream stream);
+NX_API nx_status nx_mul_tanh(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
 
 /* In-place: modify x's storage and bump its version counter. Autodiff detects when a tensor it
  * saved for backward was changed this way and fails backward with NX_ERR_STATE. x must not be a

@@ -94,6 +94,7 @@ void check_stream(nx_stream stream, Device device) {
   if (stream->device != device)
     fail(NX_ERR_DEVICE, current_api(), ": stream is on ", device_str(stream->device), " but the tensors are on ",
          device_str(device));
+  set_current_stream(stream->native);
 }
 
 }  // namespace nx::capi

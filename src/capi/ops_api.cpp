@@ -160,6 +160,13 @@ NX_UNARY_API(nx_silu, Silu)
 NX_UNARY_API(nx_softplus, Softplus)
 NX_UNARY_API(nx_mish, Mish)
 
+NX_BINARY_API(nx_add_relu, AddRelu)
+NX_BINARY_API(nx_mul_tanh, MulTanh)
+nx_status nx_bias_gelu(nx_tensor* out, nx_tensor x, nx_tensor bias, bool approximate_tanh, nx_stream stream) {
+  return op2("nx_bias_gelu", out, x, bias, stream, [&](const Tensor& a, const Tensor& b) {
+    return binary(approximate_tanh ? BinaryOp::AddGeluTanh : BinaryOp::AddGelu, a, b);
+  });
+}
 nx_status nx_add_scalar(nx_tensor* out, nx_tensor x, double value, nx_stream stream) {
   return op1("nx_add_scalar", out, x, stream, [&](const Tensor& t) { return add_scalar(t, value); });
 }

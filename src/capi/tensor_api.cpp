@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "capi/capi.hpp"
+#include "core/cuda_iface.hpp"
 #include "cpu/simd.hpp"
 
 using namespace nx;
@@ -99,14 +100,18 @@ nx_status nx_stream_create(nx_stream* out, nx_device device) {
   return guard("nx_stream_create", [&] {
     check_out(out);
     Device d = device_arg(device);
-    *out = new nx_stream_s{kStreamMagic, d, nullptr};
+    void* native = d.is_cpu() ? nullptr : cuda::stream_create(d.index);
+    *out = new nx_stream_s{kStreamMagic, d, native};
   });
 }
 nx_status nx_stream_synchronize(nx_stream stream) {
   return guard("nx_stream_synchronize", [&] {
-    if (!stream) return;
+    if (!stream) {  // every device's default stream
+      for (int i = 0; i < cuda::device_count(); ++i) cuda::stream_synchronize(i, nullptr);
+      return;
+    }
     check_stream(stream, stream->magic == kStreamMagic ? stream->device : Device{});
-    backend(stream->device).synchronize();
+    if (!stream->device.is_cpu()) cuda::stream_synchronize(stream->device.index, stream->native);
   });
 }
 nx_status nx_stream_device(nx_stream stream, nx_device* out) {
@@ -120,6 +125,7 @@ nx_status nx_stream_device(nx_stream stream, nx_device* out) {
 void nx_stream_free(nx_stream stream) {
   if (!stream || stream->magic != kStreamMagic) return;
   stream->magic = kDeadMagic;
+  if (!stream->device.is_cpu()) cuda::stream_destroy(stream->device.index, stream->native);
   delete stream;
 }
 

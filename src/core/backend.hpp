@@ -25,7 +25,9 @@ enum class UnaryOp {
   Gelu, GeluTanh, Silu, Softplus, Mish, Clamp, AddScalar, MulScalar, PowScalar, Square,
   Reciprocal, Sign, Erf, Step /* x > 0 */
 };
-enum class BinaryOp { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge };
+// AddRelu .. MulTanh are the fused ops: relu(a+b), gelu(a+b), gelu_tanh(a+b), a*tanh(b).
+enum class BinaryOp { Add, Sub, Mul, Div, Pow, Maximum, Minimum, AddRelu, AddGelu, AddGeluTanh, MulTanh,
+                      Eq, Ne, Lt, Le, Gt, Ge };
 enum class ReduceOp { Sum, Max, Min, ArgMax };
 
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
@@ -67,6 +69,11 @@ class Backend {
   // Counter-based random numbers: element i depends only on (seed, offset + i).
   virtual void random(const View& dst, uint64_t seed, uint64_t offset, bool normal) = 0;
   virtual void synchronize() = 0;
+  // Host <-> device transfers of n contiguous bytes; download returns once dst holds the data.
+  virtual void upload(void* dst, const void* host_src, size_t n) = 0;
+  virtual void download(void* host_dst, const void* src, size_t n) = 0;
+  // Whether matmul takes f16/bf16 operands directly (accumulating in f32).
+  virtual bool native_half_matmul() const { return false; }
 };
 
 Backend& backend(Device device);

@@ -1,10 +1,7 @@
 #include "core/backend.hpp"
+#include "core/cuda_iface.hpp"
 
 namespace nx {
-
-#ifdef NEXUS_HAVE_CUDA
-Backend& cuda_backend(int32_t index);  // src/cuda
-#endif
 
 View View::broadcast(const Tensor& t, const Shape& shape) {
   View v{t.data(), shape, Shape(shape.size(), 0), t.dtype()};
@@ -20,14 +17,7 @@ Backend& backend(Device device) {
       fail(NX_ERR_DEVICE, current_api(), ": CPU device index must be 0, got ", device.index);
     return cpu_backend();
   }
-  if (device.type == NX_CUDA) {
-#ifdef NEXUS_HAVE_CUDA
-    return cuda_backend(device.index);
-#else
-    fail(NX_ERR_DEVICE, current_api(), ": this build of NexusGrad has no CUDA support (device cuda:",
-         device.index, ")");
-#endif
-  }
+  if (device.type == NX_CUDA) return cuda::backend(device.index);
   fail(NX_ERR_DEVICE, current_api(), ": unknown device type ", int(device.type),
        " (expected NX_CPU=1 or NX_CUDA=2)");
 }

@@ -45,8 +45,15 @@ std::string shape_str(const std::vector<int64_t>& shape);
 
 // The op name prefix for messages: set by the C shim ("nx_matmul"), read by ops when they fail.
 const char* current_api();
+// The native stream (cudaStream_t) that the current C call enqueues on; null = the device's
+// default stream. Set by the C boundary from the call's nx_stream argument.
+void* current_stream();
+void set_current_stream(void* stream);
+// Names the running C function and restores the previous name and stream when it returns
+// (C calls nest, e.g. inside a checkpoint's segment function).
 struct ApiScope {
   const char* previous;
+  void* previous_stream;
   explicit ApiScope(const char* name);
   ~ApiScope();
 };

@@ -57,6 +57,8 @@ class CpuBackend final : public Backend {
   }
   void deallocate(void* p, size_t) override { std::free(p); }
   void synchronize() override {}
+  void upload(void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
+  void download(void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
 
   void copy(const View& dst, const View& src) override {
     if (dst.dtype == src.dtype) {
@@ -406,6 +408,9 @@ class CpuBackend final : public Backend {
           float f = float(v);
           if (!normal && f >= 1.0f) f = 0.99999994f;  // rounding to f32 must not reach 1
           d[i] = convert<T>(f);
+          // nor rounding to f16/bf16: keep the largest value below 1 (1 - 2^-11, 1 - 2^-8)
+          if constexpr (std::is_same_v<T, Half>) { if (!normal && d[i].bits == 0x3c00) d[i].bits = 0x3bff; }
+          if constexpr (std::is_same_v<T, BFloat16>) { if (!normal && d[i].bits == 0x3f80) d[i].bits = 0x3f7f; }
         } else {
           d[i] = from_f64<T>(v);
         }

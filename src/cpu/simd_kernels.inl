@@ -228,6 +228,19 @@ void binary_kernel(BinaryOp op, T* out, const T* a, int64_t sa, const T* b, int6
     case BinaryOp::Minimum:
       map2(out, a, sa, b, sb, n, [](T x, T y) { return (x != x || x < y) ? x : (y != y ? y : vmin(x, y)); });
       break;
+    case BinaryOp::AddRelu:
+      map2(out, a, sa, b, sb, n, [](T x, T y) { T s = x + y; return s > T(0) ? s : T(0); });
+      break;
+    case BinaryOp::AddGelu:
+      map2(out, a, sa, b, sb, n, [](T x, T y) { T s = x + y; return T(0.5) * s * (T(1) + verf(s * T(0.70710678118654752440))); });
+      break;
+    case BinaryOp::AddGeluTanh:
+      map2(out, a, sa, b, sb, n, [](T x, T y) {
+        T s = x + y, inner = T(0.79788456080286535588) * (s + T(0.044715) * s * s * s);
+        return T(0.5) * s * (T(1) + vtanh(inner));
+      });
+      break;
+    case BinaryOp::MulTanh: map2(out, a, sa, b, sb, n, [](T x, T y) { return x * vtanh(y); }); break;
     default: break;  // comparisons are handled by the generic path
   }
 }

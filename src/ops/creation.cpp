@@ -61,9 +61,27 @@ Tensor randn(const Shape& shape, DType dtype, Device device) { return random_ten
 
 Tensor to_device(const Tensor& t, Device device) {
   if (t.device() == device) return t;
-  backend(device);  // fails with a clear message when the device is unavailable
-  fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": copies between ", device_str(t.device()), " and ",
-       device_str(device), " need the CUDA backend");
+  Backend& dst_be = backend(device);  // fails with a clear message when the device is unavailable
+  Tensor src;
+  {
+    GradModeGuard off(false);
+    src = contiguous(detach(t));
+  }
+  Tensor out = Tensor::empty(t.shape(), t.dtype(), device);
+  const size_t n = t.nbytes();
+  if (t.device().is_cpu()) {
+    dst_be.upload(out.data(), src.data(), n);
+  } else if (device.is_cpu()) {
+    backend(t.device()).download(out.data(), src.data(), n);
+  } else {  // between two GPUs: staged through the host
+    Tensor host = Tensor::empty(t.shape(), t.dtype(), Device{});
+    backend(t.device()).download(host.data(), src.data(), n);
+    dst_be.upload(out.data(), host.data(), n);
+  }
+  if (!is_floating(t.dtype())) return out;
+  return record1("ToDeviceBackward", out, {t}, {}, [from = t.device()](const auto& g, const auto&, const auto&) {
+    return std::vector<Tensor>{to_device(g[0], from)};
+  });
 }
 
 void copy_to_host(const Tensor& t, void* dst, size_t nbytes) {

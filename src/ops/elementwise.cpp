@@ -20,7 +20,7 @@ Tensor raw_cast(const Tensor& x, DType dtype) {
 bool has_integer_kernel(UnaryOp op) {
   switch (op) {
     case UnaryOp::Neg: case UnaryOp::Abs: case UnaryOp::Relu: case UnaryOp::Clamp:
-    case UnaryOp::Square: case UnaryOp::Sign:
+    case UnaryOp::Square: case UnaryOp::Sign: case UnaryOp::AddScalar: case UnaryOp::MulScalar:
       return true;
     default:
       return false;
@@ -165,6 +165,10 @@ static const char* binary_name(BinaryOp op) {
     case BinaryOp::Pow: return "PowBackward";
     case BinaryOp::Maximum: return "MaximumBackward";
     case BinaryOp::Minimum: return "MinimumBackward";
+    case BinaryOp::AddRelu: return "AddReluBackward";
+    case BinaryOp::AddGelu: return "BiasGeluBackward";
+    case BinaryOp::AddGeluTanh: return "BiasGeluTanhBackward";
+    case BinaryOp::MulTanh: return "MulTanhBackward";
     default: return "CompareBackward";
   }
 }
@@ -181,7 +185,11 @@ static Grads binary_vjp(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
       if (needs[1]) gb = neg(div(mul(g, a), square(b)));
       break;
     case BinaryOp::Pow:
-      if (needs[0]) ga = mul(g, mul(b, binary(BinaryOp::Pow, a, sub(b, full_like(b, 1.0)))));
+      if (needs[0]) {
+        // b a^(b-1), taken as 0 where b == 0 (as PyTorch does; 0^-1 would give 0 * inf = NaN)
+        Tensor term = mul(g, mul(b, binary(BinaryOp::Pow, a, sub(b, full_like(b, 1.0)))));
+        ga = where(binary(BinaryOp::Eq, b, zeros_like(b)), zeros_like(term), term);
+      }
       if (needs[1]) {
         // d/db a^b = a^b log a, taken as 0 where a == 0 (as PyTorch does)
         Tensor term = mul(g, mul(binary(BinaryOp::Pow, a, b), log(a)));
@@ -199,6 +207,17 @@ static Grads binary_vjp(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
       if (needs[1]) gb = mul(g, wb);
       break;
     }
+    case BinaryOp::AddRelu: case BinaryOp::AddGelu: case BinaryOp::AddGeluTanh: {
+      UnaryOp act = op == BinaryOp::AddRelu ? UnaryOp::Relu : op == BinaryOp::AddGelu ? UnaryOp::Gelu : UnaryOp::GeluTanh;
+      ga = gb = unary_vjp(act, add(a, b), g, 0, 0);
+      break;
+    }
+    case BinaryOp::MulTanh: {
+      Tensor t = unary(UnaryOp::Tanh, b);
+      if (needs[0]) ga = mul(g, t);
+      if (needs[1]) gb = mul(mul(g, a), add_scalar(neg(square(t)), 1.0));
+      break;
+    }
     default: break;
   }
   Grads out(2);
@@ -211,7 +230,8 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_same_device(a, b, "a", "b");
   Shape shape = broadcast_shapes(a.shape(), b.shape());
   DType dt = promote(a.dtype(), b.dtype());
-  if ((op == BinaryOp::Div || op == BinaryOp::Pow) && !is_floating(dt)) dt = DType::F32;
+  if ((op == BinaryOp::Div || op == BinaryOp::Pow || op >= BinaryOp::AddRelu) && !is_comparison(op) && !is_floating(dt))
+    dt = DType::F32;
   if (dt == DType::Bool && !is_comparison(op) && op != BinaryOp::Maximum && op != BinaryOp::Minimum &&
       op != BinaryOp::Mul)
     dt = DType::I64;

@@ -25,7 +25,7 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
          shape_str(b.shape()));
   Shape batch = broadcast_shapes(Shape(a.shape().begin(), a.shape().end() - 2), Shape(b.shape().begin(), b.shape().end() - 2));
   const int64_t nb = numel_of(batch);
-  DType cd = compute_dtype(a.dtype());
+  DType cd = backend(a.device()).native_half_matmul() ? a.dtype() : compute_dtype(a.dtype());
   Tensor ac = a.dtype() == cd ? a : cast(detach(a), cd), bc = b.dtype() == cd ? b : cast(detach(b), cd);
   Tensor av = as_batched(ac, batch, nb), bv = as_batched(bc, batch, nb);
   Shape out_shape = batch;

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The whole test suite: builds (incrementally) into BUILD_DIR (default build) and runs ctest.
+# Extra arguments go to CMake, e.g. scripts/test.sh build-asan -DNEXUS_SANITIZE=ON
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/deps.sh
+dir=${1:-build}; shift || true
+scripts/build.sh "$dir" "$@"
+ctest --test-dir "$dir" --output-on-failure -j"$(nproc)"

@@ -1,0 +1,98 @@
+// C API: device transfers, CUDA events, allocator statistics and TF32. Compiled in every build;
+// without CUDA the nx::cuda functions report NX_ERR_DEVICE (src/core/cuda_stubs.cpp).
+#include "capi/capi.hpp"
+#include "core/cuda_iface.hpp"
+
+struct nx_event_s {
+  uint32_t magic;
+  nx::Device device;
+  void* native;
+};
+
+using namespace nx;
+using namespace nx::capi;
+
+namespace {
+constexpr uint32_t kEventMagic = 0x4e584556u;  // "NXEV"
+
+nx_event_s& event_arg(nx_event e) {
+  if (!e || e->magic != kEventMagic) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": event is NULL or not a live event");
+  return *e;
+}
+int cuda_index(int32_t device) {
+  Device d = device_arg(nx_device{NX_CUDA, device});
+  return d.index;
+}
+}  // namespace
+
+extern "C" {
+
+int32_t nx_cuda_device_count(void) { return cuda::device_count(); }
+
+nx_status nx_tensor_to(nx_tensor* out, nx_tensor t, nx_device device, nx_stream stream) {
+  clear_out(out);
+  return guard("nx_tensor_to", [&] {
+    check_out(out);
+    const Tensor& x = unwrap(t, "t");
+    Device d = device_arg(device);
+    check_stream(stream, d.is_cpu() ? x.device() : d);
+    *out = wrap(to_device(x, d));
+  });
+}
+
+nx_status nx_event_create(nx_event* out, nx_device device) {
+  clear_out(out);
+  return guard("nx_event_create", [&] {
+    check_out(out);
+    Device d = device_arg(device);
+    if (d.is_cpu()) fail(NX_ERR_DEVICE, current_api(), ": events exist on CUDA devices only (CPU work is synchronous)");
+    *out = new nx_event_s{kEventMagic, d, cuda::event_create(d.index)};
+  });
+}
+nx_status nx_event_record(nx_event event, nx_stream stream) {
+  return guard("nx_event_record", [&] {
+    auto& e = event_arg(event);
+    check_stream(stream, e.device);
+    cuda::event_record(e.native, stream ? stream->native : nullptr);
+  });
+}
+nx_status nx_event_wait(nx_stream stream, nx_event event) {
+  return guard("nx_event_wait", [&] {
+    auto& e = event_arg(event);
+    check_stream(stream, e.device);
+    cuda::stream_wait_event(stream ? stream->native : nullptr, e.native);
+  });
+}
+nx_status nx_event_synchronize(nx_event event) {
+  return guard("nx_event_synchronize", [&] { cuda::event_synchronize(event_arg(event).native); });
+}
+void nx_event_free(nx_event event) {
+  if (!event || event->magic != kEventMagic) return;
+  event->magic = kDeadMagic;
+  cuda::event_destroy(event->native);
+  delete event;
+}
+
+nx_status nx_cuda_memory_stats_get(nx_cuda_memory_stats* out, int32_t device) {
+  return guard("nx_cuda_memory_stats_get", [&] {
+    check_out(out);
+    if (out->struct_size < sizeof(nx_cuda_memory_stats))
+      fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": out->struct_size is ", out->struct_size, ", expected ",
+           sizeof(nx_cuda_memory_stats), " (set it to sizeof(nx_cuda_memory_stats))");
+    auto s = cuda::memory_stats(cuda_index(device));
+    out->allocated_bytes = s.allocated;
+    out->reserved_bytes = s.reserved;
+    out->peak_allocated_bytes = s.peak_allocated;
+    out->num_device_allocs = s.num_device_allocs;
+  });
+}
+nx_status nx_cuda_reset_peak_memory(int32_t device) {
+  return guard("nx_cuda_reset_peak_memory", [&] { cuda::reset_peak(cuda_index(device)); });
+}
+nx_status nx_cuda_empty_cache(int32_t device) {
+  return guard("nx_cuda_empty_cache", [&] { cuda::empty_cache(cuda_index(device)); });
+}
+void nx_cuda_set_tf32(bool enabled) { cuda::set_tf32(enabled); }
+bool nx_cuda_tf32_enabled(void) { return cuda::tf32_enabled(); }
+
+}  // extern "C"

@@ -1,0 +1,33 @@
+// What the rest of the engine (the C API, device selection) needs from the CUDA backend. With
+// CUDA compiled in, src/cuda implements it; otherwise src/core/cuda_stubs.cpp reports that no
+// device exists. Handles are opaque (cudaStream_t / cudaEvent_t as void*).
+#pragma once
+#include <cstddef>
+
+namespace nx {
+class Backend;
+}
+
+namespace nx::cuda {
+
+int device_count();  // 0 without CUDA support or without a GPU
+bool compiled();     // whether this build contains the CUDA backend
+Backend& backend(int device);
+void* stream_create(int device);
+void stream_destroy(int device, void* stream);
+void stream_synchronize(int device, void* stream);
+void* event_create(int device);
+void event_record(void* event, void* stream);
+void stream_wait_event(void* stream, void* event);
+void event_synchronize(void* event);
+void event_destroy(void* event);
+struct MemoryStats {
+  size_t allocated = 0, reserved = 0, peak_allocated = 0, num_device_allocs = 0;
+};
+MemoryStats memory_stats(int device);
+void reset_peak(int device);
+void empty_cache(int device);
+void set_tf32(bool enabled);
+bool tf32_enabled();
+
+}  // namespace nx::cuda

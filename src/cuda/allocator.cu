@@ -1,0 +1,129 @@
+// Caching, stream-ordered device allocator: freed blocks are kept per (device, stream) and
+// reused by later allocations on the same stream, whose order makes the reuse safe; steady-state
+// training does no cudaMalloc. Out of memory: the cache is emptied and the allocation retried
+// once before NX_ERR_OUT_OF_MEMORY.
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/cuda_iface.hpp"
+#include "cuda/kernels.cuh"
+
+namespace nx::cuda {
+namespace {
+
+constexpr size_t kSmall = size_t(1) << 20;      // below: 512-byte classes, exact reuse
+constexpr size_t kLargeRound = size_t(2) << 20; // above: 2 MiB multiples
+
+size_t round_size(size_t n) {
+  if (n == 0) n = 1;
+  if (n < kSmall) return (n + 511) / 512 * 512;
+  return (n + kLargeRound - 1) / kLargeRound * kLargeRound;
+}
+
+struct Block {
+  void* ptr;
+  size_t size;
+  cudaStream_t stream;
+};
+
+struct DeviceCache {
+  std::mutex mutex;
+  std::multimap<size_t, Block> free_blocks;
+  std::unordered_map<void*, Block> in_use;
+  MemoryStats stats;
+
+  void release_free_blocks() {
+    for (auto& [size, b] : free_blocks) {
+      cudaFree(b.ptr);
+      stats.reserved -= b.size;
+    }
+    free_blocks.clear();
+  }
+};
+
+DeviceCache& cache(int device) {
+  static std::vector<DeviceCache*> caches(64, nullptr);  // never destroyed: tensors may outlive statics
+  static std::mutex m;
+  std::lock_guard<std::mutex> lock(m);
+  if (device < 0 || device >= 64) fail(NX_ERR_DEVICE, current_api(), ": device index ", device, " out of range");
+  if (!caches[size_t(device)]) caches[size_t(device)] = new DeviceCache();
+  return *caches[size_t(device)];
+}
+
+}  // namespace
+
+void* device_allocate(int device, size_t bytes) {
+  DeviceCache& c = cache(device);
+  const size_t size = round_size(bytes);
+  cudaStream_t s = stream();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  const size_t limit = size < kSmall ? size : size + size / 8;
+  for (auto it = c.free_blocks.lower_bound(size); it != c.free_blocks.end() && it->first <= limit; ++it) {
+    if (it->second.stream != s) continue;
+    Block b = it->second;
+    c.free_blocks.erase(it);
+    c.in_use[b.ptr] = b;
+    c.stats.allocated += b.size;
+    c.stats.peak_allocated = std::max(c.stats.peak_allocated, c.stats.allocated);
+    return b.ptr;
+  }
+  void* p = nullptr;
+  cudaError_t err = cudaMalloc(&p, size);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clear the sticky-free error state
+    c.release_free_blocks();
+    err = cudaMalloc(&p, size);
+  }
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    fail(NX_ERR_OUT_OF_MEMORY, current_api(), ": out of memory on cuda:", device, " allocating ", size,
+         " bytes (", c.stats.allocated, " bytes in use, ", c.stats.reserved, " reserved; cache already emptied)");
+  }
+  if (err != cudaSuccess) throw_cuda(err, "cudaMalloc", __FILE__, __LINE__);
+  Block b{p, size, s};
+  c.in_use[p] = b;
+  c.stats.reserved += size;
+  c.stats.num_device_allocs++;
+  c.stats.allocated += size;
+  c.stats.peak_allocated = std::max(c.stats.peak_allocated, c.stats.allocated);
+  return p;
+}
+
+void device_free(int device, void* ptr) {
+  if (!ptr) return;
+  DeviceCache& c = cache(device);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  auto it = c.in_use.find(ptr);
+  if (it == c.in_use.end()) return;
+  Block b = it->second;
+  c.in_use.erase(it);
+  c.stats.allocated -= b.size;
+  c.free_blocks.emplace(b.size, b);
+}
+
+MemoryStats memory_stats(int device) {
+  DeviceCache& c = cache(device);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return c.stats;
+}
+
+void reset_peak(int device) {
+  DeviceCache& c = cache(device);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.stats.peak_allocated = c.stats.allocated;
+}
+
+void empty_cache(int device) {
+  DeviceCache& c = cache(device);
+  NX_CUDA_CHECK(cudaSetDevice(device));
+  NX_CUDA_CHECK(cudaDeviceSynchronize());  // blocks may still be read by queued kernels
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.release_free_blocks();
+}
+
+Scratch::Scratch(int dev, size_t n) : bytes(n), device(dev) { ptr = device_allocate(dev, n); }
+Scratch::~Scratch() { device_free(device, ptr); }
+
+}  // namespace nx::cuda

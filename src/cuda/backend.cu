@@ -1,0 +1,176 @@
+// The CUDA implementation of the kernel interface, plus device, stream and event management.
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/cuda_iface.hpp"
+#include "cuda/kernels.cuh"
+
+namespace nx::cuda {
+
+void throw_cuda(cudaError_t err, const char* what, const char* file, int line) {
+  nx_status st = err == cudaErrorMemoryAllocation ? NX_ERR_OUT_OF_MEMORY : NX_ERR_CUDA;
+  const char* base = file;
+  for (const char* p = file; *p; ++p)
+    if (*p == '/') base = p + 1;
+  throw Error(st, cat(current_api(), ": CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ") in ",
+                      what, " at ", base, ":", line));
+}
+
+static thread_local int tls_device = -1;
+int current_device() { return tls_device < 0 ? 0 : tls_device; }
+
+static void use_device(int device) {
+  if (tls_device != device) {
+    NX_CUDA_CHECK(cudaSetDevice(device));
+    tls_device = device;
+  }
+}
+
+int device_count() {
+  static int count = [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();
+      n = 0;
+    }
+    return n;
+  }();
+  return count;
+}
+bool compiled() { return true; }
+
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {}
+  void* allocate(size_t nbytes) override {
+    use_device(device_);
+    return device_allocate(device_, nbytes);
+  }
+  void deallocate(void* p, size_t) override { device_free(device_, p); }
+  void synchronize() override {
+    use_device(device_);
+    NX_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+  void upload(void* dst, const void* src, size_t n) override {
+    use_device(device_);
+    if (!n) return;
+    // From pageable memory the copy is staged by the driver; synchronizing lets the caller free
+    // or reuse src as soon as this returns.
+    NX_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream()));
+    NX_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+  void download(void* dst, const void* src, size_t n) override {
+    use_device(device_);
+    if (!n) return;
+    NX_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream()));
+    NX_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+  bool native_half_matmul() const override { return true; }
+  void copy(const View& dst, const View& src) override { use_device(device_); launch_copy(dst, src); }
+  void fill(const View& dst, double v) override { use_device(device_); launch_fill(dst, v); }
+  void unary(UnaryOp op, const View& dst, const View& src, double p0, double p1) override {
+    use_device(device_);
+    launch_unary(op, dst, src, p0, p1);
+  }
+  void binary(BinaryOp op, const View& dst, const View& a, const View& b) override {
+    use_device(device_);
+    launch_binary(op, dst, a, b);
+  }
+  void where(const View& dst, const View& c, const View& a, const View& b) override {
+    use_device(device_);
+    launch_where(dst, c, a, b);
+  }
+  void reduce_rows(ReduceOp op, const View& dst, const View& src, int64_t rows, int64_t cols) override {
+    use_device(device_);
+    launch_reduce_rows(op, dst, src, rows, cols);
+  }
+  void reduce_middle(ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n, int64_t inner) override {
+    use_device(device_);
+    launch_reduce_middle(op, dst, src, outer, n, inner);
+  }
+  void matmul(const View& dst, const View& a, const View& b) override { use_device(device_); gemm(dst, a, b); }
+  void softmax_rows(const View& dst, const View& src, int64_t rows, int64_t cols, bool log) override {
+    use_device(device_);
+    launch_softmax_rows(dst, src, rows, cols, log);
+  }
+  void index_select(const View& d, const View& s, const View& i, int64_t o, int64_t n, int64_t in) override {
+    use_device(device_);
+    launch_index_select(d, s, i, o, n, in);
+  }
+  void index_add(const View& d, const View& s, const View& i, int64_t o, int64_t n, int64_t in) override {
+    use_device(device_);
+    launch_index_add(d, s, i, o, n, in);
+  }
+  void gather(const View& d, const View& s, const View& i, int64_t axis) override {
+    use_device(device_);
+    launch_gather(d, s, i, axis);
+  }
+  void scatter_add(const View& d, const View& s, const View& i, int64_t axis) override {
+    use_device(device_);
+    launch_scatter_add(d, s, i, axis);
+  }
+  void random(const View& dst, uint64_t seed, uint64_t offset, bool normal) override {
+    use_device(device_);
+    launch_random(dst, seed, offset, normal);
+  }
+
+ private:
+  int device_;
+};
+
+void check_device(int device) {
+  int n = device_count();
+  if (device < 0 || device >= n)
+    fail(NX_ERR_DEVICE, current_api(), ": cuda:", device, " is not available (this process sees ", n,
+         " CUDA device", n == 1 ? "" : "s", ")");
+}
+
+}  // namespace
+
+Backend& backend(int device) {
+  check_device(device);
+  static std::mutex m;
+  static std::vector<std::unique_ptr<CudaBackend>>* backends = new std::vector<std::unique_ptr<CudaBackend>>(size_t(device_count()));
+  std::lock_guard<std::mutex> lock(m);
+  auto& b = (*backends)[size_t(device)];
+  if (!b) b = std::make_unique<CudaBackend>(device);
+  return *b;
+}
+
+void* stream_create(int device) {
+  check_device(device);
+  use_device(device);
+  cudaStream_t s;
+  NX_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+void stream_destroy(int device, void* s) {
+  if (!s) return;
+  use_device(device);
+  cudaStreamDestroy(static_cast<cudaStream_t>(s));
+}
+void stream_synchronize(int device, void* s) {
+  check_device(device);
+  use_device(device);
+  NX_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(s)));
+}
+void* event_create(int device) {
+  check_device(device);
+  use_device(device);
+  cudaEvent_t e;
+  NX_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+void event_record(void* e, void* s) { NX_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(e), static_cast<cudaStream_t>(s))); }
+void stream_wait_event(void* s, void* e) {
+  NX_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(e), 0));
+}
+void event_synchronize(void* e) { NX_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e))); }
+void event_destroy(void* e) {
+  if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+}
+
+}  // namespace nx::cuda

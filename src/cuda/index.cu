@@ -1,0 +1,166 @@
+// Indexing kernels (index_select/index_add, gather/scatter_add; the adds use atomics, so their
+// float sums are not bit-reproducible run to run) and the counter-based random generator, which
+// is the same Philox function as the CPU's: a seed gives identical tensors on both devices.
+#include "cpu/philox.hpp"
+#include "cuda/kernels.cuh"
+
+namespace nx::cuda {
+namespace {
+
+__device__ __forceinline__ int64_t index_at(const void* index, bool i64, int64_t j) {
+  return i64 ? static_cast<const int64_t*>(index)[j] : int64_t(static_cast<const int32_t*>(index)[j]);
+}
+
+template <class B>
+__global__ void index_select_kernel(B* dst, const B* src, const void* index, bool i64, int64_t nidx, int64_t n,
+                                    int64_t inner, int64_t total) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e % inner, row = e / inner, j = row % nidx, o = row / nidx;
+    dst[e] = src[(o * n + index_at(index, i64, j)) * inner + i];
+  }
+}
+
+template <class T>
+__global__ void index_add_kernel(T* dst, const T* src, const void* index, bool i64, int64_t nidx, int64_t n,
+                                 int64_t inner, int64_t total) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = e % inner, row = e / inner, j = row % nidx, o = row / nidx;
+    atomicAdd(dst + (o * n + index_at(index, i64, j)) * inner + i, src[e]);
+  }
+}
+
+struct Dims {
+  int nd;
+  int64_t index_shape[kMaxDims];
+  int64_t target_strides[kMaxDims];  // contiguous strides of the gathered-from / scattered-to tensor
+};
+
+__device__ __forceinline__ int64_t target_offset(const Dims& d, int64_t e, int64_t axis, int64_t idx) {
+  int64_t off = 0;
+  for (int k = d.nd - 1; k >= 0; --k) {
+    int64_t c = e % d.index_shape[k];
+    e /= d.index_shape[k];
+    off += (k == axis ? idx : c) * d.target_strides[k];
+  }
+  return off;
+}
+
+template <class B>
+__global__ void gather_kernel(B* dst, const B* src, const void* index, bool i64, Dims d, int64_t axis, int64_t total) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x)
+    dst[e] = src[target_offset(d, e, axis, index_at(index, i64, e))];
+}
+
+template <class T>
+__global__ void scatter_add_kernel(T* dst, const T* src, const void* index, bool i64, Dims d, int64_t axis, int64_t total) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x)
+    atomicAdd(dst + target_offset(d, e, axis, index_at(index, i64, e)), src[e]);
+}
+
+template <class T>
+__global__ void random_kernel(T* dst, int64_t n, uint64_t seed, uint64_t offset, bool normal) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    double v = normal ? philox_normal(offset + uint64_t(i), seed) : philox_uniform(offset + uint64_t(i), seed);
+    if constexpr (std::is_same_v<T, double>) {
+      dst[i] = v;
+    } else {
+      float f = float(v);
+      if (!normal && f >= 1.0f) f = 0.99999994f;
+      store_f64(dst + i, double(f));
+    }
+  }
+}
+
+Dims make_dims(const View& index, const std::vector<int64_t>& target_shape) {
+  if (index.shape.size() > size_t(kMaxDims))
+    fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": gather/scatter on CUDA supports up to ", kMaxDims, " dimensions");
+  Dims d{};
+  d.nd = int(index.shape.size());
+  auto st = contiguous_strides(target_shape);
+  for (int k = 0; k < d.nd; ++k) {
+    d.index_shape[k] = index.shape[size_t(k)];
+    d.target_strides[k] = st[size_t(k)];
+  }
+  return d;
+}
+
+template <class F>
+void dispatch_atomic(DType d, F&& f) {
+  if (d == DType::F32) f(float{});
+  else if (d == DType::F64) f(double{});
+  else fail(NX_ERR_DTYPE, current_api(), ": CUDA index_add/scatter_add support f32 and f64, got ", dtype_name(d));
+}
+
+template <class F>
+void dispatch_bytes(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    default: f(uint64_t{}); break;
+  }
+}
+
+}  // namespace
+
+void launch_index_select(const View& dst, const View& src, const View& index, int64_t outer, int64_t n, int64_t inner) {
+  const int64_t nidx = index.numel(), total = outer * nidx * inner;
+  if (!total) return;
+  dispatch_bytes(dtype_size(src.dtype), [&](auto tag) {
+    using B = decltype(tag);
+    index_select_kernel<B><<<blocks_for(total), kThreads, 0, stream()>>>(static_cast<B*>(dst.data), static_cast<const B*>(src.data),
+        index.data, index.dtype == DType::I64, nidx, n, inner, total);
+  });
+  NX_CUDA_LAUNCH_CHECK();
+}
+
+void launch_index_add(const View& dst, const View& src, const View& index, int64_t outer, int64_t n, int64_t inner) {
+  const int64_t nidx = index.numel(), total = outer * nidx * inner;
+  if (!total) return;
+  dispatch_atomic(dst.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    index_add_kernel<T><<<blocks_for(total), kThreads, 0, stream()>>>(static_cast<T*>(dst.data), static_cast<const T*>(src.data),
+        index.data, index.dtype == DType::I64, nidx, n, inner, total);
+  });
+  NX_CUDA_LAUNCH_CHECK();
+}
+
+void launch_gather(const View& dst, const View& src, const View& index, int64_t axis) {
+  const int64_t total = index.numel();
+  if (!total) return;
+  Dims d = make_dims(index, src.shape);
+  dispatch_bytes(dtype_size(src.dtype), [&](auto tag) {
+    using B = decltype(tag);
+    gather_kernel<B><<<blocks_for(total), kThreads, 0, stream()>>>(static_cast<B*>(dst.data), static_cast<const B*>(src.data),
+        index.data, index.dtype == DType::I64, d, axis, total);
+  });
+  NX_CUDA_LAUNCH_CHECK();
+}
+
+void launch_scatter_add(const View& dst, const View& src, const View& index, int64_t axis) {
+  const int64_t total = index.numel();
+  if (!total) return;
+  Dims d = make_dims(index, dst.shape);
+  dispatch_atomic(dst.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    scatter_add_kernel<T><<<blocks_for(total), kThreads, 0, stream()>>>(static_cast<T*>(dst.data), static_cast<const T*>(src.data),
+        index.data, index.dtype == DType::I64, d, axis, total);
+  });
+  NX_CUDA_LAUNCH_CHECK();
+}
+
+void launch_random(const View& dst, uint64_t seed, uint64_t offset, bool normal) {
+  const int64_t n = dst.numel();
+  if (!n) return;
+  dispatch_dtype(dst.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+      random_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(static_cast<T*>(dst.data), n, seed, offset, normal);
+    } else {
+      fail(NX_ERR_DTYPE, current_api(), ": random tensors need a floating dtype");
+    }
+  });
+  NX_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace nx::cuda

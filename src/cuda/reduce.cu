@@ -1,0 +1,239 @@
+// Reductions and softmax. Rows of a contiguous [rows, cols] matrix are cut into chunks so that a
+// few long rows (a full sum of 2^28 floats is one row) still fill every multiprocessor: stage 1
+// reduces chunks with warp shuffles and a shared-memory tree, stage 2 combines the chunks of each
+// row. [outer, n, inner] reductions give each thread one output column, reading coalesced rows.
+// Softmax keeps one block per row and one online (max, sum) pass before writing.
+#include <cfloat>
+#include <cmath>
+
+#include "cuda/kernels.cuh"
+
+namespace nx::cuda {
+namespace {
+
+template <class T> struct AccOf { using type = float; };
+template <> struct AccOf<double> { using type = double; };
+template <> struct AccOf<int32_t> { using type = int64_t; };
+template <> struct AccOf<int64_t> { using type = int64_t; };
+template <> struct AccOf<bool> { using type = int64_t; };
+
+template <class A> __device__ __forceinline__ A identity(ReduceOp op) {
+  if (op == ReduceOp::Sum) return A(0);
+  if constexpr (std::is_floating_point_v<A>) return op == ReduceOp::Max ? A(-INFINITY) : A(INFINITY);
+  else return op == ReduceOp::Max ? A(INT64_MIN) : A(INT64_MAX);
+}
+
+template <class A> __device__ __forceinline__ A combine(ReduceOp op, A a, A b) {
+  if (op == ReduceOp::Sum) return a + b;
+  if constexpr (std::is_floating_point_v<A>) {
+    if (a != a) return a;
+    if (b != b) return b;
+  }
+  return op == ReduceOp::Max ? (a > b ? a : b) : (a < b ? a : b);
+}
+
+template <class A> __device__ __forceinline__ A shfl_down(A v, int offset) { return __shfl_down_sync(0xffffffffu, v, offset); }
+
+// Block-wide reduction; the result is valid in thread 0.
+template <class A> __device__ A block_reduce(ReduceOp op, A v) {
+  __shared__ A warp_vals[32];
+  for (int o = 16; o > 0; o >>= 1) v = combine(op, v, shfl_down(v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) warp_vals[warp] = v;
+  __syncthreads();
+  const int nwarps = (blockDim.x + 31) >> 5;
+  v = threadIdx.x < nwarps ? warp_vals[threadIdx.x] : identity<A>(op);
+  if (warp == 0)
+    for (int o = 16; o > 0; o >>= 1) v = combine(op, v, shfl_down(v, o));
+  return v;
+}
+
+template <class T, class A>
+__global__ void rows_stage1(ReduceOp op, const T* src, A* partial, int64_t cols, int chunks, int64_t chunk_len) {
+  const int64_t row = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
+  const int64_t start = chunk * chunk_len;
+  const int64_t end = min(cols, start + chunk_len);
+  const T* p = src + row * cols;
+  A acc = identity<A>(op);
+  if constexpr (std::is_same_v<T, float>) {
+    if (((reinterpret_cast<uintptr_t>(p + start)) & 15) == 0) {
+      const int64_t nvec = (end - start) / 4;
+      const float4* v = reinterpret_cast<const float4*>(p + start);
+      for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+        float4 q = v[i];
+        acc = combine(op, acc, combine(op, combine(op, A(q.x), A(q.y)), combine(op, A(q.z), A(q.w))));
+      }
+      for (int64_t i = start + nvec * 4 + threadIdx.x; i < end; i += blockDim.x) acc = combine(op, acc, A(p[i]));
+    } else {
+      for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) acc = combine(op, acc, A(p[i]));
+    }
+  } else {
+    for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) acc = combine(op, acc, A(load_f64(p + i)));
+  }
+  acc = block_reduce(op, acc);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+template <class A, class D>
+__global__ void rows_stage2(ReduceOp op, const A* partial, D* dst, int64_t rows, int chunks) {
+
+  for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += int64_t(gridDim.x) * blockDim.x) {
+    A acc = identity<A>(op);
+    for (int c = 0; c < chunks; ++c) acc = combine(op, acc, partial[r * chunks + c]);
+    store_f64(dst + r, double(acc));
+  }
+}
+
+template <class T>
+__global__ void argmax_rows(const T* src, int64_t* dst, int64_t cols) {
+  const T* p = src + int64_t(blockIdx.x) * cols;
+  double best = -INFINITY;
+  int64_t best_i = cols;  // "none yet"
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+    double v = load_f64(p + i);
+    bool better = best_i == cols || v > best || (v != v && best == best);
+    if (better) { best = v; best_i = i; }
+  }
+  __shared__ double vals[256];
+  __shared__ int64_t idx[256];
+  vals[threadIdx.x] = best;
+  idx[threadIdx.x] = best_i;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      double v = vals[threadIdx.x + s];
+      int64_t j = idx[threadIdx.x + s];
+      double u = vals[threadIdx.x];
+      int64_t i = idx[threadIdx.x];
+      // NaN wins (first NaN), then larger value, then smaller index
+      bool take = j != cols && (i == cols || (v != v && (u == u || j < i)) || (u == u && v == v && (v > u || (v == u && j < i))));
+      if (take) { vals[threadIdx.x] = v; idx[threadIdx.x] = j; }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) dst[blockIdx.x] = idx[0] == cols ? 0 : idx[0];
+}
+
+template <class T, class A, class D>
+__global__ void middle_kernel(ReduceOp op, const T* src, D* dst, int64_t outer, int64_t n, int64_t inner) {
+  const int64_t total = outer * inner;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t o = e / inner, i = e - o * inner;
+    const T* p = src + o * n * inner + i;
+    A acc = identity<A>(op);
+    for (int64_t j = 0; j < n; ++j) acc = combine(op, acc, A(load_f64(p + j * inner)));
+    store_f64(dst + e, double(acc));
+  }
+}
+
+// Online softmax statistics: (max, sum of exp(x - max)).
+template <class A> struct MaxSum { A m, s; };
+template <class A> __device__ __forceinline__ MaxSum<A> merge(MaxSum<A> a, MaxSum<A> b) {
+  if (a.m == A(-INFINITY)) return b;
+  if (b.m == A(-INFINITY)) return a;
+  A m = a.m > b.m ? a.m : b.m;
+  return {m, a.s * exp(a.m - m) + b.s * exp(b.m - m)};
+}
+
+template <class A>
+__global__ void softmax_kernel(const A* src, A* dst, int64_t cols, bool log_out) {
+  const A* x = src + int64_t(blockIdx.x) * cols;
+  A* y = dst + int64_t(blockIdx.x) * cols;
+  MaxSum<A> st{A(-INFINITY), A(0)};
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) st = merge(st, MaxSum<A>{x[i], A(1)});
+  for (int o = 16; o > 0; o >>= 1) {
+    MaxSum<A> other{__shfl_down_sync(0xffffffffu, st.m, o), __shfl_down_sync(0xffffffffu, st.s, o)};
+    st = merge(st, other);
+  }
+  __shared__ A ms[32], ss[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) { ms[warp] = st.m; ss[warp] = st.s; }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    MaxSum<A> total{A(-INFINITY), A(0)};
+    for (int w = 0; w < int((blockDim.x + 31) >> 5); ++w) total = merge(total, MaxSum<A>{ms[w], ss[w]});
+    ms[0] = total.m == A(-INFINITY) ? A(0) : total.m;
+    ss[0] = total.s;
+  }
+  __syncthreads();
+  const A m = ms[0], s = ss[0];
+  if (log_out) {
+    const A ls = m + log(s);
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) y[i] = x[i] - ls;
+  } else {
+    const A inv = A(1) / s;
+    for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) y[i] = exp(x[i] - m) * inv;
+  }
+}
+
+int sm_count() {
+  static int n = [] {
+    int dev = 0, count = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
+    return count > 0 ? count : 1;
+  }();
+  return n;
+}
+
+}  // namespace
+
+void launch_reduce_rows(ReduceOp op, const View& dst, const View& src, int64_t rows, int64_t cols) {
+  if (!rows) return;
+  if (op == ReduceOp::ArgMax) {
+    dispatch_dtype(src.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      argmax_rows<T><<<unsigned(rows), 256, 0, stream()>>>(static_cast<const T*>(src.data), static_cast<int64_t*>(dst.data), cols);
+    });
+    NX_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  const int threads = cols < 256 ? 32 : 256;
+  const int64_t want_blocks = int64_t(sm_count()) * 8;
+  int chunks = 1;
+  if (rows < want_blocks && cols > 8192) chunks = int(std::min<int64_t>((cols + 8191) / 8192, (want_blocks + rows - 1) / rows));
+  int64_t chunk_len = (cols + chunks - 1) / chunks;
+  chunk_len = (chunk_len + 3) / 4 * 4;  // keeps chunk starts 16-byte aligned for float4 loads
+  dispatch_dtype(src.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = typename AccOf<T>::type;
+    Scratch partial(current_device(), size_t(rows * chunks) * sizeof(A));
+    rows_stage1<T, A><<<unsigned(rows * chunks), threads, 0, stream()>>>(op, static_cast<const T*>(src.data),
+        static_cast<A*>(partial.ptr), cols, chunks, chunk_len);
+    NX_CUDA_LAUNCH_CHECK();
+    dispatch_dtype(dst.dtype, [&](auto dtag) {
+      using D = decltype(dtag);
+      rows_stage2<A, D><<<blocks_for(rows), kThreads, 0, stream()>>>(op, static_cast<const A*>(partial.ptr),
+          static_cast<D*>(dst.data), rows, chunks);
+    });
+    NX_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void launch_reduce_middle(ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n, int64_t inner) {
+  if (!outer || !inner) return;
+  dispatch_dtype(src.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using A = typename AccOf<T>::type;
+    dispatch_dtype(dst.dtype, [&](auto dtag) {
+      using D = decltype(dtag);
+      middle_kernel<T, A, D><<<blocks_for(outer * inner), kThreads, 0, stream()>>>(op, static_cast<const T*>(src.data),
+          static_cast<D*>(dst.data), outer, n, inner);
+    });
+  });
+  NX_CUDA_LAUNCH_CHECK();
+}
+
+void launch_softmax_rows(const View& dst, const View& src, int64_t rows, int64_t cols, bool log) {
+  if (!rows) return;
+  const int threads = cols <= 32 ? 32 : (cols <= 128 ? 128 : (cols <= 512 ? 256 : 512));
+  if (dst.dtype == DType::F32)
+    softmax_kernel<float><<<unsigned(rows), threads, 0, stream()>>>(static_cast<const float*>(src.data), static_cast<float*>(dst.data), cols, log);
+  else if (dst.dtype == DType::F64)
+    softmax_kernel<double><<<unsigned(rows), threads, 0, stream()>>>(static_cast<const double*>(src.data), static_cast<double*>(dst.data), cols, log);
+  else
+    fail(NX_ERR_DTYPE, current_api(), ": no CUDA softmax kernel for ", dtype_name(dst.dtype));
+  NX_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace nx::cuda
