@@ -14,8 +14,12 @@ Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev) {
 Storage::~Storage() { backend(device).deallocate(data, nbytes); }
 
 int64_t numel_of(const Shape& shape) {
+  for (int64_t s : shape)
+    if (s == 0) return 0;
   int64_t n = 1;
-  for (int64_t s : shape) n *= s;
+  for (int64_t s : shape)
+    if (__builtin_mul_overflow(n, s, &n))
+      fail(NX_ERR_SHAPE, current_api(), ": shape ", shape_str(shape), " has more elements than an int64 can count");
   return n;
 }
 
@@ -24,7 +28,8 @@ Shape contiguous_strides(const Shape& shape) {
   int64_t acc = 1;
   for (size_t i = shape.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= std::max<int64_t>(shape[i], 1);
+    // unsigned: the running product may pass int64 only for empty tensors, whose strides are unused
+    acc = int64_t(uint64_t(acc) * uint64_t(std::max<int64_t>(shape[i], 1)));
   }
   return st;
 }
@@ -32,8 +37,12 @@ Shape contiguous_strides(const Shape& shape) {
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t s : shape)
     if (s < 0) fail(NX_ERR_SHAPE, current_api(), ": negative dimension in shape ", shape_str(shape));
+  size_t nbytes = 0;
+  if (__builtin_mul_overflow(size_t(numel_of(shape)), dtype_size(dtype), &nbytes))
+    fail(NX_ERR_OUT_OF_MEMORY, current_api(), ": a tensor of shape ", shape_str(shape), " and dtype ",
+         dtype_name(dtype), " needs more bytes than the address space holds");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(size_t(numel_of(shape)) * dtype_size(dtype), device);
+  impl->storage = std::make_shared<Storage>(nbytes, device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -43,6 +52,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 int64_t Tensor::size(int64_t axis) const { return shape()[size_t(wrap_axis(axis, dim()))]; }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no element is ever addressed
   int64_t expected = 1;
   for (size_t i = impl_->shape.size(); i-- > 0;) {
     if (impl_->shape[i] == 1) continue;

@@ -31,7 +31,9 @@ inline int32_t as_int(float f) { int32_t i; std::memcpy(&i, &f, 4); return i; }
 
 // exp for f32: range reduction x = k ln2 + r, |r| <= ln2/2, degree-7 Taylor on r.
 inline float exp_f32(float x) {
-  const float hi = 88.7228f, lo = -87.3365f;
+  // hi: the largest float whose exp is finite (ln FLT_MAX rounded down); results below FLT_MIN
+  // are flushed to 0.
+  const float hi = 88.7228317f, lo = -87.3365f;
   float xc = vmin(vmax(x, lo), hi);
   float k = std::nearbyint(xc * 1.44269504088896341f);
   float r = xc - k * 0.693145751953125f;
@@ -44,8 +46,9 @@ inline float exp_f32(float x) {
   p = p * r + 0.5f;
   p = p * r + 1.f;
   p = p * r + 1.f;
-  float scale = as_float((int32_t(k) + 127) << 23);
-  float y = p * scale;
+  // 2^k in two halves: k reaches 128 near the top of the range, where 2^k alone is not a float.
+  int32_t k1 = int32_t(k) >> 1, k2 = int32_t(k) - k1;
+  float y = (p * as_float((k1 + 127) << 23)) * as_float((k2 + 127) << 23);
   y = x > hi ? std::numeric_limits<float>::infinity() : y;
   y = x < lo ? 0.f : y;
   return x != x ? x : y;
@@ -96,7 +99,9 @@ inline float tanh_f32(float x) {
   return ax < 0.625f ? small : big;
 }
 
-// erf for f32 (Abramowitz-Stegun 7.1.26, absolute error < 1.5e-7), odd-extended.
+// erf for f32: |x| < 1 the odd Taylor series x P(x^2) (12 terms, truncation < 1e-10 relative);
+// elsewhere Abramowitz-Stegun 7.1.26 (absolute error < 1.5e-7), odd-extended. A&S alone cancels
+// in 1 - (...) near 0 and loses all relative accuracy there.
 inline float erf_f32(float x) {
   float ax = std::fabs(x);
   float t = 1.f / (1.f + 0.3275911f * ax);
@@ -106,7 +111,20 @@ inline float erf_f32(float x) {
   p = p * t - 0.284496736f;
   p = p * t + 0.254829592f;
   float r = 1.f - p * t * exp_f32(-ax * ax);
-  return std::copysign(r, x);
+  float z = x * x;
+  float q = -1.2290555301717926e-09f;
+  q = q * z + 1.4807192815879218e-08f;
+  q = q * z - 1.6365844691234924e-07f;
+  q = q * z + 1.6462114365889246e-06f;
+  q = q * z - 1.492565035840625e-05f;
+  q = q * z + 0.00012055332981789664f;
+  q = q * z - 0.0008548327023450852f;
+  q = q * z + 0.005223977625442188f;
+  q = q * z - 0.026866170645131252f;
+  q = q * z + 0.11283791670955126f;
+  q = q * z - 0.37612638903183754f;
+  q = q * z + 1.1283791670955126f;
+  return ax < 1.f ? x * q : std::copysign(r, x);
 }
 
 template <class T> inline T vexp(T x) {
@@ -123,8 +141,16 @@ template <class T> inline T verf(T x) {
 }
 template <class T> inline T vsigmoid(T x) { return T(1) / (T(1) + vexp(-x)); }
 template <class T> inline T vsoftplus(T x) {
-  // torch's threshold: x > 20 gives x itself.
-  T sp = vmax(x, T(0)) + vlog(T(1) + vexp(-std::fabs(x)));
+  // torch's threshold: x > 20 gives x itself. log1p(u) for f32 as log(w) u / (w - 1), w = 1 + u
+  // (u itself where w rounds to 1): log(1 + u) alone loses u's low bits for very negative x.
+  T u = vexp(-std::fabs(x)), l1p;
+  if constexpr (std::is_same_v<T, float>) {
+    T w = T(1) + u;
+    l1p = w == T(1) ? u : vlog(w) * (u / (w - T(1)));
+  } else {
+    l1p = std::log1p(u);
+  }
+  T sp = vmax(x, T(0)) + l1p;
   return x > T(20) ? x : sp;
 }
 
@@ -274,9 +300,11 @@ void softmax_kernel(T* out, const T* x, int64_t n, bool log) {
     s += e;
   }
   if (log) {
-    T ls = vlog(s) + mx;
+    // (x - max) - log(sum), not x - (max + log(sum)): the latter loses the low bits of x - max
+    // when the logits are large (~ulp(max) absolute error).
+    T ls = vlog(s);
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) out[i] = x[i] - ls;
+    for (int64_t i = 0; i < n; ++i) out[i] = (x[i] - mx) - ls;
   } else {
     T inv = T(1) / s;
 #pragma omp simd

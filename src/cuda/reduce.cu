@@ -59,7 +59,17 @@ __global__ void rows_stage1(ReduceOp op, const T* src, A* partial, int64_t cols,
     if (((reinterpret_cast<uintptr_t>(p + start)) & 15) == 0) {
       const int64_t nvec = (end - start) / 4;
       const float4* v = reinterpret_cast<const float4*>(p + start);
-      for (int64_t i = threadIdx.x; i < nvec; i += blockDim.x) {
+      // Four independent 16-byte loads in flight per thread before they are combined.
+      int64_t i = threadIdx.x;
+      for (; i + 3 * int64_t(blockDim.x) < nvec; i += 4 * int64_t(blockDim.x)) {
+        float4 q[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) q[u] = v[i + u * int64_t(blockDim.x)];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          acc = combine(op, acc, combine(op, combine(op, A(q[u].x), A(q[u].y)), combine(op, A(q[u].z), A(q[u].w))));
+      }
+      for (; i < nvec; i += blockDim.x) {
         float4 q = v[i];
         acc = combine(op, acc, combine(op, combine(op, A(q.x), A(q.y)), combine(op, A(q.z), A(q.w))));
       }
@@ -166,6 +176,65 @@ __global__ void softmax_kernel(const A* src, A* dst, int64_t cols, bool log_out)
   }
 }
 
+// Rows that fit in registers (PER values per thread) are read once and written once.
+template <class A, int PER>
+__global__ void softmax_regs_kernel(const A* src, A* dst, int64_t cols, bool log_out) {
+  const A* x = src + int64_t(blockIdx.x) * cols;
+  A* y = dst + int64_t(blockIdx.x) * cols;
+  A v[PER];
+  A m = A(-INFINITY);
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+    v[k] = i < cols ? x[i] : A(-INFINITY);
+    m = v[k] > m ? v[k] : m;
+  }
+  __shared__ A red[32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+  for (int o = 16; o > 0; o >>= 1) { A other = __shfl_xor_sync(0xffffffffu, m, o); m = other > m ? other : m; }
+  if (lane == 0) red[warp] = m;
+  __syncthreads();
+  m = red[0];
+  for (int w = 1; w < nwarps; ++w) m = red[w] > m ? red[w] : m;
+  if (m == A(-INFINITY)) m = A(0);
+  __syncthreads();
+  A s = 0;
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    const A d = v[k] - m, e = exp(d);
+    s += e;
+    v[k] = log_out ? d : e;  // log-softmax keeps x - max, so nothing is read twice
+  }
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  if (lane == 0) red[warp] = s;
+  __syncthreads();
+  s = 0;
+  for (int w = 0; w < nwarps; ++w) s += red[w];
+  const A inv = A(1) / s, ls = log(s);
+#pragma unroll
+  for (int k = 0; k < PER; ++k) {
+    int64_t i = threadIdx.x + int64_t(k) * blockDim.x;
+    if (i < cols) y[i] = log_out ? v[k] - ls : v[k] * inv;
+  }
+}
+
+template <class A>
+bool softmax_in_registers(const A* src, A* dst, int64_t rows, int64_t cols, bool log) {
+  const int threads = cols <= 1024 ? 128 : 512;
+  const int64_t per = (cols + threads - 1) / threads;
+  auto go = [&](auto per_tag) {
+    constexpr int PER = decltype(per_tag)::value;
+    softmax_regs_kernel<A, PER><<<unsigned(rows), threads, 0, stream()>>>(src, dst, cols, log);
+  };
+  if (per <= 1) go(std::integral_constant<int, 1>{});
+  else if (per <= 2) go(std::integral_constant<int, 2>{});
+  else if (per <= 4) go(std::integral_constant<int, 4>{});
+  else if (per <= 8) go(std::integral_constant<int, 8>{});
+  else if (per <= 16) go(std::integral_constant<int, 16>{});
+  else return false;
+  return true;
+}
+
 int sm_count() {
   static int n = [] {
     int dev = 0, count = 0;
@@ -227,6 +296,11 @@ void launch_reduce_middle(ReduceOp op, const View& dst, const View& src, int64_t
 void launch_softmax_rows(const View& dst, const View& src, int64_t rows, int64_t cols, bool log) {
   if (!rows) return;
   const int threads = cols <= 32 ? 32 : (cols <= 128 ? 128 : (cols <= 512 ? 256 : 512));
+  if (dst.dtype == DType::F32 &&
+      softmax_in_registers(static_cast<const float*>(src.data), static_cast<float*>(dst.data), rows, cols, log)) {
+    NX_CUDA_LAUNCH_CHECK();
+    return;
+  }
   if (dst.dtype == DType::F32)
     softmax_kernel<float><<<unsigned(rows), threads, 0, stream()>>>(static_cast<const float*>(src.data), static_cast<float*>(dst.data), cols, log);
   else if (dst.dtype == DType::F64)

@@ -183,7 +183,7 @@ static void test_unary_integer_and_half(void** state) {
   NX_OK_(nx_tensor_copy_to_host(y, gi, sizeof gi, NULL));
   for (int i = 0; i < 6; ++i) assert_int_equal(gi[i], xi[i] > 0 ? xi[i] : 0);
   nx_tensor_free(y);
-  NX_OK_(nx_clamp(&y, t, -1, 1.5, NULL));
+  NX_OK_(nx_clamp(&y, t, -1, 1, NULL));
   assert_int_equal(tensor_dtype(y), NX_I32);
   NX_OK_(nx_tensor_copy_to_host(y, gi, sizeof gi, NULL));
   for (int i = 0; i < 6; ++i) assert_int_equal(gi[i], xi[i] < -1 ? -1 : xi[i] > 1 ? 1 : xi[i]);
@@ -612,11 +612,12 @@ static void test_reductions_dtypes_and_edges(void** state) {
   nx_tensor ones = NULL;
   NX_OK_(nx_tensor_full(&ones, sn, 1, 0.1, NX_F32, CPU, NULL));
   NX_OK_(nx_sum(&y, ones, NULL, 0, false, NULL));
-  assert_true(fabs(scalar_of(y) - N * (double)0.1f) < 1e-3);
+  /* blocked f32 accumulation: a few ulp of the f32 result (a running f32 sum drifts by ~1e-2) */
+  assert_true(fabs(scalar_of(y) - N * (double)0.1f) < 2e-6 * N * 0.1);
   nx_tensor_free(y);
   NX_OK_(nx_mean(&y, ones, NULL, 0, true, NULL));
   assert_shape(y, 1);
-  assert_true(fabs(scalar_of(y) - (double)0.1f) < 1e-8);
+  assert_true(fabs(scalar_of(y) - (double)0.1f) < 2e-6 * 0.1);
   nx_tensor_free(y);
   nx_tensor_free(ones);
   /* f16 reductions keep the f16 dtype */
@@ -680,9 +681,10 @@ static void test_argmax(void** state) {
 }
 
 /* ---------------------------------------------------------------- matmul and linear */
-/* Reference torch.matmul for operands of rank >= 1 (1-d promoted), batch dims broadcast. */
-static void matmul_ref_nd(const double* a, const int64_t* as0, size_t an0, const double* b, const int64_t* bs0,
-                          size_t bn0, double* out, int64_t* oshape, size_t* ondim) {
+/* Reference torch.matmul for operands of rank >= 1 (1-d promoted), batch dims broadcast.
+ * Returns the malloc'ed result and writes its shape. */
+static double* matmul_ref_nd(const double* a, const int64_t* as0, size_t an0, const double* b, const int64_t* bs0,
+                             size_t bn0, int64_t* oshape, size_t* ondim) {
   int64_t as[8], bs[8];
   size_t an = an0, bn = bn0;
   if (an0 == 1) { as[0] = 1; as[1] = as0[0]; an = 2; } else memcpy(as, as0, sizeof(int64_t) * an0);
@@ -695,6 +697,7 @@ static void matmul_ref_nd(const double* a, const int64_t* as0, size_t an0, const
     batch[d] = da == 1 ? db : da;
   }
   int64_t nbatch = numel_of(batch, nb), coord[8] = {0};
+  double* out = malloc(sizeof(double) * (size_t)(nbatch * m * n + 1));
   for (int64_t bi = 0; bi < nbatch; ++bi) {
     int64_t ia = broadcast_index(coord, nb, as, ab), ib = broadcast_index(coord, nb, bs, bb);
     for (int64_t i = 0; i < m; ++i)
@@ -710,25 +713,25 @@ static void matmul_ref_nd(const double* a, const int64_t* as0, size_t an0, const
   if (an0 > 1) oshape[on++] = m;
   if (bn0 > 1) oshape[on++] = n;
   *ondim = on;
+  return out;
 }
 
 static void run_matmul_case(nx_dtype dt, const int64_t* as, size_t an, bool anc, const int64_t* bs, size_t bn,
-                            bool bnc, double rtol) {
+                            bool bnc, double rtol, double atol) {
   int64_t na = numel_of(as, an), nb = numel_of(bs, bn);
   double* a = random_values(na, -1, 1, dt);
   double* b = random_values(nb, -1, 1, dt);
   nx_tensor ta = tensor_of(a, as, an, dt, anc), tb = tensor_of(b, bs, bn, dt, bnc), y = NULL;
+  /* the reference sees the operands as stored (rounded to f16/bf16 where they are) */
+  read_f64(ta, a, na);
+  read_f64(tb, b, nb);
   NX_OK_(nx_matmul(&y, ta, tb, NULL));
   int64_t os[8];
   size_t on = 0;
-  int64_t max_out = 1;
-  for (size_t d = 0; d < an; ++d) max_out *= as[d] + 8;
-  for (size_t d = 0; d < bn; ++d) max_out *= bs[d] + 8;
-  double* want = malloc(sizeof(double) * (size_t)max_out);
-  matmul_ref_nd(a, as, an, b, bs, bn, want, os, &on);
+  double* want = matmul_ref_nd(a, as, an, b, bs, bn, os, &on);
   assert_shape_(y, os, on, __FILE__, __LINE__);
   assert_int_equal(tensor_dtype(y), dt);
-  assert_tensor_close(y, want, numel_of(os, on), rtol, rtol);
+  assert_tensor_close(y, want, numel_of(os, on), rtol, atol);
   free(want);
   free(a);
   free(b);
@@ -750,27 +753,27 @@ static void test_matmul(void** state) {
   const int64_t a_tall[2] = {300, 40}, b_wide[2] = {40, 200};
   const nx_dtype dts[2] = {NX_F32, NX_F64};
   for (int d = 0; d < 2; ++d) {
-    double tol = dts[d] == NX_F32 ? 1e-5 : 1e-12;
+    double tol = dts[d] == NX_F32 ? 1e-5 : 1e-12, atol = dts[d] == NX_F32 ? 5e-5 : 1e-12;
     for (int nc = 0; nc < 4; ++nc) {
       bool anc = nc & 1, bnc = nc & 2;
-      run_matmul_case(dts[d], a57, 2, anc, b73, 2, bnc, tol);
-      run_matmul_case(dts[d], a_big, 2, anc, b_big, 2, bnc, tol); /* the packed GEMM path */
-      run_matmul_case(dts[d], a234, 3, anc, b245, 3, bnc, tol);   /* batched */
-      run_matmul_case(dts[d], a4135, 4, anc, b256, 3, bnc, tol);  /* broadcast batch -> [4,2,3,6] */
-      run_matmul_case(dts[d], a35, 2, anc, b254, 3, bnc, tol);    /* 2-d against a batch */
-      run_matmul_case(dts[d], m34, 2, anc, v4, 1, false, tol);    /* matrix @ vector -> [3] */
-      run_matmul_case(dts[d], v4, 1, false, m43, 2, bnc, tol);    /* vector @ matrix -> [3] */
-      run_matmul_case(dts[d], v4, 1, false, b243, 3, bnc, tol);   /* vector @ batch -> [2,3] */
-      run_matmul_case(dts[d], a234, 3, anc, v4, 1, false, tol);   /* batch @ vector -> [2,3] */
+      run_matmul_case(dts[d], a57, 2, anc, b73, 2, bnc, tol, atol);
+      run_matmul_case(dts[d], a_big, 2, anc, b_big, 2, bnc, tol, atol); /* the packed GEMM path */
+      run_matmul_case(dts[d], a234, 3, anc, b245, 3, bnc, tol, atol);   /* batched */
+      run_matmul_case(dts[d], a4135, 4, anc, b256, 3, bnc, tol, atol);  /* broadcast batch -> [4,2,3,6] */
+      run_matmul_case(dts[d], a35, 2, anc, b254, 3, bnc, tol, atol);    /* 2-d against a batch */
+      run_matmul_case(dts[d], m34, 2, anc, v4, 1, false, tol, atol);    /* matrix @ vector -> [3] */
+      run_matmul_case(dts[d], v4, 1, false, m43, 2, bnc, tol, atol);    /* vector @ matrix -> [3] */
+      run_matmul_case(dts[d], v4, 1, false, b243, 3, bnc, tol, atol);   /* vector @ batch -> [2,3] */
+      run_matmul_case(dts[d], a234, 3, anc, v4, 1, false, tol, atol);   /* batch @ vector -> [2,3] */
     }
-    run_matmul_case(dts[d], v5, 1, false, v5, 1, false, tol); /* dot product -> scalar */
-    run_matmul_case(dts[d], a30, 2, false, b04, 2, false, tol); /* k = 0 -> zeros [3,4] */
-    run_matmul_case(dts[d], a_tall, 2, true, b_wide, 2, false, tol);
+    run_matmul_case(dts[d], v5, 1, false, v5, 1, false, tol, atol); /* dot product -> scalar */
+    run_matmul_case(dts[d], a30, 2, false, b04, 2, false, tol, atol); /* k = 0 -> zeros [3,4] */
+    run_matmul_case(dts[d], a_tall, 2, true, b_wide, 2, false, tol, atol);
   }
   /* f16 / bf16 operands give their own dtype */
   const int64_t h1[2] = {8, 16}, h2[2] = {16, 8};
-  run_matmul_case(NX_F16, h1, 2, false, h2, 2, false, 1e-2);
-  run_matmul_case(NX_BF16, h1, 2, false, h2, 2, true, 5e-2);
+  run_matmul_case(NX_F16, h1, 2, false, h2, 2, false, 2e-3, 2e-3);
+  run_matmul_case(NX_BF16, h1, 2, false, h2, 2, true, 1e-2, 1e-2);
 }
 
 static void test_linear(void** state) {
@@ -835,7 +838,7 @@ static void test_softmax_and_log_softmax(void** state) {
           int64_t n = numel_of(shapes[si], ndims[si]);
           double* x = random_values(n, -5, 5, dts[d]);
           if (shift) /* large logits: stable, no overflow */
-            for (int64_t i = 0; i < n; ++i) x[i] += 1000;
+            for (int64_t i = 0; i < n; ++i) x[i] = dts[d] == NX_F32 ? (double)(float)(x[i] + 1000) : x[i] + 1000;
           nx_tensor t = tensor_of(x, shapes[si], ndims[si], dts[d], nc);
           for (int axis = -(int)ndims[si]; axis < (int)ndims[si]; ++axis) {
             int ax = axis < 0 ? axis + (int)ndims[si] : axis;

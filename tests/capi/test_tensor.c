@@ -170,6 +170,20 @@ static void test_from_data_every_dtype(void** state) {
   assert_shape(e, 0, 3);
   assert_int_equal(tensor_numel(e), 0);
   NX_OK_(nx_tensor_copy_to_host(e, NULL, 0, NULL));
+  /* empty tensors are contiguous whatever their shape (no element is addressed) */
+  const int64_t eshape3[3] = {3, 0, 2};
+  nx_tensor e3 = NULL, e3t = NULL;
+  NX_OK_(nx_tensor_zeros(&e3, eshape3, 3, NX_F64, CPU, NULL));
+  bool contig = false;
+  NX_OK_(nx_tensor_is_contiguous(e3, &contig));
+  assert_true(contig);
+  NX_OK_(nx_transpose(&e3t, e3, 0, 2, NULL));
+  assert_shape(e3t, 2, 0, 3);
+  contig = false;
+  NX_OK_(nx_tensor_is_contiguous(e3t, &contig));
+  assert_true(contig);
+  nx_tensor_free(e3);
+  nx_tensor_free(e3t);
   nx_tensor_free(s);
   nx_tensor_free(e);
 }

@@ -314,7 +314,7 @@ static bool run_case(nx_safetensors st, const parity_case* c, const char* op) {
     }
   }
   for (size_t j = 0; ok && j < c->nout; ++j) {
-    char what[16];
+    char what[32];
     nx_tensor want = load(st, c, "out", j);
     snprintf(what, sizeof what, "out%zu", j);
     ok = want && compare(c, what, out[j], want);
@@ -332,7 +332,7 @@ static bool run_case(nx_safetensors st, const parity_case* c, const char* op) {
     }
   }
   for (size_t k = 0; ok && k < ng; ++k) {
-    char what[16];
+    char what[32];
     nx_tensor grad = NULL, want = NULL;
     snprintf(what, sizeof what, "grad%lld", (long long)gidx[k]);
     if (nx_tensor_grad(&grad, leaf[gidx[k]]) != NX_OK || !grad) {
@@ -404,7 +404,7 @@ int main(int argc, char** argv) {
     ++levels_run;
     snprintf(levels_text + strlen(levels_text), sizeof levels_text - strlen(levels_text), " %s", levels[l]);
     for (long i = 0; i < ncases; ++i) {
-      char id[16], key[32], op[32];
+      char id[32], key[48], op[32];
       const char* meta = NULL;
       snprintf(id, sizeof id, "c%03ld", i);
       snprintf(key, sizeof key, "case.%s", id);

@@ -1,0 +1,124 @@
+/* CUDA benchmarks through the public C API. Prints one JSON object per line:
+ *   {"name": ..., "seconds": per-iteration time, "bytes": bytes moved, "flops": ...}
+ * bench/cuda_bench.py runs this next to PyTorch on the same GPU and prints the ratios.
+ * Timing: warm-up, then N iterations between two stream synchronizations (wall clock); the
+ * sizes are large enough (1 GiB operands) that launch latency is negligible, except for the
+ * launch-overhead case, which measures exactly that. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nexus.h>
+
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    nx_status st_ = (call);                                                                        \
+    if (st_ != NX_OK) {                                                                            \
+      fprintf(stderr, "%s: %s: %s\n", #call, nx_status_string(st_), nx_last_error_message());     \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+typedef nx_status (*op1_fn)(nx_tensor*, nx_tensor, nx_stream);
+
+static nx_stream g_stream;
+
+/* Runs body(iteration) `iters` times after `warmup` runs; returns seconds per iteration. */
+#define TIME_IT(seconds, warmup, iters, body)                 \
+  do {                                                        \
+    for (int w_ = 0; w_ < (warmup); ++w_) { body; }           \
+    CHECK(nx_stream_synchronize(g_stream));                   \
+    double t0_ = now();                                       \
+    for (int i_ = 0; i_ < (iters); ++i_) { body; }            \
+    CHECK(nx_stream_synchronize(g_stream));                   \
+    (seconds) = (now() - t0_) / (iters);                      \
+  } while (0)
+
+static void report(const char* name, double seconds, double bytes, double flops) {
+  printf("{\"name\": \"%s\", \"seconds\": %.9g, \"bytes\": %.17g, \"flops\": %.17g}\n", name, seconds, bytes, flops);
+  fflush(stdout);
+}
+
+static void bench_bandwidth(void) {
+  const nx_device gpu = {NX_CUDA, 0};
+  const int64_t n = (int64_t)1 << 28;
+  int64_t shape[1] = {n};
+  int64_t rows_shape[2] = {n / 4096, 4096};
+  nx_tensor a, b, r, out;
+  CHECK(nx_tensor_randn(&a, shape, 1, NX_F32, gpu, g_stream));
+  CHECK(nx_tensor_randn(&b, shape, 1, NX_F32, gpu, g_stream));
+  CHECK(nx_reshape(&r, a, rows_shape, 2, g_stream));
+  double s;
+  const double f = 4.0 * (double)n;
+  TIME_IT(s, 2, 10, { CHECK(nx_clone(&out, a, g_stream)); nx_tensor_free(out); });
+  report("copy_d2d", s, 2 * f, 0);
+  TIME_IT(s, 2, 10, { CHECK(nx_add(&out, a, b, g_stream)); nx_tensor_free(out); });
+  report("add", s, 3 * f, 0);
+  TIME_IT(s, 2, 10, { CHECK(nx_add_relu(&out, a, b, g_stream)); nx_tensor_free(out); });
+  report("add_relu", s, 3 * f, 0);
+  TIME_IT(s, 2, 10, { CHECK(nx_softmax(&out, r, 1, g_stream)); nx_tensor_free(out); });
+  report("softmax_rows4096", s, 2 * f, 0);
+  TIME_IT(s, 2, 10, { CHECK(nx_sum(&out, a, NULL, 0, false, g_stream)); nx_tensor_free(out); });
+  report("sum", s, f, 0);
+  nx_tensor_free(a); nx_tensor_free(b); nx_tensor_free(r);
+}
+
+static void bench_gemm(void) {
+  const nx_device gpu = {NX_CUDA, 0};
+  const int sizes[2] = {4096, 8192};
+  const nx_dtype dts[2] = {NX_F32, NX_BF16};
+  for (int si = 0; si < 2; ++si) {
+    int64_t n = sizes[si];
+    int64_t shape[2] = {n, n};
+    for (int mode = 0; mode < 3; ++mode) { /* fp32, tf32, bf16 */
+      nx_dtype dt = mode == 2 ? dts[1] : dts[0];
+      nx_cuda_set_tf32(mode == 1);
+      nx_tensor a0, b0, a, b, c;
+      CHECK(nx_tensor_randn(&a0, shape, 2, NX_F32, gpu, g_stream));
+      CHECK(nx_tensor_randn(&b0, shape, 2, NX_F32, gpu, g_stream));
+      CHECK(nx_cast(&a, a0, dt, g_stream));
+      CHECK(nx_cast(&b, b0, dt, g_stream));
+      double s;
+      int iters = n == 8192 ? 5 : 20;
+      TIME_IT(s, 3, iters, { CHECK(nx_matmul(&c, a, b, g_stream)); nx_tensor_free(c); });
+      char name[64];
+      snprintf(name, sizeof name, "gemm_%s_%lld", mode == 0 ? "fp32" : mode == 1 ? "tf32" : "bf16", (long long)n);
+      report(name, s, 0, 2.0 * (double)n * (double)n * (double)n);
+      nx_tensor_free(a0); nx_tensor_free(b0); nx_tensor_free(a); nx_tensor_free(b);
+    }
+  }
+  nx_cuda_set_tf32(false);
+}
+
+static void bench_launch(void) {
+  const nx_device gpu = {NX_CUDA, 0};
+  int64_t shape[1] = {16};
+  nx_tensor a, b, c;
+  CHECK(nx_tensor_ones(&a, shape, 1, NX_F32, gpu, g_stream));
+  CHECK(nx_tensor_ones(&b, shape, 1, NX_F32, gpu, g_stream));
+  double s;
+  TIME_IT(s, 100, 20000, { CHECK(nx_add(&c, a, b, g_stream)); nx_tensor_free(c); });
+  report("tiny_add_16", s, 0, 0);
+  nx_tensor_free(a); nx_tensor_free(b);
+}
+
+int main(int argc, char** argv) {
+  if (nx_cuda_device_count() == 0) {
+    fprintf(stderr, "cuda_bench: no CUDA device; nothing to measure\n");
+    return 0;
+  }
+  const char* only = argc > 1 ? argv[1] : "all";
+  CHECK(nx_stream_create(&g_stream, (nx_device){NX_CUDA, 0}));
+  if (!strcmp(only, "all") || !strcmp(only, "bandwidth")) bench_bandwidth();
+  if (!strcmp(only, "all") || !strcmp(only, "gemm")) bench_gemm();
+  if (!strcmp(only, "all") || !strcmp(only, "launch")) bench_launch();
+  nx_stream_free(g_stream);
+  return 0;
+}

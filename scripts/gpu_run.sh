@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# On the GPU machine (see ../shared/gpu/README.md): build the CUDA configuration, run the GPU
+# tests, compute-sanitizer and the CUDA benchmarks; logs go to $OUT (or ./gpu-out).
+# usage: scripts/gpu_run.sh [targets...]   (default: everything GPU-related)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+[ -f .gpu/setup.sh ] && source .gpu/setup.sh
+export NCCL_NVLS_ENABLE=0
+steps=${*:-build test sanitize bench}
+log() { echo "== $*" | tee -a "$out/summary.txt"; }
+if [[ $steps == *build* ]]; then
+  log "build"
+  cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DNEXUS_TORCH_PYTHON=python3 \
+    > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+  cmake --build build-gpu --target nexus_gpu_tests cuda_bench quickstart > "$out/build.log" 2>&1 \
+    || { grep -E 'error' -A3 "$out/build.log" | head -60; exit 1; }
+fi
+if [[ $steps == *test* ]]; then
+  log "ctest -L gpu"
+  ctest --test-dir build-gpu -L gpu -j8 --output-on-failure > "$out/ctest_gpu.log" 2>&1
+  tail -4 "$out/ctest_gpu.log" | tee -a "$out/summary.txt"
+  grep -E 'Failed|\*\*\*' "$out/ctest_gpu.log" | head -40
+fi
+if [[ $steps == *sanitize* ]]; then
+  for tool in memcheck racecheck; do
+    log "compute-sanitizer $tool"
+    compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/gpu/nexus_gpu_tests \
+      --gtest_filter="${SAN_FILTER:--*OutOfMemory*}" > "$out/sanitizer_$tool.log" 2>&1
+    echo "exit $?" | tee -a "$out/summary.txt"
+    grep -E 'ERROR SUMMARY|Invalid|Race' "$out/sanitizer_$tool.log" | sort | uniq -c | head -5 | tee -a "$out/summary.txt"
+  done
+fi
+if [[ $steps == *bench* ]]; then
+  log "cuda bench"
+  python3 bench/cuda_bench.py build-gpu/bench/cuda_bench --json "$out/cuda_bench.json" 2>&1 | tee "$out/cuda_bench.txt"
+fi

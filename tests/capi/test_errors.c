@@ -1,0 +1,627 @@
+/* The C contract of nexus.h, part 3: error paths. Each failing call must return its documented
+ * status, leave a thread-local message naming the function and the values involved, and set
+ * *out to NULL (checked by pre-setting *out to a non-NULL sentinel). Nothing may crash. */
+#include <pthread.h>
+
+#include "nx_test.h"
+
+/* The call fails with `want`, its message contains every needle, and `out` is NULL afterwards. */
+#define EXPECT_ERR_OUT(want, out, call, ...)                                         \
+  do {                                                                               \
+    (out) = SENTINEL;                                                                \
+    EXPECT_ERR(want, call, __VA_ARGS__);                                             \
+    if ((out) != NULL) {                                                             \
+      print_error("%s failed but left *out non-NULL (%p)\n", #call, (void*)(out));   \
+      _fail(__FILE__, __LINE__);                                                     \
+    }                                                                                \
+  } while (0)
+
+static nx_tensor filled(const int64_t* shape, size_t ndim, nx_dtype dt, double v) {
+  nx_tensor t = NULL;
+  NX_OK_(nx_tensor_full(&t, shape, ndim, v, dt, CPU, NULL));
+  return t;
+}
+
+/* ---------------------------------------------------------------- NULL arguments */
+static void test_null_handles(void** state) {
+  (void)state;
+  const int64_t s2[1] = {2};
+  nx_tensor a = filled(s2, 1, NX_F32, 1), out;
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_add(&out, NULL, a, NULL), "nx_add", "a is NULL");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_add(&out, a, NULL, NULL), "nx_add", "b is NULL");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_exp(&out, NULL, NULL), "nx_exp", "x is NULL");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_matmul(&out, NULL, a, NULL), "nx_matmul", "NULL");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_sum(&out, NULL, NULL, 0, false, NULL), "nx_sum", "NULL");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_tensor_retain(&out, NULL), "nx_tensor_retain", "t is NULL");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_tensor_detach(&out, NULL), "nx_tensor_detach", "NULL");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_tensor_grad(&out, NULL), "nx_tensor_grad", "NULL");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_where(&out, NULL, a, a, NULL), "nx_where", "cond is NULL");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_linear(&out, a, NULL, NULL, NULL), "nx_linear", "weight is NULL");
+  nx_tensor xs[2] = {a, NULL};
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_cat(&out, xs, 2, 0, NULL), "nx_cat", "NULL");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_stack(&out, NULL, 2, 0, NULL), "nx_stack", "NULL");
+  size_t nd;
+  int64_t n, shape[4];
+  double v;
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_ndim(NULL, &nd), "nx_tensor_ndim", "t is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_numel(NULL, &n), "nx_tensor_numel", "t is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_shape(NULL, shape, 4), "nx_tensor_shape", "t is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_item(NULL, &v, NULL), "nx_tensor_item", "NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_copy_to_host(NULL, &v, 8, NULL), "nx_tensor_copy_to_host", "NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_set_requires_grad(NULL, true), "nx_tensor_set_requires_grad", "NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_backward(NULL, NULL, NULL), "nx_backward", "root is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_add_(NULL, a, NULL), "nx_add_", "NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_mul_scalar_(NULL, 2, NULL), "nx_mul_scalar_", "NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_copy_(a, NULL, NULL), "nx_copy_", "src is NULL");
+  nx_tensor_free(a);
+}
+
+static void test_null_out_pointers(void** state) {
+  (void)state;
+  const int64_t s2[1] = {2};
+  nx_tensor a = filled(s2, 1, NX_F32, 1);
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_zeros(NULL, s2, 1, NX_F32, CPU, NULL), "nx_tensor_zeros", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_from_data(NULL, s2, s2, 1, NX_I64, CPU, NULL), "nx_tensor_from_data",
+             "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_arange(NULL, 0, 1, 1, NX_F32, CPU, NULL), "nx_tensor_arange",
+             "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_add(NULL, a, a, NULL), "nx_add", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_exp(NULL, a, NULL), "nx_exp", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_sum(NULL, a, NULL, 0, false, NULL), "nx_sum", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_retain(NULL, a), "nx_tensor_retain", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_ndim(a, NULL), "nx_tensor_ndim", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_numel(a, NULL), "nx_tensor_numel", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_dtype(a, NULL), "nx_tensor_dtype", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_device(a, NULL), "nx_tensor_device", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_is_contiguous(a, NULL), "nx_tensor_is_contiguous", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_shape(a, NULL, 4), "nx_tensor_shape", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_item(a, NULL, NULL), "nx_tensor_item", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_data_ptr(a, NULL), "nx_tensor_data_ptr", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_requires_grad(a, NULL), "nx_tensor_requires_grad", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_grad(NULL, a), "nx_tensor_grad", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_stream_create(NULL, CPU), "nx_stream_create", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_stream_device(NULL, NULL), "nx_stream_device", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_graph_create(NULL, a), "nx_graph_create", "out is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_safetensors_open(NULL, "x.safetensors"), "nx_safetensors_open", "out is NULL");
+  const int64_t sizes[2] = {1, 1};
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_split(NULL, a, sizes, 2, 0, NULL), "nx_split", "outs is NULL");
+  /* NULL array arguments with a non-zero count */
+  nx_tensor out;
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_tensor_zeros(&out, NULL, 2, NX_F32, CPU, NULL), "nx_tensor_zeros",
+                 "shape is NULL", "2");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_tensor_from_data(&out, NULL, s2, 1, NX_F32, CPU, NULL),
+                 "nx_tensor_from_data", "data is NULL");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_sum(&out, a, NULL, 1, false, NULL), "nx_sum", "axes is NULL");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_reshape(&out, a, NULL, 1, NULL), "nx_reshape", "NULL");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_permute(&out, a, NULL, 1, NULL), "nx_permute", "dims is NULL");
+  double buf[2];
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_copy_to_host(a, NULL, 8, NULL), "nx_tensor_copy_to_host", "dst is NULL");
+  (void)buf;
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_cpu_set_simd_level(NULL), "nx_cpu_set_simd_level", "NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_cpu_set_simd_level("sse9"), "nx_cpu_set_simd_level", "sse9");
+  nx_tensor_free(a);
+}
+
+/* ---------------------------------------------------------------- freed handles */
+static void test_freed_handles(void** state) {
+  (void)state;
+  const int64_t s2[1] = {2};
+  nx_tensor a = filled(s2, 1, NX_F32, 1), b = filled(s2, 1, NX_F32, 2), out;
+  nx_tensor dead = filled(s2, 1, NX_F32, 3);
+  int64_t live = nx_live_tensor_count();
+  nx_tensor_free(dead);
+  assert_int_equal(nx_live_tensor_count(), live - 1);
+  /* No new tensor is created before the stale handle is used (a new handle could reuse the
+   * address). Each use is reported, never dereferenced. */
+  int64_t n;
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_numel(dead, &n), "nx_tensor_numel", "not a live tensor handle");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_add(&out, a, dead, NULL), "nx_add", "b is not a live tensor handle");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_exp(&out, dead, NULL), "nx_exp", "not a live");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_tensor_retain(&out, dead), "nx_tensor_retain", "not a live");
+  nx_tensor xs[3] = {a, dead, b};
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_cat(&out, xs, 3, 0, NULL), "nx_cat", "not a live");
+  double v;
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_item(dead, &v, NULL), "nx_tensor_item", "not a live");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_copy_to_host(dead, &v, 8, NULL), "nx_tensor_copy_to_host", "not a live");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_backward(dead, NULL, NULL), "nx_backward", "not a live");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_set_requires_grad(dead, true), "nx_tensor_set_requires_grad",
+             "not a live");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_mul_(a, dead, NULL), "nx_mul_", "not a live");
+  /* freeing twice is harmless and does not disturb the count */
+  nx_tensor_free(dead);
+  assert_int_equal(nx_live_tensor_count(), live - 1);
+  /* the other handles still work */
+  NX_OK_(nx_add(&out, a, b, NULL));
+  const double want[2] = {3, 3};
+  assert_tensor_close(out, want, 2, 0, 0);
+  nx_tensor_free(out);
+  /* a pointer that never was a handle is also reported */
+  static uint64_t not_a_tensor[8];
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_numel((nx_tensor)(void*)not_a_tensor, &n), "nx_tensor_numel",
+             "not a live");
+  nx_tensor_free(a);
+  nx_tensor_free(b);
+}
+
+/* ---------------------------------------------------------------- shapes */
+static void test_shape_mismatches(void** state) {
+  (void)state;
+  const int64_t s23[2] = {2, 3}, s4[1] = {4}, s24[2] = {2, 4}, s33[2] = {3, 3}, s3[1] = {3}, s22[2] = {2, 2};
+  nx_tensor a23 = filled(s23, 2, NX_F32, 1), b4 = filled(s4, 1, NX_F32, 1), m24 = filled(s24, 2, NX_F32, 1),
+            m33 = filled(s33, 2, NX_F32, 1), v3 = filled(s3, 1, NX_F32, 1), m22 = filled(s22, 2, NX_F32, 1), out;
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_add(&out, a23, b4, NULL), "nx_add", "[2,3]", "[4]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_mul(&out, m24, m33, NULL), "nx_mul", "[2,4]", "[3,3]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_lt(&out, a23, b4, NULL), "nx_lt", "[2,3]", "[4]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_matmul(&out, m24, m33, NULL), "nx_matmul", "inner dimensions differ", "[2,4]",
+                 "[3,3]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_matmul(&out, b4, v3, NULL), "nx_matmul", "inner dimensions differ");
+  nx_tensor scalar = filled(NULL, 0, NX_F32, 2);
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_matmul(&out, scalar, v3, NULL), "nx_matmul", "[]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_linear(&out, a23, m24, NULL, NULL), "nx_linear", "[2,3]", "[2,4]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_linear(&out, m24, m24, b4, NULL), "nx_linear", "bias", "[4]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_mse_loss(&out, a23, m24, NX_REDUCTION_MEAN, NULL), "nx_mse_loss", "[2,3]",
+                 "[2,4]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_bce_with_logits(&out, a23, m22, NX_REDUCTION_SUM, NULL), "nx_bce_with_logits",
+                 "[2,3]", "[2,2]");
+  const int64_t tg[3] = {0, 1, 0}, s3i[1] = {3};
+  nx_tensor t3 = make_tensor(tg, s3i, 1, NX_I64);
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_cross_entropy(&out, a23, t3, -100, 0, NX_REDUCTION_MEAN, NULL),
+                 "nx_cross_entropy", "[2,3]", "[3]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_cross_entropy(&out, v3, t3, -100, 0, NX_REDUCTION_MEAN, NULL),
+                 "nx_cross_entropy", "[3]");
+  /* reshape / view / expand */
+  const int64_t r4[1] = {4}, rm1[2] = {-1, -1}, rneg[2] = {-2, -3}, r5m1[2] = {5, -1};
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_reshape(&out, a23, r4, 1, NULL), "nx_reshape", "[2,3]", "[4]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_reshape(&out, a23, rm1, 2, NULL), "nx_reshape", "-1");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_reshape(&out, a23, rneg, 2, NULL), "nx_reshape", "-2");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_view(&out, a23, r5m1, 2, NULL), "nx_view", "[2,3]");
+  const int64_t e2[1] = {2}, e34[2] = {3, 4};
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_expand(&out, v3, e2, 1, NULL), "nx_expand", "[3]", "[2]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_expand(&out, a23, s3, 1, NULL), "nx_expand", "[2,3]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_expand(&out, v3, e34, 2, NULL), "nx_expand", "[3]", "[3,4]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_squeeze(&out, a23, 1, NULL), "nx_squeeze", "size 3");
+  /* cat / stack / split */
+  nx_tensor xs[2] = {a23, m24};
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_cat(&out, xs, 2, 0, NULL), "nx_cat", "[2,4]", "[2,3]");
+  NX_OK_(nx_cat(&out, xs, 2, 1, NULL)); /* along axis 1 they fit */
+  assert_shape(out, 2, 7);
+  nx_tensor_free(out);
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_stack(&out, xs, 2, 0, NULL), "nx_stack", "[2,4]", "[2,3]");
+  nx_tensor ss[2] = {scalar, scalar};
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_cat(&out, ss, 2, 0, NULL), "nx_cat", "scalar");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_cat(&out, xs, 0, 0, NULL), "nx_cat", "at least one");
+  const int64_t sizes[2] = {1, 1}, negsizes[2] = {4, -1};
+  nx_tensor parts[2] = {SENTINEL, SENTINEL};
+  EXPECT_ERR(NX_ERR_SHAPE, nx_split(parts, a23, sizes, 2, 1, NULL), "nx_split", "2", "3");
+  assert_null(parts[0]);
+  assert_null(parts[1]);
+  parts[0] = parts[1] = SENTINEL;
+  EXPECT_ERR(NX_ERR_SHAPE, nx_split(parts, a23, negsizes, 2, 1, NULL), "nx_split", "-1");
+  assert_null(parts[0]);
+  assert_null(parts[1]);
+  /* where, copy_, in-place broadcasting, gather/index ranks, item */
+  const int64_t s2[1] = {2};
+  nx_tensor c2 = NULL;
+  NX_OK_(nx_tensor_zeros(&c2, s2, 1, NX_BOOL, CPU, NULL));
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_where(&out, c2, a23, v3, NULL), "nx_where", "[2]", "[2,3]");
+  EXPECT_ERR(NX_ERR_SHAPE, nx_copy_(v3, a23, NULL), "nx_copy_", "[2,3]", "[3]");
+  EXPECT_ERR(NX_ERR_SHAPE, nx_add_(v3, a23, NULL), "nx_add_", "[2,3]", "[3]");
+  EXPECT_ERR(NX_ERR_SHAPE, nx_mul_(a23, b4, NULL), "nx_mul_", "[4]", "[2,3]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_index_select(&out, a23, 0, m22, NULL), "nx_index_select", "1-d");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_gather(&out, a23, 0, t3, NULL), "nx_gather", "rank");
+  double v;
+  EXPECT_ERR(NX_ERR_SHAPE, nx_tensor_item(a23, &v, NULL), "nx_tensor_item", "[2,3]");
+  /* reductions over an empty axis that need an element */
+  const int64_t s03[2] = {0, 3}, ax0[1] = {0};
+  nx_tensor empty = filled(s03, 2, NX_F32, 0);
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_max(&out, empty, ax0, 1, false, NULL), "nx_max", "empty");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_argmax(&out, empty, 0, false, NULL), "nx_argmax", "empty");
+  nx_tensor_free(a23);
+  nx_tensor_free(b4);
+  nx_tensor_free(m24);
+  nx_tensor_free(m33);
+  nx_tensor_free(v3);
+  nx_tensor_free(m22);
+  nx_tensor_free(scalar);
+  nx_tensor_free(t3);
+  nx_tensor_free(c2);
+  nx_tensor_free(empty);
+}
+
+static void test_bad_axes(void** state) {
+  (void)state;
+  const int64_t s23[2] = {2, 3};
+  nx_tensor a = filled(s23, 2, NX_F32, 1), out;
+  const int64_t ax2[1] = {2}, axm3[1] = {-3}, dup[2] = {0, -2};
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_sum(&out, a, ax2, 1, false, NULL), "nx_sum", "axis 2", "rank 2");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_mean(&out, a, axm3, 1, true, NULL), "nx_mean", "-3", "rank 2");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_max(&out, a, ax2, 1, false, NULL), "nx_max", "2");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_var(&out, a, ax2, 1, 1, false, NULL), "nx_var", "2");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_sum(&out, a, dup, 2, false, NULL), "nx_sum", "twice");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_argmax(&out, a, 5, false, NULL), "nx_argmax", "5");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_transpose(&out, a, 0, -3, NULL), "nx_transpose", "-3");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_softmax(&out, a, 2, NULL), "nx_softmax", "2", "rank 2");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_log_softmax(&out, a, -3, NULL), "nx_log_softmax", "-3");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_slice(&out, a, 2, 0, 1, 1, NULL), "nx_slice", "2");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_squeeze(&out, a, 4, NULL), "nx_squeeze", "4");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_unsqueeze(&out, a, 3, NULL), "nx_unsqueeze", "3");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_unsqueeze(&out, a, -4, NULL), "nx_unsqueeze", "-4");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_flatten(&out, a, 1, 0, NULL), "nx_flatten", "1", "0");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_flatten(&out, a, 0, 2, NULL), "nx_flatten", "2");
+  const int64_t p3[3] = {0, 1, 2}, prep[2] = {1, 1}, pbad[2] = {0, 2};
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_permute(&out, a, p3, 3, NULL), "nx_permute", "3", "rank 2");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_permute(&out, a, prep, 2, NULL), "nx_permute", "repeats");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_permute(&out, a, pbad, 2, NULL), "nx_permute", "2");
+  nx_tensor xs[2] = {a, a};
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_cat(&out, xs, 2, 2, NULL), "nx_cat", "2");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_stack(&out, xs, 2, 3, NULL), "nx_stack", "3");
+  const int64_t idx[1] = {0}, s1[1] = {1};
+  nx_tensor ti = make_tensor(idx, s1, 1, NX_I64);
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_index_select(&out, a, 2, ti, NULL), "nx_index_select", "2");
+  nx_tensor parts[2] = {SENTINEL, SENTINEL};
+  const int64_t sizes[2] = {1, 1};
+  EXPECT_ERR(NX_ERR_SHAPE, nx_split(parts, a, sizes, 2, -3, NULL), "nx_split", "-3");
+  assert_null(parts[0]);
+  /* slice with a non-positive step is a bad value */
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_slice(&out, a, 1, 0, 3, 0, NULL), "nx_slice", "step", "0");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_slice(&out, a, 1, 3, 0, -1, NULL), "nx_slice", "-1");
+  nx_tensor_free(a);
+  nx_tensor_free(ti);
+}
+
+/* ---------------------------------------------------------------- dtypes */
+static void test_dtype_mismatches(void** state) {
+  (void)state;
+  const int64_t s22[2] = {2, 2}, s2[1] = {2};
+  nx_tensor f = filled(s22, 2, NX_F32, 1), d = filled(s22, 2, NX_F64, 1), i = filled(s22, 2, NX_I32, 1),
+            fi = filled(s2, 1, NX_F32, 0), out;
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_matmul(&out, f, d, NULL), "nx_matmul", "f32", "f64");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_matmul(&out, i, i, NULL), "nx_matmul", "i32");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_linear(&out, f, d, NULL, NULL), "nx_linear", "f64");
+  nx_tensor xs[2] = {f, d};
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_cat(&out, xs, 2, 0, NULL), "nx_cat", "f64", "f32");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_stack(&out, xs, 2, 0, NULL), "nx_stack", "f64");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_where(&out, f, f, f, NULL), "nx_where", "bool", "f32");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_index_select(&out, f, 0, fi, NULL), "nx_index_select", "integer", "f32");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_gather(&out, f, 0, f, NULL), "nx_gather", "f32");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_embedding(&out, f, f, NULL), "nx_embedding", "f32");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_one_hot(&out, f, 3, NX_F32, NULL), "nx_one_hot", "f32");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_softmax(&out, i, 0, NULL), "nx_softmax", "i32");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_var(&out, i, NULL, 0, 1, false, NULL), "nx_var", "i32");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_tensor_rand(&out, s2, 1, NX_I32, CPU, NULL), "nx_tensor_rand", "i32");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_tensor_randn(&out, s2, 1, NX_BOOL, CPU, NULL), "nx_tensor_randn", "bool");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_cross_entropy(&out, f, fi, -100, 0, NX_REDUCTION_MEAN, NULL),
+                 "nx_cross_entropy", "target", "f32");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_cross_entropy(&out, i, fi, -100, 0, NX_REDUCTION_MEAN, NULL),
+                 "nx_cross_entropy", "i32");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_mse_loss(&out, i, i, NX_REDUCTION_MEAN, NULL), "nx_mse_loss", "i32");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_bce_with_logits(&out, i, i, NX_REDUCTION_MEAN, NULL), "nx_bce_with_logits",
+                 "i32");
+  nx_tensor_free(f);
+  nx_tensor_free(d);
+  nx_tensor_free(i);
+  nx_tensor_free(fi);
+}
+
+static void test_invalid_dtype_and_device_values(void** state) {
+  (void)state;
+  const int64_t s2[1] = {2};
+  const float data[2] = {1, 2};
+  nx_tensor out, x = filled(s2, 1, NX_F32, 1);
+  const nx_dtype bad_dtypes[3] = {(nx_dtype)7, (nx_dtype)-1, (nx_dtype)99};
+  for (int k = 0; k < 3; ++k) {
+    char val[16];
+    snprintf(val, sizeof val, "%d", (int)bad_dtypes[k]);
+    EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_tensor_zeros(&out, s2, 1, bad_dtypes[k], CPU, NULL), "nx_tensor_zeros", val);
+    EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_tensor_ones(&out, s2, 1, bad_dtypes[k], CPU, NULL), "nx_tensor_ones", val);
+    EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_tensor_full(&out, s2, 1, 1.0, bad_dtypes[k], CPU, NULL), "nx_tensor_full", val);
+    EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_tensor_rand(&out, s2, 1, bad_dtypes[k], CPU, NULL), "nx_tensor_rand", val);
+    EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_tensor_from_data(&out, data, s2, 1, bad_dtypes[k], CPU, NULL),
+                   "nx_tensor_from_data", val);
+    EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_tensor_arange(&out, 0, 3, 1, bad_dtypes[k], CPU, NULL), "nx_tensor_arange",
+                   val);
+    EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_cast(&out, x, bad_dtypes[k], NULL), "nx_cast", val);
+  }
+  const int64_t idx[2] = {0, 1};
+  nx_tensor ti = make_tensor(idx, s2, 1, NX_I64);
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_one_hot(&out, ti, 3, (nx_dtype)7, NULL), "nx_one_hot", "7");
+  /* devices */
+  const nx_device bad_type0 = {(nx_device_type)0, 0}, bad_type3 = {(nx_device_type)3, 0};
+  const nx_device cpu1 = {NX_CPU, 1}, cpu_neg = {NX_CPU, -1};
+  EXPECT_ERR_OUT(NX_ERR_DEVICE, out, nx_tensor_zeros(&out, s2, 1, NX_F32, bad_type0, NULL), "nx_tensor_zeros",
+                 "device type 0");
+  EXPECT_ERR_OUT(NX_ERR_DEVICE, out, nx_tensor_zeros(&out, s2, 1, NX_F32, bad_type3, NULL), "nx_tensor_zeros",
+                 "device type 3");
+  EXPECT_ERR_OUT(NX_ERR_DEVICE, out, nx_tensor_ones(&out, s2, 1, NX_F32, cpu1, NULL), "nx_tensor_ones", "1");
+  EXPECT_ERR_OUT(NX_ERR_DEVICE, out, nx_tensor_from_data(&out, data, s2, 1, NX_F32, cpu_neg, NULL),
+                 "nx_tensor_from_data", "-1");
+  nx_stream s;
+  EXPECT_ERR_OUT(NX_ERR_DEVICE, s, nx_stream_create(&s, bad_type3), "nx_stream_create", "3");
+  if (nx_cuda_device_count() == 0) {
+    /* a CUDA device in a build (or on a machine) without a GPU */
+    const nx_device cuda0 = {NX_CUDA, 0};
+    EXPECT_ERR_OUT(NX_ERR_DEVICE, out, nx_tensor_zeros(&out, s2, 1, NX_F32, cuda0, NULL), "nx_tensor_zeros", "cuda");
+    EXPECT_ERR_OUT(NX_ERR_DEVICE, out, nx_tensor_from_data(&out, data, s2, 1, NX_F32, cuda0, NULL),
+                   "nx_tensor_from_data", "cuda");
+    EXPECT_ERR_OUT(NX_ERR_DEVICE, out, nx_tensor_randn(&out, s2, 1, NX_F32, cuda0, NULL), "nx_tensor_randn", "cuda");
+    EXPECT_ERR_OUT(NX_ERR_DEVICE, out, nx_tensor_arange(&out, 0, 2, 1, NX_F32, cuda0, NULL), "nx_tensor_arange",
+                   "cuda");
+    EXPECT_ERR_OUT(NX_ERR_DEVICE, s, nx_stream_create(&s, cuda0), "nx_stream_create", "cuda");
+  }
+  nx_tensor_free(x);
+  nx_tensor_free(ti);
+}
+
+static void test_negative_dimensions(void** state) {
+  (void)state;
+  const int64_t bad[2] = {2, -1}, bad3[3] = {-5, 1, 1};
+  const float data[2] = {1, 2};
+  nx_tensor out;
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_tensor_zeros(&out, bad, 2, NX_F32, CPU, NULL), "nx_tensor_zeros", "negative",
+                 "[2,-1]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_tensor_ones(&out, bad3, 3, NX_F64, CPU, NULL), "nx_tensor_ones", "[-5,1,1]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_tensor_full(&out, bad, 2, 1, NX_I32, CPU, NULL), "nx_tensor_full", "[2,-1]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_tensor_rand(&out, bad, 2, NX_F32, CPU, NULL), "nx_tensor_rand", "[2,-1]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_tensor_randn(&out, bad, 2, NX_F32, CPU, NULL), "nx_tensor_randn", "[2,-1]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_tensor_from_data(&out, data, bad, 2, NX_F32, CPU, NULL), "nx_tensor_from_data",
+                 "[2,-1]");
+  const int64_t s2[1] = {2};
+  nx_tensor x = make_tensor(data, s2, 1, NX_F32);
+  const int64_t e[2] = {-2, 2};
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_expand(&out, x, e, 2, NULL), "nx_expand", "-2");
+  nx_tensor_free(x);
+}
+
+/* Shapes whose element count or byte count does not fit: an error, never a wrapped-around
+ * small allocation that kernels then overrun. */
+static void test_huge_shapes(void** state) {
+  (void)state;
+  const int64_t s62[1] = {(int64_t)1 << 62}, s40[2] = {(int64_t)1 << 40, (int64_t)1 << 40};
+  const float data[1] = {0};
+  nx_tensor out;
+  /* 2^62 f64 elements: 2^65 bytes */
+  EXPECT_ERR_OUT(NX_ERR_OUT_OF_MEMORY, out, nx_tensor_zeros(&out, s62, 1, NX_F64, CPU, NULL), "nx_tensor_zeros",
+                 "[4611686018427387904]", "f64");
+  EXPECT_ERR_OUT(NX_ERR_OUT_OF_MEMORY, out, nx_tensor_full(&out, s62, 1, 1.0, NX_I32, CPU, NULL), "nx_tensor_full",
+                 "[4611686018427387904]");
+  /* 2^80 elements: more than an int64 counts */
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_tensor_zeros(&out, s40, 2, NX_F32, CPU, NULL), "nx_tensor_zeros",
+                 "[1099511627776,1099511627776]");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_tensor_ones(&out, s40, 2, NX_BOOL, CPU, NULL), "nx_tensor_ones", "1099511627776");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_tensor_from_data(&out, data, s40, 2, NX_F32, CPU, NULL), "nx_tensor_from_data",
+                 "1099511627776");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_tensor_randn(&out, s40, 2, NX_F32, CPU, NULL), "nx_tensor_randn",
+                 "1099511627776");
+#ifndef __SANITIZE_ADDRESS__ /* ASan aborts on allocations past its limit instead of returning NULL */
+  /* representable but larger than any memory: 2^45 f32 = 128 TiB */
+  const int64_t s45[1] = {(int64_t)1 << 45};
+  EXPECT_ERR_OUT(NX_ERR_OUT_OF_MEMORY, out, nx_tensor_zeros(&out, s45, 1, NX_F32, CPU, NULL), "nx_tensor_zeros",
+                 "140737488355328");
+#endif
+  /* with a zero dimension any other sizes give an empty tensor */
+  const int64_t z[3] = {(int64_t)1 << 40, (int64_t)1 << 40, 0};
+  NX_OK_(nx_tensor_zeros(&out, z, 3, NX_F32, CPU, NULL));
+  assert_int_equal(tensor_numel(out), 0);
+  /* reshaping it to a shape whose count overflows is refused */
+  const int64_t big[2] = {(int64_t)1 << 32, (int64_t)1 << 32};
+  nx_tensor r;
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, r, nx_reshape(&r, out, big, 2, NULL), "nx_reshape", "4294967296");
+  nx_tensor_free(out);
+}
+
+/* ---------------------------------------------------------------- values */
+static void test_bad_values(void** state) {
+  (void)state;
+  const int64_t s23[2] = {2, 3}, s2[1] = {2};
+  nx_tensor x = filled(s23, 2, NX_F32, 1), out;
+  /* copy_to_host with a wrong byte count */
+  float buf[8];
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_copy_to_host(x, buf, 20, NULL), "nx_tensor_copy_to_host", "20", "24",
+             "[2,3]");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_copy_to_host(x, buf, 32, NULL), "nx_tensor_copy_to_host", "32", "24");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_copy_to_host(x, buf, 0, NULL), "nx_tensor_copy_to_host", "24");
+  /* shape/strides with too small a capacity */
+  int64_t dims[2] = {-7, -7};
+  const int64_t s234[3] = {2, 3, 4};
+  nx_tensor x3 = filled(s234, 3, NX_F32, 0);
+  EXPECT_ERR(NX_ERR_SHAPE, nx_tensor_shape(x3, dims, 2), "nx_tensor_shape", "capacity 2", "3");
+  EXPECT_ERR(NX_ERR_SHAPE, nx_tensor_strides(x3, dims, 1), "nx_tensor_strides", "capacity 1", "3");
+  EXPECT_ERR(NX_ERR_SHAPE, nx_tensor_shape(x3, dims, 0), "nx_tensor_shape", "capacity 0");
+  /* clamp with lo > hi */
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_clamp(&out, x, 2, 1, NULL), "nx_clamp", "lo", "hi", "2", "1");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_clamp(&out, x, 0.5, -0.5, NULL), "nx_clamp", "0.5", "-0.5");
+  NX_OK_(nx_clamp(&out, x, 1, 1, NULL)); /* lo == hi is fine */
+  nx_tensor_free(out);
+  /* arange */
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_tensor_arange(&out, 0, 5, 0, NX_F32, CPU, NULL), "nx_tensor_arange",
+                 "step");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_tensor_arange(&out, 0, INFINITY, 1, NX_F32, CPU, NULL),
+                 "nx_tensor_arange", "inf");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_tensor_arange(&out, NAN, 1, 1, NX_F32, CPU, NULL),
+                 "nx_tensor_arange", "nan");
+  /* variance correction, label smoothing, one_hot classes */
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_var(&out, x, NULL, 0, -1, false, NULL), "nx_var", "-1");
+  const int64_t tg[2] = {0, 2};
+  nx_tensor t = make_tensor(tg, s2, 1, NX_I64);
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_cross_entropy(&out, x, t, -100, 1.5, NX_REDUCTION_MEAN, NULL),
+                 "nx_cross_entropy", "label_smoothing", "1.5");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_cross_entropy(&out, x, t, -100, -0.1, NX_REDUCTION_MEAN, NULL),
+                 "nx_cross_entropy", "-0.1");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_one_hot(&out, t, 0, NX_F32, NULL), "nx_one_hot", "num_classes", "0");
+  nx_tensor_free(x);
+  nx_tensor_free(x3);
+  nx_tensor_free(t);
+}
+
+static void test_out_of_range_indices(void** state) {
+  (void)state;
+  const int64_t s45[2] = {4, 5}, s3[1] = {3}, s2[1] = {2}, s22[2] = {2, 2};
+  nx_tensor x = filled(s45, 2, NX_F32, 1), out;
+  const int64_t i_hi[3] = {0, 4, 1}, i_neg[3] = {0, -1, 1};
+  const int32_t i32_hi[3] = {5, 0, 0};
+  nx_tensor thi = make_tensor(i_hi, s3, 1, NX_I64), tneg = make_tensor(i_neg, s3, 1, NX_I64),
+            t32 = make_tensor(i32_hi, s3, 1, NX_I32);
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_index_select(&out, x, 0, thi, NULL), "nx_index_select", "index 4",
+                 "size 4");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_index_select(&out, x, 1, tneg, NULL), "nx_index_select", "-1",
+                 "size 5");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_index_select(&out, x, 1, t32, NULL), "nx_index_select", "index 5",
+                 "size 5");
+  NX_OK_(nx_index_select(&out, x, 1, thi, NULL)); /* 4 is fine along the axis of size 5 */
+  nx_tensor_free(out);
+  const int64_t g[4] = {0, 1, 5, 2};
+  nx_tensor tg = make_tensor(g, s22, 2, NX_I64);
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_gather(&out, x, 1, tg, NULL), "nx_gather", "5", "size 5");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_embedding(&out, x, thi, NULL), "nx_embedding", "4", "size 4");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_embedding(&out, x, tneg, NULL), "nx_embedding", "-1");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_one_hot(&out, thi, 4, NX_F32, NULL), "nx_one_hot", "4");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_one_hot(&out, tneg, 4, NX_F32, NULL), "nx_one_hot", "-1");
+  /* class targets out of range (and not the ignore index) */
+  const int64_t tgt[2] = {1, 7};
+  nx_tensor tt = make_tensor(tgt, s2, 1, NX_I64), logits = NULL;
+  const int64_t s25[2] = {2, 5};
+  NX_OK_(nx_tensor_zeros(&logits, s25, 2, NX_F32, CPU, NULL));
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_cross_entropy(&out, logits, tt, -100, 0, NX_REDUCTION_MEAN, NULL),
+                 "nx_cross_entropy", "7", "5");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_nll_loss(&out, logits, tt, -100, NX_REDUCTION_SUM, NULL),
+                 "nx_nll_loss", "7");
+  NX_OK_(nx_cross_entropy(&out, logits, tt, 7, 0, NX_REDUCTION_MEAN, NULL)); /* ... unless it is ignored */
+  assert_true(fabs(scalar_of(out) - log(5.0)) < 1e-6);
+  nx_tensor_free(out);
+  nx_tensor_free(x);
+  nx_tensor_free(thi);
+  nx_tensor_free(tneg);
+  nx_tensor_free(t32);
+  nx_tensor_free(tg);
+  nx_tensor_free(tt);
+  nx_tensor_free(logits);
+}
+
+static void test_bad_reduction_enum(void** state) {
+  (void)state;
+  const int64_t s23[2] = {2, 3}, s2[1] = {2};
+  nx_tensor x = filled(s23, 2, NX_F32, 0.5), out;
+  const int64_t tg[2] = {0, 1};
+  nx_tensor t = make_tensor(tg, s2, 1, NX_I64);
+  const nx_reduction bad[3] = {(nx_reduction)3, (nx_reduction)-1, (nx_reduction)42};
+  for (int k = 0; k < 3; ++k) {
+    char val[16];
+    snprintf(val, sizeof val, "%d", (int)bad[k]);
+    EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_mse_loss(&out, x, x, bad[k], NULL), "nx_mse_loss", "reduction", val);
+    EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_bce_with_logits(&out, x, x, bad[k], NULL), "nx_bce_with_logits",
+                   "reduction", val);
+    EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_cross_entropy(&out, x, t, -100, 0, bad[k], NULL),
+                   "nx_cross_entropy", "reduction", val);
+    EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_nll_loss(&out, x, t, -100, bad[k], NULL), "nx_nll_loss",
+                   "reduction", val);
+  }
+  nx_tensor_free(x);
+  nx_tensor_free(t);
+}
+
+static void test_other_objects(void** state) {
+  (void)state;
+  /* graph and safetensors handles: NULL is reported */
+  size_t n;
+  const char* s;
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_graph_node_count(NULL, &n), "nx_graph_node_count", "NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_graph_node_name(NULL, 0, &s), "nx_graph_node_name", "NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_graph_to_dot(NULL, &s), "nx_graph_to_dot", "NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_graph_saved_bytes(NULL, &n), "nx_graph_saved_bytes", "NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_safetensors_count(NULL, &n), "nx_safetensors_count", "NULL");
+  nx_graph_free(NULL);
+  nx_safetensors_free(NULL);
+  /* a graph node index past the end */
+  const int64_t s2[1] = {2};
+  nx_tensor x = filled(s2, 1, NX_F32, 1), y = NULL;
+  NX_OK_(nx_tensor_set_requires_grad(x, true));
+  NX_OK_(nx_exp(&y, x, NULL));
+  nx_graph g = NULL;
+  NX_OK_(nx_graph_create(&g, y));
+  NX_OK_(nx_graph_node_count(g, &n));
+  assert_int_equal(n, 1);
+  s = SENTINEL;
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_graph_node_name(g, 1, &s), "nx_graph_node_name", "1", "1 nodes");
+  nx_graph_free(g);
+  /* checkpoint without a function */
+  nx_tensor outs[1] = {SENTINEL};
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_checkpoint(outs, 1, NULL, NULL, &x, 1, NULL), "nx_checkpoint", "fn");
+  assert_null(outs[0]);
+  nx_tensor_free(x);
+  nx_tensor_free(y);
+}
+
+/* ---------------------------------------------------------------- thread-local errors */
+struct thread_result {
+  char initial[64];
+  char message[512];
+  nx_status status;
+  bool grad_enabled;
+};
+
+static void* other_thread(void* arg) {
+  struct thread_result* r = arg;
+  snprintf(r->initial, sizeof r->initial, "%s", nx_last_error_message());
+  r->grad_enabled = nx_grad_mode_enabled();
+  const int64_t s2[1] = {2}, s3[1] = {3};
+  nx_tensor a = NULL, b = NULL, out = SENTINEL;
+  nx_tensor_zeros(&a, s2, 1, NX_F32, CPU, NULL);
+  nx_tensor_zeros(&b, s3, 1, NX_F32, CPU, NULL);
+  r->status = nx_add(&out, a, b, NULL);
+  snprintf(r->message, sizeof r->message, "%s", nx_last_error_message());
+  nx_tensor_free(a);
+  nx_tensor_free(b);
+  return NULL;
+}
+
+static void test_last_error_is_thread_local(void** state) {
+  (void)state;
+  const int64_t s24[2] = {2, 4}, s33[2] = {3, 3};
+  nx_tensor a = filled(s24, 2, NX_F32, 1), b = filled(s33, 2, NX_F32, 1), out;
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_matmul(&out, a, b, NULL), "nx_matmul", "inner dimensions differ");
+  char mine[512];
+  snprintf(mine, sizeof mine, "%s", nx_last_error_message());
+  nx_grad_mode_set(false);
+  struct thread_result r;
+  memset(&r, 0, sizeof r);
+  pthread_t th;
+  assert_int_equal(pthread_create(&th, NULL, other_thread, &r), 0);
+  assert_int_equal(pthread_join(th, NULL), 0);
+  nx_grad_mode_set(true);
+  /* the new thread started with no error and with its own grad mode */
+  assert_string_equal(r.initial, "");
+  assert_true(r.grad_enabled);
+  /* it saw its own error ... */
+  assert_int_equal(r.status, NX_ERR_SHAPE);
+  assert_non_null(strstr(r.message, "nx_add"));
+  assert_non_null(strstr(r.message, "[2]"));
+  assert_non_null(strstr(r.message, "[3]"));
+  /* ... and this thread's message is untouched */
+  assert_string_equal(nx_last_error_message(), mine);
+  assert_non_null(strstr(nx_last_error_message(), "nx_matmul"));
+  /* clear_error forgets it */
+  nx_clear_error();
+  assert_string_equal(nx_last_error_message(), "");
+  nx_tensor_free(a);
+  nx_tensor_free(b);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      NX_TEST(test_null_handles),
+      NX_TEST(test_null_out_pointers),
+      NX_TEST(test_freed_handles),
+      NX_TEST(test_shape_mismatches),
+      NX_TEST(test_bad_axes),
+      NX_TEST(test_dtype_mismatches),
+      NX_TEST(test_invalid_dtype_and_device_values),
+      NX_TEST(test_negative_dimensions),
+      NX_TEST(test_huge_shapes),
+      NX_TEST(test_bad_values),
+      NX_TEST(test_out_of_range_indices),
+      NX_TEST(test_bad_reduction_enum),
+      NX_TEST(test_other_objects),
+      NX_TEST(test_last_error_is_thread_local),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

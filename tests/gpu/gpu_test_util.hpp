@@ -1,0 +1,45 @@
+// Helpers for the CUDA tests: skip without a GPU, compare a CUDA tensor with a CPU one.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/cuda_iface.hpp"
+#include "ops/ops.hpp"
+
+namespace nx::gputest {
+
+inline const Device kCpu{NX_CPU, 0};
+inline const Device kGpu{NX_CUDA, 0};
+
+#define NX_REQUIRE_GPU() \
+  do { if (::nx::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device"; } while (0)
+
+inline std::vector<double> values(const Tensor& t) {
+  Tensor d = cast(detach(to_device(detach(t), kCpu)), DType::F64);
+  std::vector<double> v(static_cast<size_t>(d.numel()));
+  copy_to_host(d, v.data(), v.size() * sizeof(double));
+  return v;
+}
+
+// max |a-b| - (atol + rtol |b|) <= 0 elementwise; reports the worst element.
+inline ::testing::AssertionResult close(const Tensor& got, const Tensor& want, double atol, double rtol) {
+  if (got.shape() != want.shape())
+    return ::testing::AssertionFailure() << "shape " << shape_str(got.shape()) << " vs " << shape_str(want.shape());
+  auto g = values(got), w = values(want);
+  double worst = 0;
+  size_t at = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    double excess = std::fabs(g[i] - w[i]) - (atol + rtol * std::fabs(w[i]));
+    if (std::isnan(g[i]) != std::isnan(w[i])) excess = INFINITY;
+    if (std::isnan(g[i]) && std::isnan(w[i])) excess = 0;
+    if (excess > worst) { worst = excess; at = i; }
+  }
+  if (worst > 0)
+    return ::testing::AssertionFailure() << "element " << at << ": got " << g[at] << " want " << w[at]
+                                         << " (atol " << atol << ", rtol " << rtol << ")";
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace nx::gputest

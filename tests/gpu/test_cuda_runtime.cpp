@@ -1,0 +1,195 @@
+// CUDA runtime behaviour through the C API: transfers, streams and events, the caching
+// allocator, out-of-memory, random numbers equal to the CPU's, TF32 and half matmul, errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "nexus.h"
+
+namespace {
+
+const nx_device kCpu = {NX_CPU, 0};
+const nx_device kGpu = {NX_CUDA, 0};
+
+#define REQUIRE_GPU() \
+  do { if (nx_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"; } while (0)
+#define OK(call) ASSERT_EQ((call), NX_OK) << nx_last_error_message()
+
+std::vector<float> host(nx_tensor t) {
+  int64_t n = 0;
+  EXPECT_EQ(nx_tensor_numel(t, &n), NX_OK);
+  std::vector<float> v(static_cast<size_t>(n));
+  EXPECT_EQ(nx_tensor_copy_to_host(t, v.data(), v.size() * sizeof(float), nullptr), NX_OK) << nx_last_error_message();
+  return v;
+}
+
+TEST(CudaRuntime, DeviceCountAndTransfersRoundTrip) {
+  REQUIRE_GPU();
+  int64_t shape[2] = {3, 5};
+  std::vector<float> data(15);
+  for (int i = 0; i < 15; ++i) data[size_t(i)] = float(i) * 0.5f - 3.f;
+  nx_tensor a, g, back;
+  OK(nx_tensor_from_data(&a, data.data(), shape, 2, NX_F32, kCpu, nullptr));
+  OK(nx_tensor_to(&g, a, kGpu, nullptr));
+  nx_device d;
+  OK(nx_tensor_device(g, &d));
+  EXPECT_EQ(d.type, NX_CUDA);
+  OK(nx_tensor_to(&back, g, kCpu, nullptr));
+  EXPECT_EQ(host(back), data);
+  EXPECT_EQ(host(g), data);  // copy_to_host straight from the device
+  nx_tensor_free(a); nx_tensor_free(g); nx_tensor_free(back);
+}
+
+TEST(CudaRuntime, RandomNumbersEqualOnBothDevices) {
+  REQUIRE_GPU();
+  int64_t shape[1] = {4096};
+  nx_tensor c, g;
+  nx_manual_seed(123);
+  OK(nx_tensor_randn(&c, shape, 1, NX_F32, kCpu, nullptr));
+  nx_manual_seed(123);
+  OK(nx_tensor_randn(&g, shape, 1, NX_F32, kGpu, nullptr));
+  auto hc = host(c), hg = host(g);
+  for (size_t i = 0; i < hc.size(); ++i) ASSERT_NEAR(hc[i], hg[i], 1e-6f) << i;
+  nx_tensor_free(c); nx_tensor_free(g);
+}
+
+TEST(CudaRuntime, StreamsAndEventsOrderWork) {
+  REQUIRE_GPU();
+  nx_stream s1, s2;
+  nx_event ev;
+  OK(nx_stream_create(&s1, kGpu));
+  OK(nx_stream_create(&s2, kGpu));
+  OK(nx_event_create(&ev, kGpu));
+  int64_t shape[1] = {1 << 22};
+  nx_tensor x, y, z, total;
+  OK(nx_tensor_ones(&x, shape, 1, NX_F32, kGpu, s1));
+  OK(nx_mul_scalar(&y, x, 3.0, s1));
+  OK(nx_event_record(ev, s1));
+  OK(nx_event_wait(s2, ev));
+  OK(nx_add_scalar(&z, y, 1.0, s2));  // must see y complete
+  OK(nx_sum(&total, z, nullptr, 0, false, s2));
+  OK(nx_stream_synchronize(s2));
+  double v;
+  OK(nx_tensor_item(total, &v, s2));
+  EXPECT_DOUBLE_EQ(v, 4.0 * double(1 << 22));
+  nx_device d;
+  OK(nx_stream_device(s1, &d));
+  EXPECT_EQ(d.type, NX_CUDA);
+  nx_tensor_free(x); nx_tensor_free(y); nx_tensor_free(z); nx_tensor_free(total);
+  nx_event_free(ev); nx_stream_free(s1); nx_stream_free(s2);
+}
+
+TEST(CudaRuntime, CachingAllocatorReusesMemory) {
+  REQUIRE_GPU();
+  OK(nx_cuda_empty_cache(0));
+  int64_t shape[2] = {512, 512};
+  nx_cuda_memory_stats before{sizeof(nx_cuda_memory_stats)}, after{sizeof(nx_cuda_memory_stats)};
+  auto step = [&] {
+    nx_tensor a, b, c;
+    ASSERT_EQ(nx_tensor_randn(&a, shape, 2, NX_F32, kGpu, nullptr), NX_OK);
+    ASSERT_EQ(nx_matmul(&b, a, a, nullptr), NX_OK);
+    ASSERT_EQ(nx_relu(&c, b, nullptr), NX_OK);
+    nx_tensor_free(a); nx_tensor_free(b); nx_tensor_free(c);
+  };
+  step();
+  OK(nx_cuda_memory_stats_get(&before, 0));
+  for (int i = 0; i < 50; ++i) step();
+  OK(nx_cuda_memory_stats_get(&after, 0));
+  EXPECT_EQ(after.num_device_allocs, before.num_device_allocs) << "steady state must not call cudaMalloc";
+  EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
+  EXPECT_GE(after.peak_allocated_bytes, 3u * 512u * 512u * 4u);
+  EXPECT_GE(after.reserved_bytes, after.allocated_bytes);
+  OK(nx_cuda_empty_cache(0));
+  nx_cuda_memory_stats emptied{sizeof(nx_cuda_memory_stats)};
+  OK(nx_cuda_memory_stats_get(&emptied, 0));
+  EXPECT_EQ(emptied.reserved_bytes, emptied.allocated_bytes);
+  nx_cuda_memory_stats bad{4};
+  EXPECT_EQ(nx_cuda_memory_stats_get(&bad, 0), NX_ERR_INVALID_ARGUMENT);
+}
+
+TEST(CudaRuntime, OutOfMemoryIsAStatusNotACrash) {
+  REQUIRE_GPU();
+  int64_t shape[1] = {int64_t(1) << 40};  // 4 TiB of f32
+  nx_tensor t = reinterpret_cast<nx_tensor>(1);
+  EXPECT_EQ(nx_tensor_zeros(&t, shape, 1, NX_F32, kGpu, nullptr), NX_ERR_OUT_OF_MEMORY);
+  EXPECT_EQ(t, nullptr);
+  EXPECT_NE(std::strstr(nx_last_error_message(), "out of memory"), nullptr) << nx_last_error_message();
+  nx_tensor ok;  // the device still works afterwards
+  int64_t small[1] = {16};
+  OK(nx_tensor_ones(&ok, small, 1, NX_F32, kGpu, nullptr));
+  nx_tensor_free(ok);
+}
+
+TEST(CudaRuntime, MixingDevicesIsADeviceError) {
+  REQUIRE_GPU();
+  int64_t shape[1] = {4};
+  nx_tensor c, g, out;
+  OK(nx_tensor_ones(&c, shape, 1, NX_F32, kCpu, nullptr));
+  OK(nx_tensor_ones(&g, shape, 1, NX_F32, kGpu, nullptr));
+  EXPECT_EQ(nx_add(&out, c, g, nullptr), NX_ERR_DEVICE);
+  EXPECT_NE(std::strstr(nx_last_error_message(), "cuda:0"), nullptr) << nx_last_error_message();
+  nx_device bad = {NX_CUDA, 99};
+  EXPECT_EQ(nx_tensor_ones(&out, shape, 1, NX_F32, bad, nullptr), NX_ERR_DEVICE);
+  nx_tensor_free(c); nx_tensor_free(g);
+}
+
+// f16/bf16/TF32 matmul against an f64 CPU reference with bounds set by the formats' precision.
+TEST(CudaRuntime, ReducedPrecisionMatmul) {
+  REQUIRE_GPU();
+  int64_t as[2] = {64, 256}, bs[2] = {256, 48};
+  nx_tensor a, b, ref, a64, b64;
+  nx_manual_seed(5);
+  OK(nx_tensor_randn(&a, as, 2, NX_F32, kCpu, nullptr));
+  OK(nx_tensor_randn(&b, bs, 2, NX_F32, kCpu, nullptr));
+  OK(nx_cast(&a64, a, NX_F64, nullptr));
+  OK(nx_cast(&b64, b, NX_F64, nullptr));
+  OK(nx_matmul(&ref, a64, b64, nullptr));
+  std::vector<double> want(64 * 48);
+  OK(nx_tensor_copy_to_host(ref, want.data(), want.size() * 8, nullptr));
+  struct { nx_dtype dt; bool tf32; double tol; } modes[] = {
+      {NX_F32, false, 1e-4}, {NX_F32, true, 0.1}, {NX_F16, false, 0.15}, {NX_BF16, false, 0.8}};
+  for (auto m : modes) {
+    nx_cuda_set_tf32(m.tf32);
+    nx_tensor ag, bg, ac, bc, c, c32;
+    OK(nx_tensor_to(&ag, a, kGpu, nullptr));
+    OK(nx_tensor_to(&bg, b, kGpu, nullptr));
+    OK(nx_cast(&ac, ag, m.dt, nullptr));
+    OK(nx_cast(&bc, bg, m.dt, nullptr));
+    OK(nx_matmul(&c, ac, bc, nullptr));
+    nx_dtype out_dt;
+    OK(nx_tensor_dtype(c, &out_dt));
+    EXPECT_EQ(out_dt, m.dt);
+    OK(nx_cast(&c32, c, NX_F32, nullptr));
+    auto got = host(c32);
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
+    EXPECT_LT(worst, m.tol) << "dtype " << nx_dtype_name(m.dt) << " tf32 " << m.tf32;
+    nx_tensor_free(ag); nx_tensor_free(bg); nx_tensor_free(ac); nx_tensor_free(bc); nx_tensor_free(c); nx_tensor_free(c32);
+  }
+  nx_cuda_set_tf32(false);
+  EXPECT_FALSE(nx_cuda_tf32_enabled());
+  nx_tensor_free(a); nx_tensor_free(b); nx_tensor_free(ref); nx_tensor_free(a64); nx_tensor_free(b64);
+}
+
+TEST(CudaRuntime, BackwardRunsOnTheGpuAndGradientsStayThere) {
+  REQUIRE_GPU();
+  int64_t xs[2] = {8, 16}, ws[2] = {16, 4};
+  nx_tensor x, w, y, act, loss, grad;
+  OK(nx_tensor_randn(&x, xs, 2, NX_F32, kGpu, nullptr));
+  OK(nx_tensor_randn(&w, ws, 2, NX_F32, kGpu, nullptr));
+  OK(nx_tensor_set_requires_grad(w, true));
+  OK(nx_matmul(&y, x, w, nullptr));
+  OK(nx_tanh(&act, y, nullptr));
+  OK(nx_mean(&loss, act, nullptr, 0, false, nullptr));
+  OK(nx_backward(loss, nullptr, nullptr));
+  OK(nx_tensor_grad(&grad, w));
+  nx_device d;
+  OK(nx_tensor_device(grad, &d));
+  EXPECT_EQ(d.type, NX_CUDA);
+  for (float v : host(grad)) EXPECT_TRUE(std::isfinite(v));
+  nx_tensor_free(x); nx_tensor_free(w); nx_tensor_free(y); nx_tensor_free(act); nx_tensor_free(loss); nx_tensor_free(grad);
+}
+
+}  // namespace
