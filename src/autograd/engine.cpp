@@ -110,6 +110,9 @@ std::vector<Tensor> run_backward(const Tensor& root, Tensor grad, const Backward
     fail(NX_ERR_DEVICE, api, ": grad is on ", device_str(grad.device()), " but root is on ",
          device_str(root.device()));
   }
+  // Gradients have their tensor's dtype (the VJPs rely on it, and leaves' .grad must match them):
+  // a grad of another dtype is converted, as PyTorch does.
+  if (grad.dtype() != root.dtype()) grad = cast(grad, root.dtype());
   GradModeGuard mode(opt.create_graph);
   if (!opt.create_graph) grad = detach(grad);
 

@@ -48,37 +48,37 @@ template <class A> __device__ A block_reduce(ReduceOp op, A v) {
   return v;
 }
 
+// Chunk c of a row takes elements c*blockDim + t + k*(chunks*blockDim): all blocks of a row sweep
+// it together (interleaved), which keeps DRAM accesses local, rather than each owning a slab.
 template <class T, class A>
-__global__ void rows_stage1(ReduceOp op, const T* src, A* partial, int64_t cols, int chunks, int64_t chunk_len) {
+__global__ void rows_stage1(ReduceOp op, const T* src, A* partial, int64_t cols, int chunks) {
   const int64_t row = blockIdx.x / chunks, chunk = blockIdx.x % chunks;
-  const int64_t start = chunk * chunk_len;
-  const int64_t end = min(cols, start + chunk_len);
+  const int64_t stride = int64_t(chunks) * blockDim.x, first = chunk * blockDim.x + threadIdx.x;
   const T* p = src + row * cols;
   A acc = identity<A>(op);
   if constexpr (std::is_same_v<T, float>) {
-    if (((reinterpret_cast<uintptr_t>(p + start)) & 15) == 0) {
-      const int64_t nvec = (end - start) / 4;
-      const float4* v = reinterpret_cast<const float4*>(p + start);
-      // Four independent 16-byte loads in flight per thread before they are combined.
-      int64_t i = threadIdx.x;
-      for (; i + 3 * int64_t(blockDim.x) < nvec; i += 4 * int64_t(blockDim.x)) {
+    if ((reinterpret_cast<uintptr_t>(p) & 15) == 0) {
+      const int64_t nvec = cols / 4;
+      const float4* v = reinterpret_cast<const float4*>(p);
+      int64_t i = first;
+      for (; i + 3 * stride < nvec; i += 4 * stride) {  // four 16-byte loads in flight per thread
         float4 q[4];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) q[u] = v[i + u * int64_t(blockDim.x)];
+        for (int u = 0; u < 4; ++u) q[u] = v[i + u * stride];
 #pragma unroll
         for (int u = 0; u < 4; ++u)
           acc = combine(op, acc, combine(op, combine(op, A(q[u].x), A(q[u].y)), combine(op, A(q[u].z), A(q[u].w))));
       }
-      for (; i < nvec; i += blockDim.x) {
+      for (; i < nvec; i += stride) {
         float4 q = v[i];
         acc = combine(op, acc, combine(op, combine(op, A(q.x), A(q.y)), combine(op, A(q.z), A(q.w))));
       }
-      for (int64_t i = start + nvec * 4 + threadIdx.x; i < end; i += blockDim.x) acc = combine(op, acc, A(p[i]));
+      for (int64_t j = nvec * 4 + first; j < cols; j += stride) acc = combine(op, acc, A(p[j]));
     } else {
-      for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) acc = combine(op, acc, A(p[i]));
+      for (int64_t j = first; j < cols; j += stride) acc = combine(op, acc, A(p[j]));
     }
   } else {
-    for (int64_t i = start + threadIdx.x; i < end; i += blockDim.x) acc = combine(op, acc, A(load_f64(p + i)));
+    for (int64_t j = first; j < cols; j += stride) acc = combine(op, acc, A(load_f64(p + j)));
   }
   acc = block_reduce(op, acc);
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
@@ -220,7 +220,9 @@ __global__ void softmax_regs_kernel(const A* src, A* dst, int64_t cols, bool log
 
 template <class A>
 bool softmax_in_registers(const A* src, A* dst, int64_t rows, int64_t cols, bool log) {
-  const int threads = cols <= 1024 ? 128 : 512;
+  // ~16 values per thread in blocks of 32..512 threads: several rows in flight per SM hide the
+  // latency of the load -> reduce -> store chain.
+  const int threads = int(std::min<int64_t>(512, std::max<int64_t>(32, (cols / 16 + 31) / 32 * 32)));
   const int64_t per = (cols + threads - 1) / threads;
   auto go = [&](auto per_tag) {
     constexpr int PER = decltype(per_tag)::value;
@@ -261,14 +263,12 @@ void launch_reduce_rows(ReduceOp op, const View& dst, const View& src, int64_t r
   const int64_t want_blocks = int64_t(sm_count()) * 8;
   int chunks = 1;
   if (rows < want_blocks && cols > 8192) chunks = int(std::min<int64_t>((cols + 8191) / 8192, (want_blocks + rows - 1) / rows));
-  int64_t chunk_len = (cols + chunks - 1) / chunks;
-  chunk_len = (chunk_len + 3) / 4 * 4;  // keeps chunk starts 16-byte aligned for float4 loads
   dispatch_dtype(src.dtype, [&](auto tag) {
     using T = decltype(tag);
     using A = typename AccOf<T>::type;
     Scratch partial(current_device(), size_t(rows * chunks) * sizeof(A));
     rows_stage1<T, A><<<unsigned(rows * chunks), threads, 0, stream()>>>(op, static_cast<const T*>(src.data),
-        static_cast<A*>(partial.ptr), cols, chunks, chunk_len);
+        static_cast<A*>(partial.ptr), cols, chunks);
     NX_CUDA_LAUNCH_CHECK();
     dispatch_dtype(dst.dtype, [&](auto dtag) {
       using D = decltype(dtag);

@@ -859,6 +859,82 @@ static void test_checkpoint_segment_failure(void** state) {
   nx_tensor_free(x);
 }
 
+/* ---------------------------------------------------------------- gradient dtypes */
+static void test_gradient_dtype_matches_leaf(void** state) {
+  (void)state;
+  const int64_t s3[1] = {3};
+  const nx_dtype dts[4] = {NX_F32, NX_F64, NX_F16, NX_BF16};
+  for (int k = 0; k < 4; ++k) {
+    nx_tensor x = NULL, y = NULL, L = NULL, g = NULL;
+    NX_OK_(nx_tensor_full(&x, s3, 1, 1.5, dts[k], CPU, NULL));
+    NX_OK_(nx_tensor_set_requires_grad(x, true));
+    NX_OK_(nx_mul(&y, x, x, NULL));
+    L = t_sum_all(y);
+    assert_int_equal(tensor_dtype(L), dts[k]);
+    /* an output gradient of another dtype is converted to the root's */
+    NX_OK_(nx_tensor_full(&g, NULL, 0, 2.0, dts[k] == NX_F64 ? NX_F32 : NX_F64, CPU, NULL));
+    NX_OK_(nx_backward(L, g, NULL));
+    nx_tensor gx = t_grad(x);
+    if (tensor_dtype(gx) != dts[k])
+      fail_msg("the gradient of a %s leaf has dtype %s", nx_dtype_name(dts[k]), nx_dtype_name(tensor_dtype(gx)));
+    const double want[3] = {6, 6, 6}; /* 2 * 2x at x = 1.5 */
+    assert_tensor_close(gx, want, 3, 0, 0);
+    nx_tensor ts[] = {x, y, L, g, gx};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) nx_tensor_free(ts[i]);
+  }
+}
+
+/* ---------------------------------------------------------------- threads */
+/* Different threads may use different tensors freely: each thread trains its own copy of a
+ * small model and must get exactly the single-threaded gradients. */
+struct worker {
+  int iterations;
+  double grad[8];
+  int failures;
+};
+static void mlp_grad(double* out) {
+  const int64_t xs[2] = {2, 3}, ws[2] = {3, 4};
+  const double xv[6] = {0.5, -1, 2, 0.25, 0.75, -0.5};
+  const double wv[12] = {0.1, -0.2, 0.3, 0.4, -0.5, 0.6, 0.7, -0.8, 0.9, 1.0, -1.1, 1.2};
+  nx_tensor x = make_tensor(xv, xs, 2, NX_F64), w = t_requiring_grad(make_tensor(wv, ws, 2, NX_F64));
+  nx_tensor h = NULL, t = NULL, L = NULL, g = NULL;
+  nx_matmul(&h, x, w, NULL);
+  nx_tanh(&t, h, NULL);
+  nx_sum(&L, t, NULL, 0, false, NULL);
+  nx_backward(L, NULL, NULL);
+  nx_tensor_grad(&g, w);
+  double all[12] = {0};
+  if (g) nx_tensor_copy_to_host(g, all, sizeof all, NULL);
+  memcpy(out, all, 8 * sizeof(double));
+  nx_tensor ts[] = {x, w, h, t, L, g};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) nx_tensor_free(ts[i]);
+}
+static void* worker_main(void* arg) {
+  struct worker* w = arg;
+  for (int i = 0; i < w->iterations; ++i) {
+    double g[8];
+    mlp_grad(g);
+    if (memcmp(g, w->grad, sizeof g)) w->failures++;
+  }
+  return NULL;
+}
+static void test_threads_use_their_own_tensors(void** state) {
+  (void)state;
+  double ref[8];
+  mlp_grad(ref);
+  struct worker ws[4];
+  pthread_t th[4];
+  for (int i = 0; i < 4; ++i) {
+    ws[i].iterations = 300;
+    ws[i].failures = 0;
+    memcpy(ws[i].grad, ref, sizeof ref);
+    assert_int_equal(pthread_create(&th[i], NULL, worker_main, &ws[i]), 0);
+  }
+  for (int i = 0; i < 4; ++i) assert_int_equal(pthread_join(th[i], NULL), 0);
+  for (int i = 0; i < 4; ++i) assert_int_equal(ws[i].failures, 0);
+  assert_true(fabs(ref[0]) > 0);
+}
+
 /* ---------------------------------------------------------------- gradcheck of every op */
 /* Each function maps x [3,4] (f64) to a tensor through one op (plus fixed constants). The
  * gradient of sum(f(x) * R) from autodiff must match central finite differences, and so must
@@ -1139,6 +1215,8 @@ int main(void) {
       NX_TEST(test_double_backward_matmul),
       NX_TEST(test_checkpoint),
       NX_TEST(test_checkpoint_segment_failure),
+      NX_TEST(test_gradient_dtype_matches_leaf),
+      NX_TEST(test_threads_use_their_own_tensors),
       NX_TEST(test_gradcheck_every_op),
       NX_TEST(test_training_loop_keeps_live_count_flat),
   };

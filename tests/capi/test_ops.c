@@ -680,6 +680,105 @@ static void test_argmax(void** state) {
   }
 }
 
+/* NaN propagates through max/min (like torch.max/amax) and argmax points at the first NaN. */
+static void test_reductions_nan(void** state) {
+  (void)state;
+  const double v[2 * 3 * 2] = {1, 2, NAN, 0, 3, 4, /* */ 5, 6, 7, 8, 9, NAN};
+  const int64_t s[3] = {2, 3, 2};
+  for (int d = 0; d < 2; ++d) {
+    nx_tensor x = make_from_f64(v, s, 3, d ? NX_F32 : NX_F64), y = NULL;
+    /* inner axis (row kernel) */
+    const int64_t ax2[1] = {2};
+    NX_OK_(nx_max(&y, x, ax2, 1, false, NULL));
+    double got[6];
+    read_f64(y, got, 6);
+    assert_true(got[0] == 2 && isnan(got[1]) && got[2] == 4 && got[3] == 6 && got[4] == 8 && isnan(got[5]));
+    nx_tensor_free(y);
+    /* middle axis (strided kernel) */
+    const int64_t ax1[1] = {1};
+    NX_OK_(nx_min(&y, x, ax1, 1, false, NULL));
+    read_f64(y, got, 4);
+    assert_true(isnan(got[0]) && got[1] == 0 && got[2] == 5 && isnan(got[3]));
+    nx_tensor_free(y);
+    NX_OK_(nx_max(&y, x, NULL, 0, false, NULL));
+    assert_true(isnan(scalar_of(y)));
+    nx_tensor_free(y);
+    NX_OK_(nx_argmax(&y, x, 1, false, NULL));
+    int64_t am[4];
+    NX_OK_(nx_tensor_copy_to_host(y, am, sizeof am, NULL));
+    assert_true(am[0] == 1 && am[1] == 2 && am[2] == 2 && am[3] == 2);
+    nx_tensor_free(y);
+    /* elementwise maximum/minimum propagate NaN from either side */
+    nx_tensor z = NULL;
+    NX_OK_(nx_tensor_zeros(&z, s, 3, d ? NX_F32 : NX_F64, CPU, NULL));
+    NX_OK_(nx_maximum(&y, z, x, NULL));
+    double all[12];
+    read_f64(y, all, 12);
+    assert_true(isnan(all[2]) && isnan(all[11]) && all[3] == 0 && all[0] == 1);
+    nx_tensor_free(y);
+    NX_OK_(nx_minimum(&y, x, z, NULL));
+    read_f64(y, all, 12);
+    assert_true(isnan(all[2]) && isnan(all[11]) && all[3] == 0 && all[0] == 0);
+    nx_tensor_free(y);
+    nx_tensor_free(z);
+    nx_tensor_free(x);
+  }
+}
+
+/* Index tensors (and conditions) that are themselves non-contiguous views. */
+static void test_noncontiguous_indices(void** state) {
+  (void)state;
+  rng_seed(115);
+  double x[5 * 4];
+  const int64_t xs[2] = {5, 4};
+  nx_tensor tx = rand_tensor(x, xs, 2, NX_F64, -1, 1);
+  /* index = [4, 0, 2, 1, 3, 0][::2] = [4, 2, 3] */
+  const int64_t iv[6] = {4, 0, 2, 1, 3, 0};
+  const int64_t s6[1] = {6};
+  nx_tensor raw = make_tensor(iv, s6, 1, NX_I64), idx = NULL, y = NULL;
+  NX_OK_(nx_slice(&idx, raw, 0, 0, 6, 2, NULL));
+  NX_OK_(nx_index_select(&y, tx, 0, idx, NULL));
+  double want[20];
+  const int64_t rows[3] = {4, 2, 3};
+  for (int r = 0; r < 3; ++r)
+    for (int c = 0; c < 4; ++c) want[r * 4 + c] = x[rows[r] * 4 + c];
+  assert_tensor_close(y, want, 12, 0, 0);
+  nx_tensor_free(y);
+  NX_OK_(nx_embedding(&y, tx, idx, NULL));
+  assert_tensor_close(y, want, 12, 0, 0);
+  nx_tensor_free(y);
+  /* gather with a transposed index: index [4,5] viewed as [5,4] */
+  int64_t gv[20];
+  for (int i = 0; i < 20; ++i) gv[i] = rng_int(5);
+  const int64_t gs[2] = {4, 5};
+  nx_tensor graw = make_tensor(gv, gs, 2, NX_I64), gt = t_transpose(graw, 0, 1); /* gt[i][j] = gv[j][i] */
+  NX_OK_(nx_gather(&y, tx, 0, gt, NULL));
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 4; ++j) want[i * 4 + j] = x[gv[j * 5 + i] * 4 + j];
+  assert_tensor_close(y, want, 20, 0, 0);
+  nx_tensor_free(y);
+  /* one_hot of a transposed index */
+  NX_OK_(nx_one_hot(&y, gt, 5, NX_F64, NULL));
+  assert_shape(y, 5, 4, 5);
+  double oh[100];
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int c = 0; c < 5; ++c) oh[(i * 4 + j) * 5 + c] = gv[j * 5 + i] == c;
+  assert_tensor_close(y, oh, 100, 0, 0);
+  nx_tensor_free(y);
+  /* where with a transposed condition */
+  uint8_t cv[20];
+  for (int i = 0; i < 20; ++i) cv[i] = rng_u64() & 1;
+  nx_tensor craw = make_tensor(cv, gs, 2, NX_BOOL), ct = t_transpose(craw, 0, 1), zero = NULL;
+  NX_OK_(nx_tensor_zeros(&zero, NULL, 0, NX_F64, CPU, NULL));
+  NX_OK_(nx_where(&y, ct, tx, zero, NULL));
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 4; ++j) want[i * 4 + j] = cv[j * 5 + i] ? x[i * 4 + j] : 0;
+  assert_tensor_close(y, want, 20, 0, 0);
+  nx_tensor ts[] = {tx, raw, idx, y, graw, gt, craw, ct, zero};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) nx_tensor_free(ts[i]);
+}
+
 /* ---------------------------------------------------------------- matmul and linear */
 /* Reference torch.matmul for operands of rank >= 1 (1-d promoted), batch dims broadcast.
  * Returns the malloc'ed result and writes its shape. */
@@ -1161,6 +1260,8 @@ int main(void) {
       NX_TEST(test_reductions_all_axes_subsets),
       NX_TEST(test_reductions_dtypes_and_edges),
       NX_TEST(test_argmax),
+      NX_TEST(test_reductions_nan),
+      NX_TEST(test_noncontiguous_indices),
       NX_TEST(test_matmul),
       NX_TEST(test_linear),
       NX_TEST(test_softmax_and_log_softmax),

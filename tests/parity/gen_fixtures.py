@@ -1,5 +1,10 @@
 #!/usr/bin/python3
-"""Generates the PyTorch parity fixtures: usage `gen_fixtures.py OUT.safetensors`.
+"""Generates the PyTorch parity fixtures: usage `gen_fixtures.py OUT.safetensors [--device cuda]`.
+
+--device cpu (the default) computes everything on the CPU. --device cuda draws the same inputs
+and upstream gradients on the CPU from the same seed (so they are bit-identical to the CPU file),
+then runs the ops, and their backward, with torch on CUDA (TF32 off), for test_parity's `cuda`
+mode; that file also carries the metadata "device" = "cuda" and "cuda_device_name".
 
 Every case k ("c000", "c001", ...) stores, in one SafeTensors file:
   k.in<i>    the inputs as the C side loads them: the leaves. A non-contiguous input is stored
@@ -13,6 +18,7 @@ test_parity.c parses (dt, the first floating input's dtype, is informational: to
 the dtype of each compared tensor). Metadata "ncases" is the number of cases. Written without the
 `safetensors` package: 8-byte little-endian header length, JSON header, raw little-endian data.
 """
+import argparse
 import json
 import math
 import struct
@@ -35,6 +41,9 @@ ST_DTYPES = {
 }
 DT_NAMES = {torch.float32: "f32", torch.float64: "f64"}
 
+# Where torch runs the ops (--device). Inputs and upstream gradients are always drawn on the CPU,
+# from the one CPU generator, so every device's fixtures share them bit for bit.
+DEVICE = torch.device("cpu")
 tensors = {}  # name -> contiguous tensor, written in insertion order
 metadata = {}
 ncases = 0
@@ -65,7 +74,7 @@ def case(op, inputs, fn, grad=(), tr=None, sl=None, **attrs):
     ncases += 1
     leaves = []
     for i, t in enumerate(inputs):
-        leaf = t.detach().clone().contiguous()
+        leaf = t.detach().clone().contiguous().to(DEVICE)  # a leaf on DEVICE
         if i in grad:
             assert leaf.is_floating_point(), (op, i)
             leaf.requires_grad_(True)
@@ -82,6 +91,8 @@ def case(op, inputs, fn, grad=(), tr=None, sl=None, **attrs):
     outs = fn(*views)
     if not isinstance(outs, (tuple, list)):
         outs = (outs,)
+    for j, o in enumerate(outs):
+        assert o.device.type == DEVICE.type, (op, j, o.device)  # nothing fell back to another device
     float_dt = next((t.dtype for t in inputs if t.is_floating_point()), F32)
     for i, leaf in enumerate(leaves):
         tensors["%s.in%d" % (key, i)] = leaf.detach()
@@ -91,8 +102,8 @@ def case(op, inputs, fn, grad=(), tr=None, sl=None, **attrs):
         gouts = []
         for j, o in enumerate(outs):
             assert o.is_floating_point() and o.requires_grad, (op, j)
-            g = torch.randn(o.shape, dtype=o.dtype)
-            gouts.append(g)
+            g = torch.randn(o.shape, dtype=o.dtype)  # on the CPU: the same stream for every device
+            gouts.append(g.to(DEVICE))
             tensors["%s.gout%d" % (key, j)] = g
         torch.autograd.backward(list(outs), gouts)
         for i in grad:
@@ -583,8 +594,23 @@ def write_safetensors(path, named, meta):
 
 
 def main():
-    if len(sys.argv) != 2:
-        raise SystemExit("usage: gen_fixtures.py OUT.safetensors")
+    global DEVICE
+    parser = argparse.ArgumentParser(description="Writes the PyTorch parity fixtures (SafeTensors).")
+    parser.add_argument("out", help="the .safetensors file to write")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where torch computes outputs and gradients (inputs are always drawn on the CPU)")
+    args = parser.parse_args()
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            raise SystemExit("gen_fixtures.py: --device cuda needs a CUDA build of torch and a visible GPU")
+        # Full f32 precision on CUDA: some torch versions default matmul (and cuDNN) to TF32.
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        if hasattr(torch, "set_float32_matmul_precision"):
+            torch.set_float32_matmul_precision("highest")
+        DEVICE = torch.device("cuda", 0)
+        metadata["device"] = "cuda"
+        metadata["cuda_device_name"] = torch.cuda.get_device_name(0)
     binary_cases()
     unary_cases()
     reduction_cases()
@@ -598,7 +624,7 @@ def main():
     composite_cases()
     metadata["ncases"] = str(ncases)
     metadata["torch_version"] = torch.__version__
-    write_safetensors(sys.argv[1], tensors, metadata)
+    write_safetensors(args.out, tensors, metadata)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-/* PyTorch parity test: `test_parity FIXTURES.safetensors`.
+/* PyTorch parity test: `test_parity FIXTURES.safetensors [cuda | --device cpu|cuda]`.
  *
  * gen_fixtures.py records, for every case k, the inputs, PyTorch's outputs, a random upstream
  * gradient per output and PyTorch's gradient of every input that requires grad, plus a
@@ -11,6 +11,13 @@
  * for f64, exact for integer and bool tensors. Every case runs at every SIMD level the processor
  * has. Each comparison is also checked to be able to fail (a perturbed expectation must be
  * rejected), every op of the tables needs a fixture, and no handle may outlive the test.
+ *
+ * With `cuda` (the fixtures of `gen_fixtures.py --device cuda`), every input and upstream
+ * gradient is loaded on the CPU and moved to CUDA device 0 with nx_tensor_to (inputs are marked
+ * requiring grad after the move, so the leaves live on the GPU), the ops and their backward run
+ * there, and each result (which must be on that device) is copied back to the host and compared
+ * with the same tolerances; one pass, no SIMD levels. Exit code 77 (a skip for ctest) when no
+ * CUDA device is usable or the fixture file does not exist (it is built only on a GPU machine).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -22,6 +29,7 @@
 
 #define MIN_BACKWARD_OPS 45 /* the coverage floor */
 #define MAX_OPS 128
+#define EXIT_SKIP 77 /* ctest's SKIP_RETURN_CODE */
 
 /* ---------------------------------------------------------------- metadata */
 bool parity_meta_error = false;
@@ -115,7 +123,9 @@ void free_all(nx_tensor* ts, size_t n) {
 }
 
 /* ---------------------------------------------------------------- reporting */
-static const char* g_level = ""; /* SIMD level of the current pass */
+static const char* g_level = ""; /* SIMD level of the current pass, or "cuda" */
+/* Where the ops run: inputs and upstream gradients are moved there, results must be there. */
+static nx_device g_device = {NX_CPU, 0};
 /* Largest |got - want| / (atol + rtol |want|) seen in passing f32 and f64 comparisons: how much
  * headroom the tolerances leave (printed at the end). */
 static double g_worst_ratio[2] = {0.0, 0.0};
@@ -172,6 +182,12 @@ static bool compare(const parity_case* c, const char* what, nx_tensor got, nx_te
       nx_tensor_ndim(want, &wn) || gn > 16 || wn > 16 || nx_tensor_shape(got, gs, 16) ||
       nx_tensor_shape(want, ws, 16)) {
     report(c, "%s: cannot inspect the tensors: %s", what, nx_last_error_message());
+    return false;
+  }
+  nx_device gdev = {NX_CPU, -1};
+  if (nx_tensor_device(got, &gdev) != NX_OK || gdev.type != g_device.type || gdev.index != g_device.index) {
+    report(c, "%s: computed on %s:%d, expected on %s:%d", what, gdev.type == NX_CUDA ? "cuda" : "cpu",
+           (int)gdev.index, g_device.type == NX_CUDA ? "cuda" : "cpu", (int)g_device.index);
     return false;
   }
   if (gd != wd) {
@@ -243,15 +259,25 @@ static const parity_op* find_op(const char* name) {
   return NULL;
 }
 
-static nx_tensor load(nx_safetensors st, const parity_case* c, const char* kind, size_t i) {
+/* Loads fixture tensor "<id>.<kind><i>" on the CPU; with on_device, moves it to g_device (the
+ * CPU copy is freed; it does not require grad, so the moved tensor is a leaf there). Expected
+ * values stay on the CPU: they are only read back. */
+static nx_tensor load(nx_safetensors st, const parity_case* c, const char* kind, size_t i, bool on_device) {
   char name[64];
-  nx_tensor t = NULL;
+  nx_tensor t = NULL, moved = NULL;
   snprintf(name, sizeof name, "%s.%s%zu", c->id, kind, i);
   if (nx_safetensors_get(&t, st, name, (nx_device){NX_CPU, 0}, NULL) != NX_OK) {
     report(c, "fixture tensor %s: %s", name, nx_last_error_message());
     return NULL;
   }
-  return t;
+  if (!on_device || g_device.type == NX_CPU) return t;
+  const nx_status s = nx_tensor_to(&moved, t, g_device, NULL);
+  nx_tensor_free(t);
+  if (s != NX_OK) {
+    report(c, "moving fixture tensor %s to the device: %s", name, nx_last_error_message());
+    return NULL;
+  }
+  return moved;
 }
 
 /* Runs one case; true when every output and gradient matches. */
@@ -273,7 +299,7 @@ static bool run_case(nx_safetensors st, const parity_case* c, const char* op) {
     report(c, "bad nin/nout/grad metadata");
     return false;
   }
-  for (size_t i = 0; ok && i < c->nin; ++i) ok = (leaf[i] = load(st, c, "in", i)) != NULL;
+  for (size_t i = 0; ok && i < c->nin; ++i) ok = (leaf[i] = load(st, c, "in", i, true)) != NULL;
   for (size_t k = 0; ok && k < ng; ++k) {
     if (gidx[k] < 0 || (size_t)gidx[k] >= c->nin || nx_tensor_set_requires_grad(leaf[gidx[k]], true) != NX_OK) {
       report(c, "cannot make input %lld require grad: %s", (long long)gidx[k], nx_last_error_message());
@@ -315,13 +341,13 @@ static bool run_case(nx_safetensors st, const parity_case* c, const char* op) {
   }
   for (size_t j = 0; ok && j < c->nout; ++j) {
     char what[32];
-    nx_tensor want = load(st, c, "out", j);
+    nx_tensor want = load(st, c, "out", j, false);
     snprintf(what, sizeof what, "out%zu", j);
     ok = want && compare(c, what, out[j], want);
     nx_tensor_free(want);
   }
   for (size_t j = 0; ok && ng && j < c->nout; ++j) {
-    ok = (gout[j] = load(st, c, "gout", j)) != NULL;
+    ok = (gout[j] = load(st, c, "gout", j, true)) != NULL;
     /* several outputs (split) may share graph nodes: keep the graph until the last one */
     const nx_status s = !ok ? NX_OK
                         : j + 1 < c->nout ? nx_backward_ex(out[j], gout[j], true, false, NULL)
@@ -339,7 +365,7 @@ static bool run_case(nx_safetensors st, const parity_case* c, const char* op) {
       report(c, "%s: no gradient was accumulated (%s)", what, nx_last_error_message());
       ok = false;
     } else {
-      want = load(st, c, "grad", (size_t)gidx[k]);
+      want = load(st, c, "grad", (size_t)gidx[k], false);
       ok = want && compare(c, what, grad, want);
     }
     nx_tensor_free(grad);
@@ -369,24 +395,67 @@ static op_stat* stat_for(op_stat* stats, size_t* nstats, const char* name) {
   return s;
 }
 
+static int usage(const char* argv0) {
+  fprintf(stderr, "usage: %s FIXTURES.safetensors [cuda | cpu | --device cuda|cpu]\n", argv0);
+  return 2;
+}
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fprintf(stderr, "usage: %s FIXTURES.safetensors\n", argv[0]);
-    return 2;
+  const char* path = NULL;
+  const char* device = NULL;
+  for (int a = 1; a < argc; ++a) {
+    if (strcmp(argv[a], "--device") == 0) {
+      if (device || ++a == argc) return usage(argv[0]);
+      device = argv[a];
+    } else if (strncmp(argv[a], "--device=", 9) == 0) {
+      if (device) return usage(argv[0]);
+      device = argv[a] + 9;
+    } else if (!path) {
+      path = argv[a];
+    } else if (!device) {
+      device = argv[a];
+    } else {
+      return usage(argv[0]);
+    }
+  }
+  if (!path || (device && strcmp(device, "cpu") != 0 && strcmp(device, "cuda") != 0)) return usage(argv[0]);
+  const bool cuda = device && strcmp(device, "cuda") == 0;
+  if (cuda) {
+    if (nx_cuda_device_count() <= 0) {
+      printf("parity: skipped: no CUDA device (nx_cuda_device_count() == 0)\n");
+      return EXIT_SKIP;
+    }
+    FILE* f = fopen(path, "rb");
+    if (!f) { /* generated only by the parity_fixtures_cuda target, on a machine with a GPU */
+      printf("parity: skipped: no CUDA fixture file %s (build the target parity_fixtures_cuda with a CUDA torch)\n",
+             path);
+      return EXIT_SKIP;
+    }
+    fclose(f);
+    g_device = (nx_device){NX_CUDA, 0};
+    nx_cuda_set_tf32(false); /* full f32 matmul, as the fixtures were computed (its default too) */
   }
   nx_safetensors st = NULL;
-  if (nx_safetensors_open(&st, argv[1]) != NX_OK) {
-    fprintf(stderr, "parity: cannot open %s: %s\n", argv[1], nx_last_error_message());
+  if (nx_safetensors_open(&st, path) != NX_OK) {
+    fprintf(stderr, "parity: cannot open %s: %s\n", path, nx_last_error_message());
     return 1;
   }
   const char* ncases_text = NULL;
   nx_safetensors_metadata(st, "ncases", &ncases_text);
   const long ncases = ncases_text ? strtol(ncases_text, NULL, 10) : 0;
   if (ncases <= 0) {
-    fprintf(stderr, "parity: %s has no \"ncases\" metadata\n", argv[1]);
+    fprintf(stderr, "parity: %s has no \"ncases\" metadata\n", path);
     nx_safetensors_free(st);
     return 1;
   }
+  const char *fixture_device = NULL, *torch_version = NULL;
+  nx_safetensors_metadata(st, "device", &fixture_device); /* absent in CPU fixtures */
+  nx_safetensors_metadata(st, "torch_version", &torch_version);
+  char fixture_info[96];
+  snprintf(fixture_info, sizeof fixture_info, "torch %s on %s", torch_version ? torch_version : "?",
+           fixture_device ? fixture_device : "cpu");
+  if (cuda && !(fixture_device && strcmp(fixture_device, "cuda") == 0))
+    fprintf(stderr, "parity: note: %s holds fixtures computed by %s, not by torch on CUDA\n", path, fixture_info);
 
   static op_stat stats[MAX_OPS];
   size_t nstats = 0;
@@ -394,9 +463,13 @@ int main(int argc, char** argv) {
   int levels_run = 0;
   char levels_text[64] = "", original[16];
   snprintf(original, sizeof original, "%s", nx_cpu_simd_level());
-  const char* levels[] = {"scalar", "avx2", "avx512"};
-  for (size_t l = 0; l < sizeof levels / sizeof levels[0]; ++l) {
-    if (nx_cpu_set_simd_level(levels[l]) != NX_OK) { /* the processor lacks it */
+  /* On the CPU every case runs at each SIMD level the processor has; on CUDA once. */
+  const char* cpu_levels[] = {"scalar", "avx2", "avx512"};
+  const char* cuda_pass[] = {"cuda"};
+  const char** levels = cuda ? cuda_pass : cpu_levels;
+  const size_t nlevels = cuda ? 1 : sizeof cpu_levels / sizeof cpu_levels[0];
+  for (size_t l = 0; l < nlevels; ++l) {
+    if (!cuda && nx_cpu_set_simd_level(levels[l]) != NX_OK) { /* the processor lacks it */
       nx_clear_error();
       continue;
     }
@@ -428,7 +501,7 @@ int main(int argc, char** argv) {
       if (!ok) ++failures;
     }
   }
-  nx_cpu_set_simd_level(original);
+  if (!cuda) nx_cpu_set_simd_level(original);
   nx_safetensors_free(st);
 
   /* Every op the tables can run must have fixtures (a generator that lost cases must not pass). */
@@ -469,6 +542,14 @@ int main(int argc, char** argv) {
   if (live != 0) {
     fprintf(stderr, "FAIL: %lld tensor handles still alive at exit\n", (long long)live);
     ++failures;
+  }
+  if (cuda) {
+    printf("parity: device cuda:%d, fixtures from %s; worst error/tolerance ratio f32 %.3g (%s), f64 %.3g (%s)\n",
+           (int)g_device.index, fixture_info, g_worst_ratio[0], g_worst_case[0], g_worst_ratio[1], g_worst_case[1]);
+    printf("parity: %zu ops forward+backward verified against PyTorch on CUDA\n", nbackward);
+    printf("parity: %zu forward-only ops, %zu composite checks (%s), %ld cases on cuda:%d, %ld failures\n", nforward,
+           ncomposite, composites, ncases, (int)g_device.index, failures);
+    return failures ? 1 : 0;
   }
   printf("parity: SIMD levels tested:%s; worst error/tolerance ratio f32 %.3g (%s), f64 %.3g (%s)\n",
          levels_text, g_worst_ratio[0], g_worst_case[0], g_worst_ratio[1], g_worst_case[1]);
