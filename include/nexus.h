@@ -432,6 +432,209 @@ NX_API void nx_safetensors_free(nx_safetensors st);
 NX_API nx_status nx_safetensors_save(const char* path, const char* const* names,
                                      const nx_tensor* tensors, size_t n);
 
+/* ---------------------------------------------------------------- DLPack */
+/* Zero-copy exchange with other array libraries (PyTorch, NumPy, JAX, CuPy...) through DLPack
+ * (https://dmlc.github.io/dlpack/latest/). The definitions below are the ABI of DLPack v0.8
+ * (the "legacy" DLManagedTensor, capsule name "dltensor"). When the real dlpack.h was included
+ * first they are skipped; including dlpack.h after this header is then a no-op (same guard). */
+#if !defined(DLPACK_DLPACK_H_) && !defined(DLPACK_VERSION)
+#define DLPACK_DLPACK_H_
+#define DLPACK_VERSION 80
+#define DLPACK_ABI_VERSION 1
+typedef enum {
+  kDLCPU = 1,
+  kDLCUDA = 2,
+  kDLCUDAHost = 3,
+  kDLOpenCL = 4,
+  kDLVulkan = 7,
+  kDLMetal = 8,
+  kDLVPI = 9,
+  kDLROCM = 10,
+  kDLROCMHost = 11,
+  kDLExtDev = 12,
+  kDLCUDAManaged = 13,
+  kDLOneAPI = 14,
+  kDLWebGPU = 15,
+  kDLHexagon = 16
+} DLDeviceType;
+typedef struct {
+  DLDeviceType device_type;
+  int32_t device_id;
+} DLDevice;
+typedef enum {
+  kDLInt = 0U,
+  kDLUInt = 1U,
+  kDLFloat = 2U,
+  kDLOpaqueHandle = 3U,
+  kDLBfloat = 4U,
+  kDLComplex = 5U,
+  kDLBool = 6U
+} DLDataTypeCode;
+typedef struct {
+  uint8_t code;   /* a DLDataTypeCode */
+  uint8_t bits;
+  uint16_t lanes;
+} DLDataType;
+typedef struct {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;     /* in elements; NULL means compact row-major */
+  uint64_t byte_offset;
+} DLTensor;
+typedef struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(struct DLManagedTensor* self);
+} DLManagedTensor;
+#endif
+
+/* Exports t (CPU or CUDA, any view) as a DLManagedTensor that shares t's memory: writes through
+ * either side are seen by the other. The DLManagedTensor keeps the memory alive until its deleter
+ * is called, which the consumer does exactly once (after that, t's handles are unaffected). No
+ * autodiff information travels. For CUDA tensors the data is ready on the default stream. */
+NX_API nx_status nx_tensor_to_dlpack(DLManagedTensor** out, nx_tensor t);
+/* Wraps the memory described by managed as a tensor without copying (kDLCPU or kDLCUDA; dtypes
+ * float16/32/64, bfloat16, int32/64, bool; lanes 1; strides >= 0 or NULL). On success the new
+ * tensor (and every view of it) owns managed and calls managed->deleter once when the last of them
+ * is freed. On failure managed is left untouched and still belongs to the caller. */
+NX_API nx_status nx_tensor_from_dlpack(nx_tensor* out, DLManagedTensor* managed);
+
+
+/* ---------------------------------------------------------------- layers (nx_module) */
+/* A module owns named parameters (leaf tensors that require grad) and child modules. Every
+ * constructor writes a module owned by the caller (free with nx_module_free); parameters are
+ * initialized like PyTorch's defaults from the generator seeded by nx_manual_seed. */
+typedef struct nx_module_s* nx_module;
+NX_API nx_status nx_linear_create(nx_module* out, int64_t in_features, int64_t out_features, bool bias,
+                                  nx_dtype dtype, nx_device device, nx_stream stream);
+NX_API nx_status nx_embedding_create(nx_module* out, int64_t num_embeddings, int64_t dim, nx_dtype dtype,
+                                     nx_device device, nx_stream stream);
+NX_API nx_status nx_layer_norm_create(nx_module* out, int64_t dim, double eps, nx_dtype dtype,
+                                      nx_device device, nx_stream stream);
+NX_API nx_status nx_rms_norm_create(nx_module* out, int64_t dim, double eps, nx_dtype dtype,
+                                    nx_device device, nx_stream stream);
+NX_API nx_status nx_dropout_create(nx_module* out, double p);
+/* name: relu, leaky_relu, gelu, gelu_tanh, silu (swish), softplus, mish, gcu (x cos x),
+ * gaussian (exp(-x^2)), sigmoid, tanh, softmax (last axis), identity. */
+NX_API nx_status nx_activation_create(nx_module* out, const char* name);
+NX_API nx_status nx_flatten_create(nx_module* out);
+NX_API nx_status nx_conv2d_create(nx_module* out, int64_t in_channels, int64_t out_channels, int64_t kernel,
+                                  int64_t stride, int64_t padding, bool bias, nx_dtype dtype, nx_device device,
+                                  nx_stream stream);
+NX_API nx_status nx_max_pool2d_create(nx_module* out, int64_t kernel, int64_t stride);
+NX_API nx_status nx_avg_pool2d_create(nx_module* out, int64_t kernel, int64_t stride);
+/* Containers share (do not take over) the modules given: the caller still frees its handles. */
+NX_API nx_status nx_sequential_create(nx_module* out, const nx_module* layers, size_t n);
+NX_API nx_status nx_residual_create(nx_module* out, nx_module inner);
+NX_API nx_status nx_swiglu_create(nx_module* out, int64_t dim, int64_t hidden, nx_dtype dtype, nx_device device,
+                                  nx_stream stream);
+typedef struct {
+  uint32_t struct_size; /* sizeof(nx_attention_config) */
+  int64_t dim, heads, kv_heads; /* kv_heads 0: same as heads (grouped-query when fewer) */
+  bool causal, alibi, rope;
+} nx_attention_config;
+/* Multi-head self-attention on [batch, seq, dim]. */
+NX_API nx_status nx_attention_create(nx_module* out, const nx_attention_config* config, nx_dtype dtype,
+                                     nx_device device, nx_stream stream);
+typedef struct {
+  uint32_t struct_size; /* sizeof(nx_transformer_config) */
+  int64_t vocab, context, dim, layers, heads, kv_heads, ffn_hidden; /* ffn_hidden 0: 4 * dim */
+  bool alibi, rope, swiglu, rms_norm, tie_embeddings;
+  double dropout;
+} nx_transformer_config;
+/* Pre-norm block: x + attn(norm(x)), then x + ffn(norm(x)); uses dim, heads, kv_heads, ffn_hidden,
+ * alibi, rope, swiglu, rms_norm, dropout of config. */
+NX_API nx_status nx_transformer_block_create(nx_module* out, const nx_transformer_config* config, nx_dtype dtype,
+                                             nx_device device, nx_stream stream);
+/* Decoder-only language model: [batch, seq] token ids -> [batch, seq, vocab] logits. */
+NX_API nx_status nx_gpt_create(nx_module* out, const nx_transformer_config* config, nx_dtype dtype,
+                               nx_device device, nx_stream stream);
+NX_API nx_status nx_module_forward(nx_tensor* out, nx_module m, nx_tensor x, nx_stream stream);
+/* "Linear", "GPT"...; static storage. */
+NX_API nx_status nx_module_kind(nx_module m, const char** out);
+NX_API nx_status nx_module_parameter_count(nx_module m, size_t* out);
+/* Parameter i: its dotted name (valid while m lives) and a new handle to the tensor itself. */
+NX_API nx_status nx_module_parameter(nx_module m, size_t i, const char** name, nx_tensor* out);
+/* Moves every parameter to device (existing parameter handles keep the old tensors). */
+NX_API nx_status nx_module_to(nx_module m, nx_device device, nx_stream stream);
+/* Training mode (dropout active) or evaluation mode. */
+NX_API nx_status nx_module_train(nx_module m, bool training);
+/* State dict as SafeTensors (names = parameter names); load checks names, shapes and dtypes. */
+NX_API nx_status nx_module_save(nx_module m, const char* path);
+NX_API nx_status nx_module_load(nx_module m, const char* path);
+NX_API void nx_module_free(nx_module m);
+
+typedef struct {
+  uint32_t struct_size; /* sizeof(nx_sample_config) */
+  double temperature;   /* 0: greedy */
+  int64_t top_k;        /* 0: off */
+  double top_p;         /* 1: off */
+  uint64_t seed;
+} nx_sample_config;
+/* Generates new_tokens tokens after the prompt with a preallocated per-layer KV cache; writes
+ * the prompt followed by the new tokens as a [1, n + new_tokens] NX_I64 CPU tensor. */
+NX_API nx_status nx_gpt_generate(nx_tensor* out, nx_module gpt, const int64_t* prompt, size_t n,
+                                 int64_t new_tokens, const nx_sample_config* config, nx_stream stream);
+
+/* ---------------------------------------------------------------- optimizers */
+typedef struct nx_optimizer_s* nx_optimizer;
+/* The optimizers update the n tensors given (leaves that require grad), e.g. a module's
+ * parameters; they keep their own references. torch.optim semantics. */
+NX_API nx_status nx_sgd_create(nx_optimizer* out, const nx_tensor* params, size_t n, double lr, double momentum,
+                               bool nesterov, double weight_decay);
+/* Adam, or AdamW when decoupled_weight_decay. */
+NX_API nx_status nx_adam_create(nx_optimizer* out, const nx_tensor* params, size_t n, double lr, double beta1,
+                                double beta2, double eps, double weight_decay, bool decoupled_weight_decay);
+/* Every parameter of a module, in nx_module_parameter order, as an array the caller frees with
+ * nx_tensor_array_free. */
+NX_API nx_status nx_module_parameters(nx_module m, nx_tensor** out, size_t* n);
+NX_API void nx_tensor_array_free(nx_tensor* tensors, size_t n);
+NX_API nx_status nx_optimizer_step(nx_optimizer opt, nx_stream stream);
+NX_API nx_status nx_optimizer_zero_grad(nx_optimizer opt);
+NX_API nx_status nx_optimizer_set_lr(nx_optimizer opt, double lr);
+NX_API nx_status nx_optimizer_get_lr(nx_optimizer opt, double* out);
+/* Optimizer state (moments, step count) as SafeTensors. */
+NX_API nx_status nx_optimizer_save(nx_optimizer opt, const char* path);
+NX_API nx_status nx_optimizer_load(nx_optimizer opt, const char* path);
+NX_API void nx_optimizer_free(nx_optimizer opt);
+/* Scales the gradients of params so that their global L2 norm is at most max_norm; writes the
+ * norm before clipping to *total_norm (may be NULL). */
+NX_API nx_status nx_clip_grad_norm(double* total_norm, const nx_tensor* params, size_t n, double max_norm,
+                                   nx_stream stream);
+/* Learning-rate schedules (pure functions of the step). */
+NX_API double nx_lr_step(double base_lr, int64_t step, int64_t step_size, double gamma);
+NX_API double nx_lr_cosine_warmup(double base_lr, int64_t step, int64_t warmup_steps, int64_t total_steps,
+                                  double min_lr);
+
+/* ---------------------------------------------------------------- text */
+typedef struct nx_tokenizer_s* nx_tokenizer;
+/* Byte-level tokenizer: 256 tokens, one per byte. */
+NX_API nx_status nx_tokenizer_bytes_create(nx_tokenizer* out);
+/* Byte-pair encoding learned from len bytes of text up to vocab_size tokens (>= 256). */
+NX_API nx_status nx_tokenizer_bpe_train(nx_tokenizer* out, const char* text, size_t len, int64_t vocab_size);
+NX_API nx_status nx_tokenizer_load(nx_tokenizer* out, const char* path);
+NX_API nx_status nx_tokenizer_save(nx_tokenizer tok, const char* path);
+NX_API nx_status nx_tokenizer_vocab_size(nx_tokenizer tok, int64_t* out);
+/* Encodes len bytes into a NX_I64 CPU tensor of token ids (1-d). */
+NX_API nx_status nx_tokenizer_encode(nx_tensor* out, nx_tokenizer tok, const char* text, size_t len);
+/* Decodes n ids into buf (capacity bytes, not NUL-terminated); *len receives the byte count.
+ * With a too small buffer: NX_ERR_INVALID_ARGUMENT and *len holds the size needed. */
+NX_API nx_status nx_tokenizer_decode(nx_tokenizer tok, const int64_t* ids, size_t n, char* buf, size_t capacity,
+                                     size_t* len);
+NX_API void nx_tokenizer_free(nx_tokenizer tok);
+/* Shuffled (input, target) windows of a 1-d token tensor: target is input shifted by one. */
+typedef struct nx_text_loader_s* nx_text_loader;
+NX_API nx_status nx_text_loader_create(nx_text_loader* out, nx_tensor tokens, int64_t batch, int64_t seq,
+                                       uint64_t seed);
+/* Next [batch, seq] NX_I64 inputs and targets on device. */
+NX_API nx_status nx_text_loader_next(nx_text_loader loader, nx_tensor* inputs, nx_tensor* targets,
+                                     nx_device device, nx_stream stream);
+NX_API nx_status nx_text_loader_batches_per_epoch(nx_text_loader loader, int64_t* out);
+NX_API void nx_text_loader_free(nx_text_loader loader);
+
 #ifdef __cplusplus
 }
 #endif

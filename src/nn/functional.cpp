@@ -1,0 +1,167 @@
+#include "nn/functional.hpp"
+
+#include <cmath>
+
+namespace nx::fn {
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  check_floating(x, "x");
+  Tensor mu = mean(x, {-1}, true);
+  Tensor xc = sub(x, mu);
+  Tensor v = mean(square(xc), {-1}, true);
+  Tensor y = mul(xc, unary(UnaryOp::Rsqrt, add_scalar(v, eps)));
+  if (weight.defined()) y = mul(y, weight);
+  if (bias.defined()) y = add(y, bias);
+  return y;
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
+  check_floating(x, "x");
+  Tensor ms = mean(square(x), {-1}, true);
+  Tensor y = mul(x, unary(UnaryOp::Rsqrt, add_scalar(ms, eps)));
+  return weight.defined() ? mul(y, weight) : y;
+}
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  if (p < 0 || p >= 1) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": dropout probability must be in [0, 1), got ", p);
+  if (!training || p == 0) return x;
+  Tensor u = rand(x.shape(), x.dtype(), x.device());
+  Tensor keep = binary(BinaryOp::Ge, u, full_like(u, p));
+  return where(keep, mul_scalar(x, 1.0 / (1.0 - p)), zeros_like(x));
+}
+
+Tensor rope(const Tensor& x, int64_t start, double base) {
+  const int64_t t = x.shape()[size_t(x.dim() - 2)], d = x.shape().back();
+  if (d % 2) fail(NX_ERR_SHAPE, current_api(), ": rotary embeddings need an even head dimension, got ", d);
+  // angle[p, i] = (start + p) / base^(2i/d)
+  Tensor pos = arange(double(start), double(start + t), 1, DType::F64, x.device());
+  Tensor inv = exp(mul_scalar(arange(0, double(d / 2), 1, DType::F64, x.device()), -2.0 * std::log(base) / double(d)));
+  Tensor ang = mul(unsqueeze(pos, 1), unsqueeze(inv, 0));  // [t, d/2]
+  Tensor c = cast(unary(UnaryOp::Cos, ang), x.dtype()), s = cast(unary(UnaryOp::Sin, ang), x.dtype());
+  Tensor x1 = slice(x, -1, 0, d / 2, 1), x2 = slice(x, -1, d / 2, d, 1);  // rotate-half convention
+  return cat({sub(mul(x1, c), mul(x2, s)), add(mul(x2, c), mul(x1, s))}, -1);
+}
+
+std::vector<double> alibi_slopes(int64_t heads) {
+  // For n a power of two: 2^(-8/n), 2^(-16/n), ...; otherwise the closest power of two's slopes
+  // followed by every other slope of twice that many heads (the paper's construction).
+  auto pow2 = [](int64_t n) {
+    std::vector<double> s;
+    double start = std::pow(2.0, -8.0 / double(n));
+    for (int64_t i = 0; i < n; ++i) s.push_back(std::pow(start, double(i + 1)));
+    return s;
+  };
+  int64_t p = 1;
+  while (p * 2 <= heads) p *= 2;
+  std::vector<double> s = pow2(p);
+  if (p < heads) {
+    std::vector<double> extra = pow2(2 * p);
+    for (int64_t i = 0; int64_t(s.size()) < heads; i += 2) s.push_back(extra[size_t(i)]);
+  }
+  return s;
+}
+
+Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, bool alibi, double scale) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
+    fail(NX_ERR_SHAPE, current_api(), ": attention expects [batch, heads, seq, head_dim] tensors, got q ",
+         shape_str(q.shape()), ", k ", shape_str(k.shape()), ", v ", shape_str(v.shape()));
+  const int64_t b = q.shape()[0], h = q.shape()[1], tq = q.shape()[2], d = q.shape()[3];
+  const int64_t hkv = k.shape()[1], tk = k.shape()[2];
+  if (k.shape() != v.shape() || k.shape()[0] != b || k.shape()[3] != d || hkv == 0 || h % hkv)
+    fail(NX_ERR_SHAPE, current_api(), ": k and v must be [", b, ", Hkv, Tk, ", d, "] with ", h,
+         " a multiple of Hkv; got k ", shape_str(k.shape()), ", v ", shape_str(v.shape()));
+  Tensor kk = k, vv = v;
+  if (hkv != h) {  // grouped-query: each kv head serves h / hkv query heads
+    const int64_t g = h / hkv;
+    kk = reshape(expand(unsqueeze(k, 2), {b, hkv, g, tk, d}), {b, h, tk, d});
+    vv = reshape(expand(unsqueeze(v, 2), {b, hkv, g, tk, d}), {b, h, tk, d});
+  }
+  Tensor scores = mul_scalar(matmul(q, transpose(kk, -1, -2)), scale);  // [b, h, tq, tk]
+  if (causal || alibi) {
+    // distance[i, j] = (query position) - (key position), query i at absolute position tk - tq + i
+    Tensor qpos = arange(double(tk - tq), double(tk), 1, DType::F64, q.device());
+    Tensor kpos = arange(0, double(tk), 1, DType::F64, q.device());
+    Tensor dist = sub(unsqueeze(qpos, 1), unsqueeze(kpos, 0));  // [tq, tk]
+    if (alibi) {
+      auto slopes = alibi_slopes(h);
+      Tensor sl = reshape(from_data(slopes.data(), {h}, DType::F64, Device{}), {h, 1, 1});
+      sl = to_device(sl, q.device());
+      scores = add(scores, cast(mul(neg(sl), unsqueeze(dist, 0)), scores.dtype()));
+    }
+    if (causal) {
+      Tensor future = binary(BinaryOp::Lt, dist, zeros_like(dist));
+      scores = where(future, full({}, -INFINITY, scores.dtype(), q.device()), scores);
+    }
+  }
+  return matmul(softmax(scores, -1), vv);
+}
+
+Tensor unfold2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t padding) {
+  if (x.dim() != 4) fail(NX_ERR_SHAPE, current_api(), ": expected [N, C, H, W], got ", shape_str(x.shape()));
+  if (kh <= 0 || kw <= 0 || stride <= 0 || padding < 0)
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": kernel and stride must be positive and padding >= 0");
+  const int64_t n = x.shape()[0], c = x.shape()[1], hh = x.shape()[2], ww = x.shape()[3];
+  const int64_t hp = hh + 2 * padding, wp = ww + 2 * padding;
+  const int64_t ho = (hp - kh) / stride + 1, wo = (wp - kw) / stride + 1;
+  if (ho <= 0 || wo <= 0)
+    fail(NX_ERR_SHAPE, current_api(), ": kernel ", kh, "x", kw, " does not fit the padded input ", hp, "x", wp);
+  Tensor xp = x;
+  if (padding) {  // zero padding as a differentiable scatter into a larger zero tensor
+    Tensor rows = slice_scatter(x, {n, c, hp, ww}, 2, padding, 1);
+    xp = slice_scatter(rows, {n, c, hp, wp}, 3, padding, 1);
+  }
+  // index[(ky * kw + kx) * L + oy * wo + ox] = (oy * stride + ky) * wp + ox * stride + kx
+  std::vector<int64_t> idx;
+  idx.reserve(size_t(kh * kw * ho * wo));
+  for (int64_t ky = 0; ky < kh; ++ky)
+    for (int64_t kx = 0; kx < kw; ++kx)
+      for (int64_t oy = 0; oy < ho; ++oy)
+        for (int64_t ox = 0; ox < wo; ++ox) idx.push_back((oy * stride + ky) * wp + ox * stride + kx);
+  Tensor index = to_device(from_data(idx.data(), {int64_t(idx.size())}, DType::I64, Device{}), x.device());
+  Tensor cols = index_select(reshape(xp, {n, c, hp * wp}), 2, index);  // [n, c, kh*kw*L]
+  return reshape(cols, {n, c * kh * kw, ho * wo});
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding) {
+  if (weight.dim() != 4 || x.dim() != 4 || weight.shape()[1] != x.shape()[1])
+    fail(NX_ERR_SHAPE, current_api(), ": conv2d needs x [N, C, H, W] and weight [O, C, kh, kw], got ",
+         shape_str(x.shape()), " and ", shape_str(weight.shape()));
+  const int64_t n = x.shape()[0], o = weight.shape()[0], kh = weight.shape()[2], kw = weight.shape()[3];
+  const int64_t ho = (x.shape()[2] + 2 * padding - kh) / stride + 1, wo = (x.shape()[3] + 2 * padding - kw) / stride + 1;
+  Tensor cols = unfold2d(x, kh, kw, stride, padding);              // [n, C*kh*kw, L]
+  Tensor w2 = reshape(weight, {o, -1});                            // [O, C*kh*kw]
+  Tensor y = matmul(w2, cols);                                     // [n, O, L] (broadcast batch)
+  if (bias.defined()) y = add(y, reshape(bias, {o, 1}));
+  return reshape(y, {n, o, ho, wo});
+}
+
+static Tensor pool(const Tensor& x, int64_t kernel, int64_t stride, bool is_max) {
+  const int64_t n = x.shape()[0], c = x.shape()[1];
+  const int64_t ho = (x.shape()[2] - kernel) / stride + 1, wo = (x.shape()[3] - kernel) / stride + 1;
+  Tensor cols = reshape(unfold2d(reshape(x, {n * c, 1, x.shape()[2], x.shape()[3]}), kernel, kernel, stride, 0),
+                        {n, c, kernel * kernel, ho * wo});
+  Tensor r = is_max ? amax(cols, {2}, false) : mean(cols, {2}, false);
+  return reshape(r, {n, c, ho, wo});
+}
+Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride) { return pool(x, kernel, stride, true); }
+Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride) { return pool(x, kernel, stride, false); }
+
+Tensor activation(const std::string& name, const Tensor& x) {
+  if (name == "relu") return unary(UnaryOp::Relu, x);
+  if (name == "leaky_relu") return unary(UnaryOp::LeakyRelu, x, 0.01);
+  if (name == "gelu") return unary(UnaryOp::Gelu, x);
+  if (name == "gelu_tanh") return unary(UnaryOp::GeluTanh, x);
+  if (name == "silu" || name == "swish") return unary(UnaryOp::Silu, x);
+  if (name == "softplus") return unary(UnaryOp::Softplus, x);
+  if (name == "mish") return unary(UnaryOp::Mish, x);
+  if (name == "gcu") return mul(x, unary(UnaryOp::Cos, x));
+  if (name == "gaussian") return exp(neg(square(x)));
+  if (name == "sigmoid") return unary(UnaryOp::Sigmoid, x);
+  if (name == "tanh") return unary(UnaryOp::Tanh, x);
+  if (name == "softmax") return softmax(x, -1);
+  if (name == "identity") return x;
+  fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": unknown activation \"", name,
+       "\" (relu, leaky_relu, gelu, gelu_tanh, silu, swish, softplus, mish, gcu, gaussian, sigmoid, tanh, softmax, identity)");
+}
+
+}  // namespace nx::fn

@@ -1,0 +1,132 @@
+#include "nn/optim.hpp"
+
+#include <cmath>
+
+namespace nx::nn {
+
+Optimizer::Optimizer(std::vector<Tensor> params, double lr_) : lr(lr_), params_(std::move(params)) {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!params_[i].requires_grad() || params_[i].grad_fn())
+      fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": parameter ", i, " is not a leaf tensor that requires grad");
+  }
+  if (!(lr_ >= 0)) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": learning rate must be >= 0, got ", lr_);
+}
+
+Tensor Optimizer::grad_of(size_t i) const {
+  auto& g = params_[i].impl()->grad;
+  return g ? detach(Tensor(g)) : Tensor();
+}
+
+void Optimizer::zero_grad() {
+  for (auto& p : params_) p.impl()->grad.reset();
+}
+
+SGD::SGD(std::vector<Tensor> params, double lr_, double mom, bool nest, double wd)
+    : Optimizer(std::move(params), lr_), momentum(mom), weight_decay(wd), nesterov(nest), buf_(params_.size()) {
+  if (nesterov && momentum <= 0)
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": Nesterov momentum needs momentum > 0");
+}
+
+void SGD::step() {
+  GradModeGuard off(false);
+  ++steps;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor g = grad_of(i);
+    if (!g.defined()) continue;
+    Tensor& p = params_[i];
+    if (weight_decay) g = add(g, mul_scalar(p, weight_decay));
+    if (momentum) {
+      buf_[i] = buf_[i].defined() ? add(mul_scalar(buf_[i], momentum), g) : clone(g);
+      g = nesterov ? add(g, mul_scalar(buf_[i], momentum)) : buf_[i];
+    }
+    copy_(p, sub(p, mul_scalar(g, lr)));
+  }
+}
+
+std::map<std::string, Tensor> SGD::state() const {
+  std::map<std::string, Tensor> s;
+  for (size_t i = 0; i < buf_.size(); ++i)
+    if (buf_[i].defined()) s["momentum." + std::to_string(i)] = buf_[i];
+  return s;
+}
+void SGD::load_state(const std::map<std::string, Tensor>& s) {
+  for (size_t i = 0; i < buf_.size(); ++i) {
+    auto it = s.find("momentum." + std::to_string(i));
+    buf_[i] = it == s.end() ? Tensor() : to_device(it->second, params_[i].device());
+  }
+}
+
+Adam::Adam(std::vector<Tensor> params, double lr_, double b1, double b2, double e, double wd, bool dec)
+    : Optimizer(std::move(params), lr_), beta1(b1), beta2(b2), eps(e), weight_decay(wd), decoupled(dec),
+      m_(params_.size()), v_(params_.size()) {
+  if (b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1)
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": betas must be in [0, 1), got ", b1, ", ", b2);
+}
+
+void Adam::step() {
+  GradModeGuard off(false);
+  ++steps;
+  const double bc1 = 1 - std::pow(beta1, double(steps)), bc2 = 1 - std::pow(beta2, double(steps));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor g = grad_of(i);
+    if (!g.defined()) continue;
+    Tensor& p = params_[i];
+    Tensor base = p;
+    if (weight_decay && decoupled) base = mul_scalar(p, 1 - lr * weight_decay);
+    else if (weight_decay) g = add(g, mul_scalar(p, weight_decay));
+    if (!m_[i].defined()) { m_[i] = zeros_like(p); v_[i] = zeros_like(p); }
+    m_[i] = add(mul_scalar(m_[i], beta1), mul_scalar(g, 1 - beta1));
+    v_[i] = add(mul_scalar(v_[i], beta2), mul_scalar(square(g), 1 - beta2));
+    // p -= lr * (m / bc1) / (sqrt(v / bc2) + eps), in torch's operation order
+    Tensor denom = add_scalar(mul_scalar(unary(UnaryOp::Sqrt, v_[i]), 1.0 / std::sqrt(bc2)), eps);
+    copy_(p, sub(base, mul_scalar(div(m_[i], denom), lr / bc1)));
+  }
+}
+
+std::map<std::string, Tensor> Adam::state() const {
+  std::map<std::string, Tensor> s;
+  for (size_t i = 0; i < m_.size(); ++i) {
+    if (!m_[i].defined()) continue;
+    s["m." + std::to_string(i)] = m_[i];
+    s["v." + std::to_string(i)] = v_[i];
+  }
+  return s;
+}
+void Adam::load_state(const std::map<std::string, Tensor>& s) {
+  for (size_t i = 0; i < m_.size(); ++i) {
+    auto m = s.find("m." + std::to_string(i)), v = s.find("v." + std::to_string(i));
+    m_[i] = m == s.end() ? Tensor() : to_device(m->second, params_[i].device());
+    v_[i] = v == s.end() ? Tensor() : to_device(v->second, params_[i].device());
+  }
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  GradModeGuard off(false);
+  double total = 0;
+  for (const auto& p : params)
+    if (p.impl()->grad) total += item(sum(square(cast(Tensor(p.impl()->grad), DType::F64)), {}, false));
+  total = std::sqrt(total);
+  if (total > max_norm) {
+    const double scale = max_norm / (total + 1e-6);
+    for (const auto& p : params)
+      if (p.impl()->grad) {
+        Tensor g(p.impl()->grad);
+        p.impl()->grad = mul_scalar(g, scale).impl_ptr();
+      }
+  }
+  return total;
+}
+
+double lr_step(double base, int64_t step, int64_t step_size, double gamma) {
+  if (step_size <= 0) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": step_size must be positive");
+  return base * std::pow(gamma, double(step / step_size));
+}
+
+double lr_cosine_warmup(double base, int64_t step, int64_t warmup, int64_t total, double min_lr) {
+  if (step < warmup) return base * double(step + 1) / double(warmup);
+  if (step >= total) return min_lr;
+  const double progress = double(step - warmup) / double(std::max<int64_t>(1, total - warmup));
+  return min_lr + 0.5 * (base - min_lr) * (1 + std::cos(M_PI * progress));
+}
+
+}  // namespace nx::nn

@@ -1,0 +1,64 @@
+// Optimizers (torch.optim semantics) over a list of parameter tensors, learning-rate schedules
+// and gradient clipping. Updates run under no-grad as in-place writes.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ops/ops.hpp"
+
+namespace nx::nn {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<Tensor> params, double lr);
+  virtual ~Optimizer() = default;
+  virtual void step() = 0;
+  virtual const char* kind() const = 0;
+  void zero_grad();
+  double lr;
+  // State tensors by name ("m.3", "v.3", "momentum.0") plus the step count, for save/load.
+  virtual std::map<std::string, Tensor> state() const = 0;
+  virtual void load_state(const std::map<std::string, Tensor>& state) = 0;
+  int64_t steps = 0;
+
+ protected:
+  std::vector<Tensor> params_;
+  Tensor grad_of(size_t i) const;  // undefined when the parameter has no gradient
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, double lr, double momentum, bool nesterov, double weight_decay);
+  void step() override;
+  const char* kind() const override { return "SGD"; }
+  std::map<std::string, Tensor> state() const override;
+  void load_state(const std::map<std::string, Tensor>& state) override;
+  double momentum, weight_decay;
+  bool nesterov;
+
+ private:
+  std::vector<Tensor> buf_;
+};
+
+// Adam, or AdamW when decoupled (weight decay applied to the weights, not the gradient).
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled);
+  void step() override;
+  const char* kind() const override { return decoupled ? "AdamW" : "Adam"; }
+  std::map<std::string, Tensor> state() const override;
+  void load_state(const std::map<std::string, Tensor>& state) override;
+  double beta1, beta2, eps, weight_decay;
+  bool decoupled;
+
+ private:
+  std::vector<Tensor> m_, v_;
+};
+
+// Scales all gradients so that their global L2 norm is at most max_norm; returns the norm before.
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+double lr_step(double base, int64_t step, int64_t step_size, double gamma);
+double lr_cosine_warmup(double base, int64_t step, int64_t warmup, int64_t total, double min_lr);
+
+}  // namespace nx::nn
