@@ -25,6 +25,7 @@
 #include <string>
 
 #include "cpp_test_util.hpp"
+#include "nn/functional.hpp"
 
 namespace {
 
@@ -105,7 +106,9 @@ Tensor leaf(std::mt19937_64& g, const Shape& shape, const Sampler& s, bool trans
     Shape st = base.strides();
     std::swap(st[st.size() - 1], st[st.size() - 2]);
     t = base.alias(shape, st, base.offset());
-    if (shape[shape.size() - 1] > 1 && shape[shape.size() - 2] > 1) EXPECT_FALSE(t.is_contiguous());
+    if (shape[shape.size() - 1] > 1 && shape[shape.size() - 2] > 1) {
+      EXPECT_FALSE(t.is_contiguous());
+    }
   }
   t.impl()->requires_grad = true;
   return t;
@@ -785,6 +788,45 @@ GRAD_CASE(AccumulationAndReuse) {
   }
 }
 
+// ---------------------------------------------------------------- nn composites
+// Layer ops of src/nn/functional.hpp (composed from the ops above): checked too, counted apart.
+std::set<std::string>& composites_verified() {
+  static std::set<std::string> s;
+  return s;
+}
+
+GRAD_CASE(NnComposites) {
+  std::mt19937_64 g(101);
+  auto s = U(-1.5, 1.5);
+  auto rec = [](const char* name, bool ok) {
+    verified().erase(name);  // not one of the ops.hpp ops
+    if (ok) composites_verified().insert(name);
+    else composites_verified().erase(name);
+  };
+  rec("layer_norm", gradcheck("layer_norm", one([](auto& x) { return nx::fn::layer_norm(x[0], x[1], x[2], 1e-5); }),
+                              {leaf(g, {3, 5}, s, true), leaf(g, {5}, s), leaf(g, {5}, s)}) &&
+                        gradcheck("layer_norm", one([](auto& x) { return nx::fn::layer_norm(x[0], Tensor(), Tensor(), 1e-5); }),
+                                  {leaf(g, {2, 2, 4}, s)}));
+  rec("rms_norm", gradcheck("rms_norm", one([](auto& x) { return nx::fn::rms_norm(x[0], x[1], 1e-6); }),
+                            {leaf(g, {3, 4}, s, true), leaf(g, {4}, s)}));
+  rec("rope", gradcheck("rope", one([](auto& x) { return nx::fn::rope(x[0], 3, 10000.0); }), {leaf(g, {1, 2, 3, 4}, s)}));
+  rec("attention",
+      gradcheck("attention", one([](auto& x) { return nx::fn::attention(x[0], x[1], x[2], true, true, 0.5); }),
+                {leaf(g, {1, 2, 3, 4}, s), leaf(g, {1, 1, 5, 4}, s), leaf(g, {1, 1, 5, 4}, s, true)}) &&
+          gradcheck("attention", one([](auto& x) { return nx::fn::attention(x[0], x[1], x[2], false, false, 0.7); }),
+                    {leaf(g, {2, 1, 2, 3}, s), leaf(g, {2, 1, 4, 3}, s), leaf(g, {2, 1, 4, 3}, s)}));
+  rec("unfold2d", gradcheck("unfold2d", one([](auto& x) { return post(nx::fn::unfold2d(x[0], 2, 3, 2, 1)); }),
+                            {leaf(g, {1, 2, 4, 5}, s, true)}));
+  rec("conv2d", gradcheck("conv2d", one([](auto& x) { return nx::fn::conv2d(x[0], x[1], x[2], 2, 1); }),
+                          {leaf(g, {2, 2, 5, 5}, s), leaf(g, {3, 2, 3, 3}, s), leaf(g, {3}, s)}));
+  rec("max_pool2d", gradcheck("max_pool2d", one([](auto& x) { return nx::fn::max_pool2d(x[0], 2, 2); }),
+                              {leaf(g, {1, 2, 4, 4}, distinct())}));
+  rec("avg_pool2d", gradcheck("avg_pool2d", one([](auto& x) { return post(nx::fn::avg_pool2d(x[0], 2, 1)); }),
+                              {leaf(g, {1, 2, 4, 3}, s, true)}));
+  for (const char* name : {"layer_norm", "rms_norm", "rope", "attention", "unfold2d", "conv2d", "max_pool2d", "avg_pool2d"})
+    EXPECT_TRUE(composites_verified().count(name)) << name;
+}
+
 // ---------------------------------------------------------------- the checks can fail
 // sin with a hand-written VJP: scaled by `scale`, and computed on detached values when
 // `detached` (right to first order, but not differentiable: its second order is wrong).
@@ -855,8 +897,9 @@ TEST(Gradcheck, Summary) {
   EXPECT_EQ(int(UnaryOp::Step) + 1 - 2, 26) << "UnaryOp changed: update kRequiredOps and the unary cases";
   size_t second = 0;
   for (const auto& op : second_order_verified()) second += required.count(op);
-  std::printf("gradcheck: %zu ops verified by finite differences in f64 (%zu of them also to second order)\n",
-              verified().size(), second);
+  std::printf("gradcheck: %zu ops verified by finite differences in f64 (%zu of them also to second order; "
+              "plus %zu nn layer composites)\n",
+              verified().size(), second, composites_verified().size());
 }
 
 }  // namespace

@@ -86,7 +86,9 @@ TEST(HalfConversion, F16AllPatternsDecodeAndRoundTrip) {
       uint16_t back = f32_to_f16(f);
       EXPECT_TRUE(f16_is_nan(back)) << std::hex << b << " -> " << back;
       EXPECT_EQ(back & 0x8000, h & 0x8000);
-      if (has_f16c()) EXPECT_TRUE(std::isnan(hw_f16_to_f32(h)));
+      if (has_f16c()) {
+        EXPECT_TRUE(std::isnan(hw_f16_to_f32(h)));
+      }
       continue;
     }
     if ((h & 0x7fff) == 0x7c00) {
@@ -95,7 +97,9 @@ TEST(HalfConversion, F16AllPatternsDecodeAndRoundTrip) {
       EXPECT_EQ(double(f), f16_value(h)) << std::hex << b;
     }
     EXPECT_EQ(std::signbit(f), bool(h & 0x8000)) << std::hex << b;  // -0 stays -0
-    if (has_f16c()) EXPECT_EQ(f32_bits(f), f32_bits(hw_f16_to_f32(h))) << std::hex << b;
+    if (has_f16c()) {
+      EXPECT_EQ(f32_bits(f), f32_bits(hw_f16_to_f32(h))) << std::hex << b;
+    }
     ASSERT_EQ(f32_to_f16(f), h) << "round trip of 0x" << std::hex << b;
     ++checked;
   }

@@ -357,7 +357,9 @@ TEST(Views, ViewMatchesBruteForceOracle) {
       ++views;
       EXPECT_TRUE(same_storage(v, t));
       for (size_t d = 0; d < target.size(); ++d)
-        if (target[d] > 1) EXPECT_EQ(v.strides()[d], (*want)[d]) << nx::shape_str(target);
+        if (target[d] > 1) {
+          EXPECT_EQ(v.strides()[d], (*want)[d]) << nx::shape_str(target);
+        }
       EXPECT_EQ(values(v), values(t));
     } else {
       ++copies;
@@ -481,8 +483,12 @@ TEST(StridedWalker, VisitsEveryElementOnceWithMatchingOffsets) {
     std::sort(got.begin(), got.end());
     EXPECT_EQ(got.size(), size_t(n)) << L.name;
     EXPECT_TRUE(got == want) << L.name;
-    if (std::string(L.name) == "contiguous 3-d") EXPECT_EQ(calls, 1) << "contiguous dims must coalesce into one row";
-    if (std::string(L.name) == "mergeable step-2 slice") EXPECT_EQ(calls, 1) << "uniformly strided dims must coalesce";
+    if (std::string(L.name) == "contiguous 3-d") {
+      EXPECT_EQ(calls, 1) << "contiguous dims must coalesce into one row";
+    }
+    if (std::string(L.name) == "mergeable step-2 slice") {
+      EXPECT_EQ(calls, 1) << "uniformly strided dims must coalesce";
+    }
   }
 }
 

@@ -1,0 +1,800 @@
+/* Python typemaps for nexus.i (module nexusgrad._nexus, the low-level layer).
+ *
+ * Conventions of the generated functions:
+ *   - every nx_status is checked: a failure raises nexusgrad.Error (a subclass per status, which
+ *     also derives from the matching built-in) carrying nx_last_error_message(); on success the
+ *     status is not returned;
+ *   - out-parameters (nx_tensor* out, size_t* out...) are not passed but returned; handles come
+ *     back as owned objects freed by the garbage collector exactly once (None for a NULL handle);
+ *   - counted arrays (const int64_t* shape, size_t ndim) take one Python sequence of ints (or one
+ *     int, or None for an empty array); tensor arrays take a sequence of handles;
+ *   - nx_device takes "cpu", "cuda", "cuda:N", a (type, index) tuple or an nx_device;
+ *     nx_device* out returns "cpu" or "cuda:N";
+ *   - data in and out goes through the buffer protocol (bytes, bytearray, numpy arrays...);
+ *   - the GIL is released around every call that computes, copies or synchronizes.
+ */
+
+%begin %{
+#define PY_SSIZE_T_CLEAN
+%}
+
+%{
+#include <string.h>
+#include <stdlib.h>
+
+/* ---------- exceptions: nexusgrad.Error and one subclass per status */
+#define NX_PY_NSTATUS 16
+static PyObject* nx_py_error_classes[NX_PY_NSTATUS];
+
+static PyObject* nx_py_new_error_class(PyObject* dict, const char* name, PyObject* bases, const char* doc) {
+  char qual[96];
+  PyObject* cls;
+  snprintf(qual, sizeof qual, "nexusgrad.%s", name);
+  cls = PyErr_NewExceptionWithDoc(qual, doc, bases, NULL);
+  if (cls && PyDict_SetItemString(dict, name, cls) < 0) {
+    Py_DECREF(cls);
+    return NULL;
+  }
+  return cls; /* the reference is kept in nx_py_error_classes for the process lifetime */
+}
+
+static int nx_py_init_errors(PyObject* dict) {
+  static const struct {
+    nx_status status;
+    const char* name;
+    PyObject** builtin;
+    const char* doc;
+  } table[] = {
+    {NX_ERR_INVALID_ARGUMENT, "InvalidArgumentError", &PyExc_ValueError,
+     "NX_ERR_INVALID_ARGUMENT: a NULL or freed handle, or a bad value."},
+    {NX_ERR_SHAPE, "ShapeError", &PyExc_ValueError, "NX_ERR_SHAPE: shapes that do not fit together, or a bad axis."},
+    {NX_ERR_DTYPE, "DTypeError", &PyExc_TypeError, "NX_ERR_DTYPE: an unsupported or mismatched dtype."},
+    {NX_ERR_DEVICE, "DeviceError", &PyExc_RuntimeError, "NX_ERR_DEVICE: a device mismatch or an unavailable device."},
+    {NX_ERR_OUT_OF_MEMORY, "OutOfMemoryError", &PyExc_MemoryError, "NX_ERR_OUT_OF_MEMORY: host or device memory exhausted."},
+    {NX_ERR_CUDA, "CudaError", &PyExc_RuntimeError, "NX_ERR_CUDA: an error reported by the CUDA runtime or a CUDA library."},
+    {NX_ERR_IO, "FileError", &PyExc_OSError, "NX_ERR_IO: a file could not be read or is malformed."},
+    {NX_ERR_NOT_IMPLEMENTED, "NotSupportedError", &PyExc_NotImplementedError,
+     "NX_ERR_NOT_IMPLEMENTED: the operation is not supported for these arguments."},
+    {NX_ERR_STATE, "StateError", &PyExc_RuntimeError,
+     "NX_ERR_STATE: an object in the wrong state (graph freed, tensor modified in place...)."},
+    {NX_ERR_INTERNAL, "InternalError", &PyExc_RuntimeError, "NX_ERR_INTERNAL: a bug in NexusGrad; please report it."},
+  };
+  size_t i;
+  PyObject* base = nx_py_new_error_class(dict, "Error", PyExc_Exception,
+      "Base class of every NexusGrad error. Attributes: status (int, an NX_ERR_* value), "
+      "status_name (e.g. 'NX_ERR_SHAPE') and message (the engine's nx_last_error_message()).");
+  if (base && (PyObject_SetAttrString(base, "status", Py_None) < 0 ||
+               PyObject_SetAttrString(base, "status_name", Py_None) < 0)) return -1;
+  if (!base) return -1;
+  for (i = 0; i < NX_PY_NSTATUS; ++i) {
+    Py_INCREF(base);
+    nx_py_error_classes[i] = base;
+  }
+  for (i = 0; i < sizeof table / sizeof table[0]; ++i) {
+    PyObject* bases = PyTuple_Pack(2, base, *table[i].builtin);
+    PyObject* cls;
+    if (!bases) return -1;
+    cls = nx_py_new_error_class(dict, table[i].name, bases, table[i].doc);
+    Py_DECREF(bases);
+    if (!cls) return -1;
+    {
+      PyObject* code = PyLong_FromLong((long)table[i].status);
+      PyObject* name = PyUnicode_FromString(nx_status_string(table[i].status));
+      int bad = !code || !name || PyObject_SetAttrString(cls, "status", code) < 0 ||
+                PyObject_SetAttrString(cls, "status_name", name) < 0;
+      Py_XDECREF(code);
+      Py_XDECREF(name);
+      if (bad) return -1;
+    }
+    Py_DECREF(nx_py_error_classes[table[i].status]);
+    nx_py_error_classes[table[i].status] = cls;
+  }
+  return 0;
+}
+
+/* Raises the exception for status with the engine's thread-local message. */
+static void nx_py_raise(nx_status status) {
+  const char* msg = nx_last_error_message();
+  PyObject* cls = ((unsigned)status < NX_PY_NSTATUS && nx_py_error_classes[status]) ? nx_py_error_classes[status]
+                                                                                  : PyExc_RuntimeError;
+  PyObject* text = PyUnicode_DecodeUTF8(msg, (Py_ssize_t)strlen(msg), "replace");
+  PyObject* exc;
+  if (!text) return;
+  exc = PyObject_CallFunctionObjArgs(cls, text, NULL);
+  if (exc) {
+    PyObject* code = PyLong_FromLong((long)status);
+    PyObject* name = PyUnicode_FromString(nx_status_string(status));
+    if (code && name) {
+      PyObject_SetAttrString(exc, "status", code);
+      PyObject_SetAttrString(exc, "status_name", name);
+    }
+    Py_XDECREF(code);
+    Py_XDECREF(name);
+    PyErr_SetObject(cls, exc);
+    Py_DECREF(exc);
+  }
+  Py_DECREF(text);
+}
+
+/* ---------- counted int64 arrays from Python */
+typedef struct {
+  int64_t* data;
+  size_t n;
+  int64_t small[8];
+} nx_py_dims;
+
+static int nx_py_dims_from(nx_py_dims* d, PyObject* obj, const char* what) {
+  Py_ssize_t i, n;
+  PyObject* seq;
+  d->data = d->small;
+  d->n = 0;
+  if (obj == Py_None) return 0;
+  if (PyLong_Check(obj) || (!PySequence_Check(obj) && PyIndex_Check(obj))) {
+    d->small[0] = PyLong_AsLongLong(obj);
+    if (d->small[0] == -1 && PyErr_Occurred()) return -1;
+    d->n = 1;
+    return 0;
+  }
+  seq = PySequence_Fast(obj, "");
+  if (!seq) {
+    PyErr_Format(PyExc_TypeError, "%s must be a sequence of ints, an int or None, not %.100s", what,
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  n = PySequence_Fast_GET_SIZE(seq);
+  if (n > 8) {
+    d->data = (int64_t*)malloc(sizeof(int64_t) * (size_t)n);
+    if (!d->data) {
+      d->data = d->small;
+      Py_DECREF(seq);
+      PyErr_NoMemory();
+      return -1;
+    }
+  }
+  for (i = 0; i < n; ++i) {
+    PyObject* item = PySequence_Fast_GET_ITEM(seq, i);
+    long long v = PyLong_AsLongLong(item);
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Format(PyExc_TypeError, "%s[%zd] must be an int, not %.100s", what, i, Py_TYPE(item)->tp_name);
+      Py_DECREF(seq);
+      return -1;
+    }
+    d->data[i] = (int64_t)v;
+  }
+  d->n = (size_t)n;
+  Py_DECREF(seq);
+  return 0;
+}
+static void nx_py_dims_free(nx_py_dims* d) {
+  if (d->data && d->data != d->small) free(d->data);
+  d->data = NULL;
+}
+
+/* ---------- devices */
+static int nx_py_device_from(nx_device* out, PyObject* obj, swig_type_info* device_type) {
+  if (PyUnicode_Check(obj)) {
+    const char* s = PyUnicode_AsUTF8(obj);
+    const char* rest = NULL;
+    if (!s) return -1;
+    if (strncmp(s, "cpu", 3) == 0) {
+      out->type = NX_CPU;
+      rest = s + 3;
+    } else if (strncmp(s, "cuda", 4) == 0) {
+      out->type = NX_CUDA;
+      rest = s + 4;
+    }
+    if (rest) {
+      out->index = 0;
+      if (*rest == 0) return 0;
+      if (*rest == ':' && rest[1]) {
+        char* end = NULL;
+        long v = strtol(rest + 1, &end, 10);
+        if (*end == 0 && v >= 0 && v <= 0x7fffffff) {
+          out->index = (int32_t)v;
+          return 0;
+        }
+      }
+    }
+    PyErr_Format(PyExc_ValueError, "invalid device '%s' (expected 'cpu', 'cuda' or 'cuda:N')", s);
+    return -1;
+  }
+  if (PyTuple_Check(obj) && PyTuple_GET_SIZE(obj) == 2) {
+    long t = PyLong_AsLong(PyTuple_GET_ITEM(obj, 0));
+    long i = PyLong_AsLong(PyTuple_GET_ITEM(obj, 1));
+    if (PyErr_Occurred()) return -1;
+    out->type = (nx_device_type)t;
+    out->index = (int32_t)i;
+    return 0;
+  }
+  {
+    void* p = NULL;
+    if (SWIG_IsOK(SWIG_ConvertPtr(obj, &p, device_type, 0)) && p) {
+      *out = *(nx_device*)p;
+      return 0;
+    }
+  }
+  PyErr_Format(PyExc_TypeError, "device must be 'cpu', 'cuda', 'cuda:N', a (type, index) tuple or an nx_device, not %.100s",
+               Py_TYPE(obj)->tp_name);
+  return -1;
+}
+static PyObject* nx_py_device_to(nx_device d) {
+  if (d.type == NX_CPU) return PyUnicode_FromString("cpu");
+  if (d.type == NX_CUDA) return PyUnicode_FromFormat("cuda:%d", (int)d.index);
+  return PyUnicode_FromFormat("device(%d):%d", (int)d.type, (int)d.index);
+}
+
+/* ---------- handle arrays */
+typedef struct {
+  nx_tensor* data;
+  size_t n;
+  nx_tensor small[8];
+} nx_py_handles;
+
+static int nx_py_handles_from(nx_py_handles* h, PyObject* obj, swig_type_info* ty, const char* what) {
+  Py_ssize_t i, n;
+  PyObject* seq = PySequence_Fast(obj, "");
+  h->data = h->small;
+  h->n = 0;
+  if (!seq) {
+    PyErr_Format(PyExc_TypeError, "%s must be a sequence of tensors, not %.100s", what, Py_TYPE(obj)->tp_name);
+    return -1;
+  }
+  n = PySequence_Fast_GET_SIZE(seq);
+  if (n > 8) {
+    h->data = (nx_tensor*)calloc((size_t)n, sizeof(nx_tensor));
+    if (!h->data) {
+      h->data = h->small;
+      Py_DECREF(seq);
+      PyErr_NoMemory();
+      return -1;
+    }
+  }
+  for (i = 0; i < n; ++i) {
+    PyObject* item = PySequence_Fast_GET_ITEM(seq, i);
+    void* p = NULL;
+    if (item != Py_None && !SWIG_IsOK(SWIG_ConvertPtr(item, &p, ty, 0))) {
+      PyObject* inner = PyObject_GetAttrString(item, "_h"); /* a nexusgrad.Tensor */
+      if (!inner || !SWIG_IsOK(SWIG_ConvertPtr(inner, &p, ty, 0))) {
+        Py_XDECREF(inner);
+        PyErr_Clear();
+        PyErr_Format(PyExc_TypeError, "%s[%zd] must be a tensor, not %.100s", what, i, Py_TYPE(item)->tp_name);
+        Py_DECREF(seq);
+        if (h->data != h->small) free(h->data);
+        h->data = h->small;
+        return -1;
+      }
+      Py_DECREF(inner);
+    }
+    h->data[i] = (nx_tensor)p;
+  }
+  h->n = (size_t)n;
+  Py_DECREF(seq);
+  return 0;
+}
+static void nx_py_handles_free(nx_py_handles* h) {
+  if (h->data && h->data != h->small) free(h->data);
+  h->data = NULL;
+}
+
+/* A list of owned handle objects from an array of handles written by the engine; on failure
+ * frees the handles not yet given to Python. */
+static PyObject* nx_py_handle_list(nx_tensor* hs, size_t n, swig_type_info* ty) {
+  size_t i;
+  PyObject* list = PyList_New((Py_ssize_t)n);
+  for (i = 0; i < n; ++i) {
+    PyObject* o;
+    if (!list) {
+      nx_tensor_free(hs[i]);
+      continue;
+    }
+    if (hs[i]) {
+      o = SWIG_NewPointerObj((void*)hs[i], ty, SWIG_POINTER_OWN);
+      if (!o) {
+        nx_tensor_free(hs[i]);
+        Py_CLEAR(list);
+        continue;
+      }
+    } else {
+      Py_INCREF(Py_None);
+      o = Py_None;
+    }
+    PyList_SET_ITEM(list, (Py_ssize_t)i, o);
+  }
+  return list;
+}
+
+/* ---------- DLPack capsules */
+static void nx_py_dlpack_capsule_destructor(PyObject* capsule) {
+  /* Called when the capsule dies: if no consumer renamed it to "used_dltensor", we still own it. */
+  if (PyCapsule_IsValid(capsule, "dltensor")) {
+    DLManagedTensor* m = (DLManagedTensor*)PyCapsule_GetPointer(capsule, "dltensor");
+    if (m && m->deleter) m->deleter(m);
+  } else {
+    PyErr_Clear();
+  }
+}
+
+/* ---------- gradient checkpointing: a Python callable as nx_checkpoint_fn */
+static swig_type_info* nx_py_tensor_type(void);
+
+static nx_status nx_py_checkpoint_trampoline(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs,
+                                             size_t ninputs, void* user_data) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  nx_status status = NX_ERR_INVALID_ARGUMENT;
+  PyObject *args = NULL, *res = NULL, *seq = NULL;
+  size_t i;
+  swig_type_info* ty = nx_py_tensor_type();
+  for (i = 0; i < noutputs; ++i) outputs[i] = NULL;
+  if (PyErr_Occurred()) goto done; /* an earlier call failed: do not run Python code over it */
+  args = PyList_New((Py_ssize_t)ninputs);
+  if (!args) goto done;
+  for (i = 0; i < ninputs; ++i) {
+    nx_tensor h = NULL;
+    PyObject* o;
+    if (nx_tensor_retain(&h, inputs[i]) != NX_OK) { /* the callable may keep what it gets */
+      nx_py_raise(NX_ERR_INVALID_ARGUMENT);
+      goto done;
+    }
+    o = SWIG_NewPointerObj((void*)h, ty, SWIG_POINTER_OWN);
+    if (!o) {
+      nx_tensor_free(h);
+      goto done;
+    }
+    PyList_SET_ITEM(args, (Py_ssize_t)i, o);
+  }
+  res = PyObject_CallFunctionObjArgs((PyObject*)user_data, args, NULL);
+  if (!res) goto done;
+  seq = PySequence_Fast(res, "the checkpoint function must return a sequence of tensor handles");
+  if (!seq) goto done;
+  if ((size_t)PySequence_Fast_GET_SIZE(seq) != noutputs) {
+    PyErr_Format(PyExc_ValueError, "the checkpoint function returned %zd tensors, expected %zu",
+                 PySequence_Fast_GET_SIZE(seq), noutputs);
+    goto done;
+  }
+  for (i = 0; i < noutputs; ++i) {
+    void* p = NULL;
+    PyObject* item = PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i);
+    if (!SWIG_IsOK(SWIG_ConvertPtr(item, &p, ty, 0)) || !p) {
+      PyErr_Format(PyExc_TypeError, "the checkpoint function returned a %.100s, expected a tensor handle",
+                   Py_TYPE(item)->tp_name);
+      goto done;
+    }
+    /* the checkpoint owns what fn writes: give it its own handle */
+    if (nx_tensor_retain(&outputs[i], (nx_tensor)p) != NX_OK) {
+      nx_py_raise(NX_ERR_INVALID_ARGUMENT);
+      goto done;
+    }
+  }
+  status = NX_OK;
+done:
+  if (status != NX_OK)
+    for (i = 0; i < noutputs; ++i) {
+      nx_tensor_free(outputs[i]);
+      outputs[i] = NULL;
+    }
+  Py_XDECREF(seq);
+  Py_XDECREF(res);
+  Py_XDECREF(args);
+  PyGILState_Release(gil);
+  return status;
+}
+%}
+
+%{
+static swig_type_info* nx_py_tensor_type(void) { return SWIGTYPE_p_nx_tensor_s; }
+%}
+
+%init %{
+  if (nx_py_init_errors(d) < 0) return NULL;
+%}
+
+/* ---------------------------------------------------------------- GIL */
+/* Released around every C call, except those that only read a field or are trivially short. */
+%exception {
+  Py_BEGIN_ALLOW_THREADS
+  $action
+  Py_END_ALLOW_THREADS
+}
+%define NX_PY_KEEP_GIL(NAME)
+%noexception NAME;
+%enddef
+NX_PY_KEEP_GIL(nx_version_string)
+NX_PY_KEEP_GIL(nx_abi_version)
+NX_PY_KEEP_GIL(nx_status_string)
+NX_PY_KEEP_GIL(nx_last_error_message)
+NX_PY_KEEP_GIL(nx_clear_error)
+NX_PY_KEEP_GIL(nx_dtype_size)
+NX_PY_KEEP_GIL(nx_dtype_name)
+NX_PY_KEEP_GIL(nx_get_num_threads)
+NX_PY_KEEP_GIL(nx_cpu_simd_level)
+NX_PY_KEEP_GIL(nx_manual_seed)
+NX_PY_KEEP_GIL(nx_live_tensor_count)
+NX_PY_KEEP_GIL(nx_tensor_ndim)
+NX_PY_KEEP_GIL(nx_tensor_shape)
+NX_PY_KEEP_GIL(nx_tensor_strides)
+NX_PY_KEEP_GIL(nx_tensor_numel)
+NX_PY_KEEP_GIL(nx_tensor_dtype)
+NX_PY_KEEP_GIL(nx_tensor_device)
+NX_PY_KEEP_GIL(nx_tensor_is_contiguous)
+NX_PY_KEEP_GIL(nx_tensor_data_ptr)
+NX_PY_KEEP_GIL(nx_tensor_retain)
+NX_PY_KEEP_GIL(nx_tensor_set_requires_grad)
+NX_PY_KEEP_GIL(nx_tensor_requires_grad)
+NX_PY_KEEP_GIL(nx_tensor_is_leaf)
+NX_PY_KEEP_GIL(nx_tensor_grad)
+NX_PY_KEEP_GIL(nx_tensor_zero_grad)
+NX_PY_KEEP_GIL(nx_tensor_detach)
+NX_PY_KEEP_GIL(nx_grad_mode_set)
+NX_PY_KEEP_GIL(nx_grad_mode_enabled)
+NX_PY_KEEP_GIL(nx_cuda_set_tf32)
+NX_PY_KEEP_GIL(nx_cuda_tf32_enabled)
+NX_PY_KEEP_GIL(nx_cuda_device_count)
+/* Destructors run from the collector (maybe at interpreter shutdown): keep the GIL. */
+%noexception nx_tensor_s::~nx_tensor_s;
+%noexception nx_stream_s::~nx_stream_s;
+%noexception nx_event_s::~nx_event_s;
+%noexception nx_safetensors_s::~nx_safetensors_s;
+%noexception nx_graph_s::~nx_graph_s;
+
+/* ---------------------------------------------------------------- status */
+%typemap(out) nx_status {
+  if ($1 != NX_OK) {
+    /* an exception raised by Python code that the call ran (a checkpoint function) wins */
+    if (!PyErr_Occurred()) nx_py_raise($1);
+    SWIG_fail;
+  }
+  $result = SWIG_Py_Void();
+}
+/* nx_status as a value (nx_status_string's argument) stays an int. */
+%typemap(in) nx_status {
+  long v = PyLong_AsLong($input);
+  if (v == -1 && PyErr_Occurred()) SWIG_fail;
+  $1 = (nx_status)v;
+}
+
+/* ---------------------------------------------------------------- scalars */
+/* Accept anything with __index__ / __float__ (NumPy scalars included), fast. */
+%typemap(in) int64_t {
+  $1 = (int64_t)PyLong_AsLongLong($input);
+  if ($1 == -1 && PyErr_Occurred()) SWIG_fail;
+}
+%typemap(in) double {
+  $1 = PyFloat_AsDouble($input);
+  if ($1 == -1.0 && PyErr_Occurred()) SWIG_fail;
+}
+%typemap(in) bool {
+  int v = PyObject_IsTrue($input);
+  if (v < 0) SWIG_fail;
+  $1 = v ? true : false;
+}
+%typemap(in) nx_dtype {
+  long v = PyLong_AsLong($input);
+  if (v == -1 && PyErr_Occurred()) SWIG_fail;
+  $1 = (nx_dtype)v;
+}
+%typemap(in) nx_reduction {
+  long v = PyLong_AsLong($input);
+  if (v == -1 && PyErr_Occurred()) SWIG_fail;
+  $1 = (nx_reduction)v;
+}
+
+/* ---------------------------------------------------------------- out-parameters */
+%define NX_PY_OUT_HANDLE(TYPE, STRUCT, FREE)
+%typemap(in, numinputs=0) TYPE* out (TYPE tmp = NULL) { $1 = &tmp; }
+%typemap(argout) TYPE* out {
+  PyObject* o;
+  if (tmp$argnum) {
+    o = SWIG_NewPointerObj((void*)tmp$argnum, $descriptor(STRUCT*), SWIG_POINTER_OWN);
+    if (!o) {
+      FREE(tmp$argnum);
+      SWIG_fail;
+    }
+  } else {
+    o = SWIG_Py_Void();
+  }
+  $result = SWIG_Python_AppendOutput($result, o);
+}
+%enddef
+NX_PY_OUT_HANDLE(nx_tensor, nx_tensor_s, nx_tensor_free)
+NX_PY_OUT_HANDLE(nx_stream, nx_stream_s, nx_stream_free)
+NX_PY_OUT_HANDLE(nx_event, nx_event_s, nx_event_free)
+NX_PY_OUT_HANDLE(nx_safetensors, nx_safetensors_s, nx_safetensors_free)
+NX_PY_OUT_HANDLE(nx_graph, nx_graph_s, nx_graph_free)
+
+%define NX_PY_OUT_VALUE(TYPE, INIT, CONVERT)
+%typemap(in, numinputs=0) TYPE* out (TYPE tmp = INIT) { $1 = &tmp; }
+%typemap(argout) TYPE* out {
+  PyObject* o = CONVERT;
+  if (!o) SWIG_fail;
+  $result = SWIG_Python_AppendOutput($result, o);
+}
+%enddef
+NX_PY_OUT_VALUE(size_t, 0, PyLong_FromSize_t(tmp$argnum))
+NX_PY_OUT_VALUE(int64_t, 0, PyLong_FromLongLong((long long)tmp$argnum))
+NX_PY_OUT_VALUE(bool, false, PyBool_FromLong(tmp$argnum))
+NX_PY_OUT_VALUE(double, 0.0, PyFloat_FromDouble(tmp$argnum))
+NX_PY_OUT_VALUE(nx_dtype, NX_F32, PyLong_FromLong((long)tmp$argnum))
+NX_PY_OUT_VALUE(void*, NULL, PyLong_FromVoidPtr(tmp$argnum))
+NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum, (Py_ssize_t)strlen(tmp$argnum), "replace") : SWIG_Py_Void()))
+
+%typemap(in, numinputs=0) nx_device* out (nx_device tmp) {
+  tmp.type = NX_CPU;
+  tmp.index = 0;
+  $1 = &tmp;
+}
+%typemap(argout) nx_device* out {
+  PyObject* o = nx_py_device_to(tmp$argnum);
+  if (!o) SWIG_fail;
+  $result = SWIG_Python_AppendOutput($result, o);
+}
+
+%typemap(in, numinputs=0) nx_cuda_memory_stats* out (nx_cuda_memory_stats tmp) {
+  memset(&tmp, 0, sizeof tmp);
+  tmp.struct_size = (uint32_t)sizeof tmp;
+  $1 = &tmp;
+}
+%typemap(argout) nx_cuda_memory_stats* out {
+  PyObject* o = Py_BuildValue("{s:K,s:K,s:K,s:K}", "allocated_bytes", (unsigned long long)tmp$argnum.allocated_bytes,
+                              "reserved_bytes", (unsigned long long)tmp$argnum.reserved_bytes,
+                              "peak_allocated_bytes", (unsigned long long)tmp$argnum.peak_allocated_bytes,
+                              "num_device_allocs", (unsigned long long)tmp$argnum.num_device_allocs);
+  if (!o) SWIG_fail;
+  $result = SWIG_Python_AppendOutput($result, o);
+}
+
+/* nx_tensor_shape / nx_tensor_strides: the rank is asked first, a tuple comes back. */
+%typemap(in, numinputs=1) (nx_tensor t, int64_t* out, size_t capacity) (void* argp = NULL, int64_t small[8], int64_t* buf = NULL, size_t nd = 0) {
+  nx_status st;
+  if (!SWIG_IsOK(SWIG_ConvertPtr($input, &argp, $descriptor(nx_tensor_s*), 0))) {
+    SWIG_exception_fail(SWIG_TypeError, "in method '$symname', argument t must be a tensor handle");
+  }
+  $1 = (nx_tensor)argp;
+  st = nx_tensor_ndim($1, &nd);
+  if (st != NX_OK) {
+    nx_py_raise(st);
+    SWIG_fail;
+  }
+  buf = nd <= 8 ? small : (int64_t*)malloc(nd * sizeof(int64_t));
+  if (!buf) {
+    PyErr_NoMemory();
+    SWIG_fail;
+  }
+  $2 = buf;
+  $3 = nd;
+}
+%typemap(argout) (nx_tensor t, int64_t* out, size_t capacity) {
+  PyObject* tup = PyTuple_New((Py_ssize_t)nd$argnum);
+  size_t i;
+  if (!tup) SWIG_fail;
+  for (i = 0; i < nd$argnum; ++i) {
+    PyObject* v = PyLong_FromLongLong((long long)buf$argnum[i]);
+    if (!v) {
+      Py_DECREF(tup);
+      SWIG_fail;
+    }
+    PyTuple_SET_ITEM(tup, (Py_ssize_t)i, v);
+  }
+  $result = SWIG_Python_AppendOutput($result, tup);
+}
+%typemap(freearg) (nx_tensor t, int64_t* out, size_t capacity) {
+  if (buf$argnum && buf$argnum != small$argnum) free(buf$argnum);
+}
+
+/* ---------------------------------------------------------------- devices */
+%typemap(in) nx_device {
+  if (nx_py_device_from(&$1, $input, $descriptor(nx_device*)) < 0) SWIG_fail;
+}
+
+/* ---------------------------------------------------------------- counted int64 arrays */
+%typemap(in) (const int64_t* shape, size_t ndim) (nx_py_dims dims, int have_dims = 0) {
+  have_dims = 1;
+  if (nx_py_dims_from(&dims, $input, "$1_name") < 0) SWIG_fail;
+  $1 = dims.n ? dims.data : NULL;
+  $2 = dims.n;
+}
+%typemap(freearg) (const int64_t* shape, size_t ndim) { if (have_dims$argnum) nx_py_dims_free(&dims$argnum); }
+%apply (const int64_t* shape, size_t ndim) {
+  (const int64_t* dims, size_t ndim),
+  (const int64_t* axes, size_t naxes)
+};
+
+/* ---------------------------------------------------------------- tensor arrays */
+%typemap(in) (const nx_tensor* xs, size_t n) (nx_py_handles hs, int have_hs = 0) {
+  have_hs = 1;
+  if (nx_py_handles_from(&hs, $input, $descriptor(nx_tensor_s*), "$1_name") < 0) SWIG_fail;
+  $1 = hs.data;
+  $2 = hs.n;
+}
+%typemap(freearg) (const nx_tensor* xs, size_t n) { if (have_hs$argnum) nx_py_handles_free(&hs$argnum); }
+
+%apply (const nx_tensor* xs, size_t n) {
+  (const nx_tensor* inputs, size_t ninputs),
+  (const nx_tensor* tangents, size_t ninputs),
+  (const nx_tensor* tensors, size_t n)
+};
+
+/* Arrays of out-handles (nx_split's outs, nx_autograd_grad's grads): not passed; allocated once the
+ * count is known (check), returned as a list of owned handles (None for NULL entries). */
+%typemap(in, numinputs=0) nx_tensor* outs, nx_tensor* grads { $1 = NULL; }
+%typemap(freearg) nx_tensor* outs, nx_tensor* grads { free($1); }
+
+/* nx_split(x, sizes, axis, stream) -> list */
+%apply (const int64_t* shape, size_t ndim) { (const int64_t* sizes, size_t nsizes) };
+%typemap(check) (nx_tensor* outs, nx_tensor x, const int64_t* sizes, size_t nsizes) {
+  $1 = (nx_tensor*)calloc($4 ? $4 : 1, sizeof(nx_tensor));
+  if (!$1) {
+    PyErr_NoMemory();
+    SWIG_fail;
+  }
+}
+%typemap(argout) (nx_tensor* outs, nx_tensor x, const int64_t* sizes, size_t nsizes) {
+  PyObject* list = nx_py_handle_list($1, $4, $descriptor(nx_tensor_s*));
+  if (!list) SWIG_fail;
+  $result = SWIG_Python_AppendOutput($result, list);
+}
+
+/* nx_autograd_grad(root, grad, inputs, retain_graph, create_graph, stream) -> list */
+%typemap(check) (nx_tensor* grads, nx_tensor root, nx_tensor grad, const nx_tensor* inputs, size_t ninputs) {
+  $1 = (nx_tensor*)calloc($5 ? $5 : 1, sizeof(nx_tensor));
+  if (!$1) {
+    PyErr_NoMemory();
+    SWIG_fail;
+  }
+}
+%typemap(argout) (nx_tensor* grads, nx_tensor root, nx_tensor grad, const nx_tensor* inputs, size_t ninputs) {
+  PyObject* list = nx_py_handle_list($1, $5, $descriptor(nx_tensor_s*));
+  if (!list) SWIG_fail;
+  $result = SWIG_Python_AppendOutput($result, list);
+}
+
+/* nx_jvp(output, inputs, tangents, stream): two sequences of equal length */
+%typemap(in) const nx_tensor* inputs (nx_py_handles ins, int have_ins = 0) {
+  have_ins = 1;
+  if (nx_py_handles_from(&ins, $input, $descriptor(nx_tensor_s*), "inputs") < 0) SWIG_fail;
+  $1 = ins.data;
+}
+%typemap(freearg) const nx_tensor* inputs { if (have_ins$argnum) nx_py_handles_free(&ins$argnum); }
+%typemap(check) (const nx_tensor* inputs, const nx_tensor* tangents, size_t ninputs) {
+  if (ins$argnum.n != $3) {
+    PyErr_Format(PyExc_ValueError, "$symname: %zu inputs but %zu tangents", ins$argnum.n, (size_t)$3);
+    SWIG_fail;
+  }
+}
+
+/* nx_checkpoint(noutputs, fn, inputs, stream) -> list. fn(list of handles) returns a sequence
+ * of noutputs handles. The C API has no destructor for user_data and calls fn again inside
+ * backward, whenever that happens: the callable is therefore kept alive for the life of the
+ * process (one reference per nx_checkpoint call). */
+%typemap(in) (nx_tensor* outputs, size_t noutputs) (size_t nout = 0) {
+  long long v = PyLong_AsLongLong($input);
+  if (v == -1 && PyErr_Occurred()) SWIG_fail;
+  if (v < 0 || v > 4096) {
+    PyErr_Format(PyExc_ValueError, "noutputs must be in 0..4096, got %lld", v);
+    SWIG_fail;
+  }
+  nout = (size_t)v;
+  $1 = (nx_tensor*)calloc(nout ? nout : 1, sizeof(nx_tensor));
+  if (!$1) {
+    PyErr_NoMemory();
+    SWIG_fail;
+  }
+  $2 = nout;
+}
+%typemap(argout) (nx_tensor* outputs, size_t noutputs) {
+  PyObject* list = nx_py_handle_list($1, $2, $descriptor(nx_tensor_s*));
+  if (!list) SWIG_fail;
+  $result = SWIG_Python_AppendOutput($result, list);
+}
+%typemap(freearg) (nx_tensor* outputs, size_t noutputs) { free($1); }
+%typemap(in) (nx_checkpoint_fn fn, void* user_data) {
+  if (!PyCallable_Check($input)) {
+    SWIG_exception_fail(SWIG_TypeError, "in method '$symname', fn must be callable");
+  }
+  $1 = nx_py_checkpoint_trampoline;
+  $2 = (void*)$input;
+}
+%typemap(check) (nx_checkpoint_fn fn, void* user_data) {
+  Py_INCREF((PyObject*)$2); /* kept: see above */
+}
+
+/* nx_safetensors_save(path, names, tensors): a sequence of str and one of tensors */
+%typemap(in) const char* const* names (PyObject* nameseq = NULL, Py_ssize_t nnames = 0) {
+  Py_ssize_t i;
+  nameseq = PySequence_Fast($input, "names must be a sequence of str");
+  if (!nameseq) SWIG_fail;
+  nnames = PySequence_Fast_GET_SIZE(nameseq);
+  $1 = (const char**)calloc(nnames ? (size_t)nnames : 1, sizeof(char*));
+  if (!$1) {
+    PyErr_NoMemory();
+    SWIG_fail;
+  }
+  for (i = 0; i < nnames; ++i) {
+    $1[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(nameseq, i)); /* valid while nameseq lives */
+    if (!$1[i]) SWIG_fail;
+  }
+}
+%typemap(freearg) const char* const* names {
+  free((void*)$1);
+  Py_XDECREF(nameseq$argnum);
+}
+%typemap(check) (const char* const* names, const nx_tensor* tensors, size_t n) {
+  if ((size_t)nnames$argnum != $3) {
+    PyErr_Format(PyExc_ValueError, "$symname: %zd names but %zu tensors", nnames$argnum, (size_t)$3);
+    SWIG_fail;
+  }
+}
+
+/* ---------------------------------------------------------------- host buffers */
+/* nx_tensor_from_data(data, shape, dtype, device, stream); data is any C-contiguous buffer of
+ * exactly prod(shape) * nx_dtype_size(dtype) bytes (checked: the engine reads that many). */
+%typemap(in) const void* data (Py_buffer view, int have_view = 0) {
+  if (PyObject_GetBuffer($input, &view, PyBUF_C_CONTIGUOUS) < 0) SWIG_fail;
+  have_view = 1;
+  $1 = view.buf;
+}
+%typemap(freearg) const void* data {
+  if (have_view$argnum) PyBuffer_Release(&view$argnum);
+}
+%typemap(check) (const void* data, const int64_t* shape, size_t ndim, nx_dtype dtype) {
+  size_t need = nx_dtype_size($4), i;
+  int overflow = 0;
+  for (i = 0; i < $3; ++i) {
+    if ($2[i] < 0) {
+      overflow = 1; /* the engine reports the negative dimension */
+      break;
+    }
+    if ($2[i] != 0 && need > ((size_t)-1) / (size_t)$2[i]) {
+      overflow = 1;
+      break;
+    }
+    need *= (size_t)$2[i];
+  }
+  if (need && !overflow && (size_t)view$argnum.len != need) {
+    PyErr_Format(PyExc_ValueError, "$symname: the buffer has %zd bytes but shape and dtype need %zu",
+                 view$argnum.len, need);
+    SWIG_fail;
+  }
+  if (overflow) $1 = NULL; /* let the engine name the problem without reading the buffer */
+}
+
+/* nx_tensor_copy_to_host: (t, dst, stream); dst is a writable C-contiguous buffer whose size the
+ * engine checks against the tensor. */
+%typemap(in) (void* dst, size_t nbytes) (Py_buffer view, int have_view = 0) {
+  if (PyObject_GetBuffer($input, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) SWIG_fail;
+  have_view = 1;
+  $1 = view.buf;
+  $2 = (size_t)view.len;
+}
+%typemap(freearg) (void* dst, size_t nbytes) {
+  if (have_view$argnum) PyBuffer_Release(&view$argnum);
+}
+
+/* ---------------------------------------------------------------- DLPack */
+/* nx_tensor_to_dlpack(t) -> PyCapsule "dltensor" (deleted by its destructor unless consumed). */
+%typemap(in, numinputs=0) DLManagedTensor** out (DLManagedTensor* tmp = NULL) { $1 = &tmp; }
+%typemap(argout) DLManagedTensor** out {
+  PyObject* cap = PyCapsule_New((void*)tmp$argnum, "dltensor", nx_py_dlpack_capsule_destructor);
+  if (!cap) {
+    if (tmp$argnum && tmp$argnum->deleter) tmp$argnum->deleter(tmp$argnum);
+    SWIG_fail;
+  }
+  $result = SWIG_Python_AppendOutput($result, cap);
+}
+/* nx_tensor_from_dlpack(capsule): a "dltensor" capsule, renamed "used_dltensor" once consumed. */
+%typemap(in) DLManagedTensor* managed {
+  if (!PyCapsule_IsValid($input, "dltensor")) {
+    SWIG_exception_fail(SWIG_ValueError, "in method '$symname', expected a DLPack capsule named 'dltensor' "
+                        "(not yet consumed)");
+  }
+  $1 = (DLManagedTensor*)PyCapsule_GetPointer($input, "dltensor");
+  if (!$1) SWIG_fail;
+}
+%typemap(argout) DLManagedTensor* managed {
+  if (PyCapsule_SetName($input, "used_dltensor") < 0) SWIG_fail;
+}
+
+/* The DLPack structs are C plumbing; Python sees capsules. */
+%ignore DLDevice;
+%ignore DLDataType;
+%ignore DLTensor;
+%ignore DLManagedTensor;

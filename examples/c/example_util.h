@@ -1,0 +1,183 @@
+/* Small helpers shared by the C examples: error checks, timing, a progress bar, gzip input via
+ * the gzip program, and a dependency-free PNG line plot (stored deflate blocks, no zlib). */
+#ifndef NEXUS_EXAMPLE_UTIL_H
+#define NEXUS_EXAMPLE_UTIL_H
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nexus.h>
+
+#define CHECK(call)                                                                                   \
+  do {                                                                                                \
+    nx_status st_ = (call);                                                                           \
+    if (st_ != NX_OK) {                                                                               \
+      fprintf(stderr, "%s:%d: %s failed: %s: %s\n", __FILE__, __LINE__, #call, nx_status_string(st_), \
+              nx_last_error_message());                                                               \
+      exit(1);                                                                                        \
+    }                                                                                                 \
+  } while (0)
+
+static inline double ex_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* [#####.....] step/total  extra  ETA */
+static inline void ex_progress(int64_t step, int64_t total, double start, const char* extra) {
+  const int width = 24;
+  int filled = (int)(width * step / (total > 0 ? total : 1));
+  double elapsed = ex_now() - start, eta = step > 0 ? elapsed * (double)(total - step) / (double)step : 0;
+  char bar[32];
+  for (int i = 0; i < width; ++i) bar[i] = i < filled ? '#' : '.';
+  bar[width] = 0;
+  fprintf(stderr, "\r[%s] %lld/%lld %s ETA %4.0fs ", bar, (long long)step, (long long)total, extra, eta);
+  if (step == total) fputc('\n', stderr);
+  fflush(stderr);
+}
+
+/* Reads a whole file, decompressing with gzip -dc when the name ends in .gz. Returns malloc'd
+ * bytes (caller frees) or NULL. */
+static inline unsigned char* ex_read_file(const char* path, size_t* size) {
+  size_t n = strlen(path);
+  FILE* f;
+  int piped = n > 3 && strcmp(path + n - 3, ".gz") == 0;
+  if (piped) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "gzip -dc '%s'", path);
+    f = popen(cmd, "r");
+  } else {
+    f = fopen(path, "rb");
+  }
+  if (!f) return NULL;
+  size_t cap = 1 << 20, len = 0;
+  unsigned char* buf = (unsigned char*)malloc(cap);
+  for (;;) {
+    if (len == cap) buf = (unsigned char*)realloc(buf, cap *= 2);
+    size_t got = fread(buf + len, 1, cap - len, f);
+    if (!got) break;
+    len += got;
+  }
+  int bad = piped ? pclose(f) != 0 : (fclose(f), 0);
+  if (bad || !len) { free(buf); return NULL; }
+  *size = len;
+  return buf;
+}
+
+static inline uint32_t ex_crc32(const unsigned char* p, size_t n, uint32_t crc) {
+  crc = ~crc;
+  for (size_t i = 0; i < n; ++i) {
+    crc ^= p[i];
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+static inline void ex_be32(unsigned char* p, uint32_t v) {
+  p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16); p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+}
+
+static inline void ex_chunk(FILE* f, const char* type, const unsigned char* data, uint32_t n) {
+  unsigned char hdr[8];
+  ex_be32(hdr, n);
+  memcpy(hdr + 4, type, 4);
+  fwrite(hdr, 1, 8, f);
+  if (n) fwrite(data, 1, n, f);
+  uint32_t crc = ex_crc32((const unsigned char*)type, 4, 0);
+  crc = ex_crc32(data, n, crc);
+  unsigned char c[4];
+  ex_be32(c, crc);
+  fwrite(c, 1, 4, f);
+}
+
+/* Plots up to two series (y1 required, y2 may be NULL; NAN entries are skipped) against their
+ * index into a w x h RGB PNG with axes; y1 blue, y2 orange. Returns 0 on success. */
+static inline int ex_plot_png(const char* path, const double* y1, const double* y2, int n, int w, int h) {
+  unsigned char* img = (unsigned char*)malloc((size_t)w * h * 3);
+  memset(img, 255, (size_t)w * h * 3);
+  double lo = INFINITY, hi = -INFINITY;
+  for (int i = 0; i < n; ++i) {
+    if (!isnan(y1[i])) { lo = fmin(lo, y1[i]); hi = fmax(hi, y1[i]); }
+    if (y2 && !isnan(y2[i])) { lo = fmin(lo, y2[i]); hi = fmax(hi, y2[i]); }
+  }
+  if (!(hi > lo)) { hi = lo + 1; }
+  const int m = 30;
+#define EX_PX(x, y, r, g, b) do { int xx_ = (x), yy_ = (y); if (xx_ >= 0 && xx_ < w && yy_ >= 0 && yy_ < h) { \
+    unsigned char* p_ = img + ((size_t)yy_ * w + xx_) * 3; p_[0] = (r); p_[1] = (g); p_[2] = (b); } } while (0)
+  for (int x = m; x < w - m; ++x) EX_PX(x, h - m, 0, 0, 0);
+  for (int y = m; y < h - m; ++y) EX_PX(m, y, 0, 0, 0);
+  for (int s = 0; s < 2; ++s) {
+    const double* y = s ? y2 : y1;
+    if (!y) continue;
+    int px = -1, py = -1;
+    for (int i = 0; i < n; ++i) {
+      if (isnan(y[i])) continue;
+      int x = m + (int)((double)(w - 2 * m) * i / (n > 1 ? n - 1 : 1));
+      int yy = (h - m) - (int)((double)(h - 2 * m) * (y[i] - lo) / (hi - lo));
+      if (px >= 0) {
+        int steps = abs(x - px) > abs(yy - py) ? abs(x - px) : abs(yy - py);
+        for (int k = 0; k <= steps; ++k) {
+          int ix = px + (steps ? (x - px) * k / steps : 0), iy = py + (steps ? (yy - py) * k / steps : 0);
+          for (int d = 0; d < 2; ++d) {
+            if (s == 0) EX_PX(ix, iy + d, 31, 119, 180); else EX_PX(ix, iy + d, 255, 127, 14);
+          }
+        }
+      }
+      px = x; py = yy;
+    }
+  }
+#undef EX_PX
+  /* zlib stream of stored blocks: each scanline is filter byte 0 + RGB */
+  size_t raw_len = (size_t)h * (1 + (size_t)w * 3);
+  unsigned char* raw = (unsigned char*)malloc(raw_len);
+  for (int y = 0; y < h; ++y) {
+    raw[(size_t)y * (1 + w * 3)] = 0;
+    memcpy(raw + (size_t)y * (1 + w * 3) + 1, img + (size_t)y * w * 3, (size_t)w * 3);
+  }
+  size_t nblocks = (raw_len + 65534) / 65535;
+  size_t zlen = 2 + raw_len + nblocks * 5 + 4;
+  unsigned char* z = (unsigned char*)malloc(zlen);
+  size_t at = 0;
+  z[at++] = 0x78; z[at++] = 0x01;
+  uint32_t a = 1, b = 0;
+  for (size_t off = 0; off < raw_len; off += 65535) {
+    size_t len = raw_len - off < 65535 ? raw_len - off : 65535;
+    z[at++] = off + len == raw_len ? 1 : 0;
+    z[at++] = (unsigned char)(len & 0xff); z[at++] = (unsigned char)(len >> 8);
+    z[at++] = (unsigned char)(~len & 0xff); z[at++] = (unsigned char)((~len >> 8) & 0xff);
+    memcpy(z + at, raw + off, len);
+    at += len;
+  }
+  for (size_t i = 0; i < raw_len; ++i) { a = (a + raw[i]) % 65521; b = (b + a) % 65521; }
+  ex_be32(z + at, (b << 16) | a);
+  at += 4;
+  FILE* f = fopen(path, "wb");
+  int rc = -1;
+  if (f) {
+    static const unsigned char sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
+    unsigned char ihdr[13];
+    ex_be32(ihdr, (uint32_t)w); ex_be32(ihdr + 4, (uint32_t)h);
+    ihdr[8] = 8; ihdr[9] = 2; ihdr[10] = 0; ihdr[11] = 0; ihdr[12] = 0;
+    fwrite(sig, 1, 8, f);
+    ex_chunk(f, "IHDR", ihdr, 13);
+    ex_chunk(f, "IDAT", z, (uint32_t)at);
+    ex_chunk(f, "IEND", NULL, 0);
+    rc = fclose(f);
+  }
+  free(img); free(raw); free(z);
+  return rc;
+}
+
+/* The first CUDA device when there is one, else the CPU (NEXUS_DEVICE=cpu forces the CPU). */
+static inline nx_device ex_default_device(void) {
+  const char* want = getenv("NEXUS_DEVICE");
+  nx_device d = {NX_CPU, 0};
+  if ((!want || strcmp(want, "cpu") != 0) && nx_cuda_device_count() > 0) d.type = NX_CUDA;
+  return d;
+}
+
+#endif
