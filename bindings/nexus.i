@@ -36,6 +36,39 @@ NX_HANDLE(nx_stream_s, nx_stream_free)
 NX_HANDLE(nx_event_s, nx_event_free)
 NX_HANDLE(nx_safetensors_s, nx_safetensors_free)
 NX_HANDLE(nx_graph_s, nx_graph_free)
+NX_HANDLE(nx_module_s, nx_module_free)
+NX_HANDLE(nx_optimizer_s, nx_optimizer_free)
+NX_HANDLE(nx_tokenizer_s, nx_tokenizer_free)
+NX_HANDLE(nx_text_loader_s, nx_text_loader_free)
+/* Arrays of handles written by the engine are converted by the typemaps, which free them. */
+%ignore nx_tensor_array_free;
+
+/* ---------------------------------------------------------------- versioned structs */
+/* Structs whose first field is struct_size get a constructor that zero-fills them and sets it. */
+%define NX_SIZED_STRUCT(STRUCT)
+%extend STRUCT {
+  STRUCT() {
+    STRUCT* s = (STRUCT*)calloc(1, sizeof(STRUCT));
+    if (s) s->struct_size = (uint32_t)sizeof(STRUCT);
+    return s;
+  }
+}
+%enddef
+NX_SIZED_STRUCT(nx_cuda_memory_stats)
+NX_SIZED_STRUCT(nx_attention_config)
+NX_SIZED_STRUCT(nx_transformer_config)
+NX_SIZED_STRUCT(nx_sample_config)
+/* nx_device(type, index) */
+%extend nx_device {
+  nx_device(nx_device_type type, int32_t index) {
+    nx_device* d = (nx_device*)calloc(1, sizeof(nx_device));
+    if (d) {
+      d->type = type;
+      d->index = index;
+    }
+    return d;
+  }
+}
 
 /* The version macros become module constants; DLPack's implementation macros do not. */
 %ignore DLPACK_DLPACK_H_;

@@ -326,6 +326,16 @@ NX_API nx_status nx_linear(nx_tensor* out, nx_tensor x, nx_tensor weight, nx_ten
 NX_API nx_status nx_softmax(nx_tensor* out, nx_tensor x, int64_t axis, nx_stream stream);
 NX_API nx_status nx_log_softmax(nx_tensor* out, nx_tensor x, int64_t axis, nx_stream stream);
 
+/* ---------------------------------------------------------------- attention */
+/* softmax(q k^T * scale + bias) v without materializing the [Tq, Tk] scores (flash attention).
+ * q [B, H, Tq, D], k and v [B, Hkv, Tk, D] with H a multiple of Hkv (grouped-query attention);
+ * D <= 256; f32, f64, f16, bf16 (half types accumulate in f32). Query i sits at position
+ * Tk - Tq + i, so Tq < Tk is a prefill after a KV cache. causal masks keys after the query;
+ * alibi adds -slope_h * (query position - key position) with the standard ALiBi slopes; scale
+ * <= 0 means 1/sqrt(D). Differentiable (once: no double backward through this op). */
+NX_API nx_status nx_flash_attention(nx_tensor* out, nx_tensor q, nx_tensor k, nx_tensor v, bool causal, bool alibi,
+                                    double scale, nx_stream stream);
+
 /* ---------------------------------------------------------------- indexing */
 /* Selects entries of x along axis at the integer (i32/i64) indices of the 1-d tensor index. */
 NX_API nx_status nx_index_select(nx_tensor* out, nx_tensor x, int64_t axis, nx_tensor index,

@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages NexusGrad needs to build and test, skipping those present.
 set -euo pipefail
 packages=(build-essential cmake pkg-config ccache libcmocka-dev libgtest-dev
-          python3-torch python3-numpy python3-pytest python3-venv python3-dev swig graphviz valgrind)
+          python3-torch python3-numpy python3-pytest python3-venv python3-dev swig graphviz valgrind
+          dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -14,7 +14,7 @@ if [[ $steps == *build* ]]; then
   log "build"
   cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DNEXUS_TORCH_PYTHON=python3 \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-  cmake --build build-gpu --target nexus_gpu_tests cuda_bench quickstart parity_fixtures_cuda test_parity > "$out/build.log" 2>&1 \
+  cmake --build build-gpu --target nexus_gpu_tests cuda_bench attention_bench quickstart train_gpt parity_fixtures_cuda test_parity > "$out/build.log" 2>&1 \
     || { grep -E 'error' -A3 "$out/build.log" | head -60; exit 1; }
 fi
 if [[ $steps == *test* ]]; then
@@ -35,4 +35,13 @@ fi
 if [[ $steps == *bench* ]]; then
   log "cuda bench"
   python3 bench/cuda_bench.py build-gpu/bench/cuda_bench --json "$out/cuda_bench.json" 2>&1 | tee "$out/cuda_bench.txt"
+fi
+if [[ $steps == *attention* ]]; then
+  log "attention bench"
+  timeout ${ATTN_TIMEOUT:-420} python3 bench/attention_bench.py build-gpu/bench/attention_bench ${ATTN_WHAT:-all} 2>&1 | tee "$out/attention_bench.txt"
+fi
+if [[ $steps == *gpt* ]]; then
+  log "train_gpt on the GPU"
+  scripts/get_data.sh >/dev/null 2>&1 || true
+  [ -s data/mobydick.txt ] && build-gpu/train_gpt data/mobydick.txt "${GPT_STEPS:-1500}" "$out/gpt" 2> "$out/gpt_progress.txt" | tee "$out/train_gpt.txt"
 fi

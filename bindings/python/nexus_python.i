@@ -26,6 +26,7 @@
 #define NX_PY_NSTATUS 16
 static PyObject* nx_py_error_classes[NX_PY_NSTATUS];
 
+static PyObject* nx_py_public_names; /* the module's __all__ (-builtin), so `import *` sees the classes */
 static PyObject* nx_py_new_error_class(PyObject* dict, const char* name, PyObject* bases, const char* doc) {
   char qual[96];
   PyObject* cls;
@@ -34,6 +35,15 @@ static PyObject* nx_py_new_error_class(PyObject* dict, const char* name, PyObjec
   if (cls && PyDict_SetItemString(dict, name, cls) < 0) {
     Py_DECREF(cls);
     return NULL;
+  }
+  if (cls && nx_py_public_names) {
+    PyObject* s = PyUnicode_FromString(name);
+    if (!s || PyList_Append(nx_py_public_names, s) < 0) {
+      Py_XDECREF(s);
+      Py_DECREF(cls);
+      return NULL;
+    }
+    Py_DECREF(s);
   }
   return cls; /* the reference is kept in nx_py_error_classes for the process lifetime */
 }
@@ -225,9 +235,9 @@ static PyObject* nx_py_device_to(nx_device d) {
 
 /* ---------- handle arrays */
 typedef struct {
-  nx_tensor* data;
+  void** data;
   size_t n;
-  nx_tensor small[8];
+  void* small[8];
 } nx_py_handles;
 
 static int nx_py_handles_from(nx_py_handles* h, PyObject* obj, swig_type_info* ty, const char* what) {
@@ -241,7 +251,7 @@ static int nx_py_handles_from(nx_py_handles* h, PyObject* obj, swig_type_info* t
   }
   n = PySequence_Fast_GET_SIZE(seq);
   if (n > 8) {
-    h->data = (nx_tensor*)calloc((size_t)n, sizeof(nx_tensor));
+    h->data = (void**)calloc((size_t)n, sizeof(void*));
     if (!h->data) {
       h->data = h->small;
       Py_DECREF(seq);
@@ -265,7 +275,7 @@ static int nx_py_handles_from(nx_py_handles* h, PyObject* obj, swig_type_info* t
       }
       Py_DECREF(inner);
     }
-    h->data[i] = (nx_tensor)p;
+    h->data[i] = p;
   }
   h->n = (size_t)n;
   Py_DECREF(seq);
@@ -288,7 +298,7 @@ static PyObject* nx_py_handle_list(nx_tensor* hs, size_t n, swig_type_info* ty) 
       continue;
     }
     if (hs[i]) {
-      o = SWIG_NewPointerObj((void*)hs[i], ty, SWIG_POINTER_OWN);
+      o = SWIG_Python_NewPointerObj(NULL, (void*)hs[i], ty, SWIG_POINTER_OWN);
       if (!o) {
         nx_tensor_free(hs[i]);
         Py_CLEAR(list);
@@ -301,6 +311,19 @@ static PyObject* nx_py_handle_list(nx_tensor* hs, size_t n, swig_type_info* ty) 
     PyList_SET_ITEM(list, (Py_ssize_t)i, o);
   }
   return list;
+}
+
+/* (a, b) of owned handles; frees both on failure. */
+static PyObject* nx_py_handle_pair(nx_tensor a, nx_tensor b, swig_type_info* ty) {
+  nx_tensor hs[2];
+  PyObject *list, *tup;
+  hs[0] = a;
+  hs[1] = b;
+  list = nx_py_handle_list(hs, 2, ty);
+  if (!list) return NULL;
+  tup = PyList_AsTuple(list);
+  Py_DECREF(list);
+  return tup;
 }
 
 /* ---------- DLPack capsules */
@@ -335,7 +358,7 @@ static nx_status nx_py_checkpoint_trampoline(nx_tensor* outputs, size_t noutputs
       nx_py_raise(NX_ERR_INVALID_ARGUMENT);
       goto done;
     }
-    o = SWIG_NewPointerObj((void*)h, ty, SWIG_POINTER_OWN);
+    o = SWIG_Python_NewPointerObj(NULL, (void*)h, ty, SWIG_POINTER_OWN);
     if (!o) {
       nx_tensor_free(h);
       goto done;
@@ -385,6 +408,9 @@ static swig_type_info* nx_py_tensor_type(void) { return SWIGTYPE_p_nx_tensor_s; 
 %}
 
 %init %{
+#ifdef SWIGPYTHON_BUILTIN
+  nx_py_public_names = public_interface;
+#endif
   if (nx_py_init_errors(d) < 0) return NULL;
 %}
 
@@ -500,9 +526,13 @@ NX_PY_OUT_HANDLE(nx_stream, nx_stream_s, nx_stream_free)
 NX_PY_OUT_HANDLE(nx_event, nx_event_s, nx_event_free)
 NX_PY_OUT_HANDLE(nx_safetensors, nx_safetensors_s, nx_safetensors_free)
 NX_PY_OUT_HANDLE(nx_graph, nx_graph_s, nx_graph_free)
+NX_PY_OUT_HANDLE(nx_module, nx_module_s, nx_module_free)
+NX_PY_OUT_HANDLE(nx_optimizer, nx_optimizer_s, nx_optimizer_free)
+NX_PY_OUT_HANDLE(nx_tokenizer, nx_tokenizer_s, nx_tokenizer_free)
+NX_PY_OUT_HANDLE(nx_text_loader, nx_text_loader_s, nx_text_loader_free)
 
 %define NX_PY_OUT_VALUE(TYPE, INIT, CONVERT)
-%typemap(in, numinputs=0) TYPE* out (TYPE tmp = INIT) { $1 = &tmp; }
+%typemap(in, numinputs=0) TYPE* out (TYPE tmp = INIT) { $1 = ($1_ltype)&tmp; }
 %typemap(argout) TYPE* out {
   PyObject* o = CONVERT;
   if (!o) SWIG_fail;
@@ -516,6 +546,19 @@ NX_PY_OUT_VALUE(double, 0.0, PyFloat_FromDouble(tmp$argnum))
 NX_PY_OUT_VALUE(nx_dtype, NX_F32, PyLong_FromLong((long)tmp$argnum))
 NX_PY_OUT_VALUE(void*, NULL, PyLong_FromVoidPtr(tmp$argnum))
 NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum, (Py_ssize_t)strlen(tmp$argnum), "replace") : SWIG_Py_Void()))
+
+/* nx_text_loader_next's two out-handles, nx_module_parameter's name, nx_clip_grad_norm's norm */
+%typemap(in, numinputs=0) (nx_tensor* inputs, nx_tensor* targets) (nx_tensor tin = NULL, nx_tensor ttg = NULL) {
+  $1 = &tin;
+  $2 = &ttg;
+}
+%typemap(argout) (nx_tensor* inputs, nx_tensor* targets) {
+  PyObject* pair = nx_py_handle_pair(tin$argnum, ttg$argnum, $descriptor(nx_tensor_s*));
+  if (!pair) SWIG_fail;
+  $result = SWIG_Python_AppendOutput($result, pair);
+}
+%apply const char** out { const char** name };
+%apply double* out { double* total_norm };
 
 %typemap(in, numinputs=0) nx_device* out (nx_device tmp) {
   tmp.type = NX_CPU;
@@ -586,13 +629,13 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
 }
 
 /* ---------------------------------------------------------------- counted int64 arrays */
-%typemap(in) (const int64_t* shape, size_t ndim) (nx_py_dims dims, int have_dims = 0) {
-  have_dims = 1;
-  if (nx_py_dims_from(&dims, $input, "$1_name") < 0) SWIG_fail;
-  $1 = dims.n ? dims.data : NULL;
-  $2 = dims.n;
+%typemap(in) (const int64_t* shape, size_t ndim) (nx_py_dims nxdims, int nx_have_dims = 0) {
+  nx_have_dims = 1;
+  if (nx_py_dims_from(&nxdims, $input, "$1_name") < 0) SWIG_fail;
+  $1 = nxdims.n ? nxdims.data : NULL;
+  $2 = nxdims.n;
 }
-%typemap(freearg) (const int64_t* shape, size_t ndim) { if (have_dims$argnum) nx_py_dims_free(&dims$argnum); }
+%typemap(freearg) (const int64_t* shape, size_t ndim) { if (nx_have_dims$argnum) nx_py_dims_free(&nxdims$argnum); }
 %apply (const int64_t* shape, size_t ndim) {
   (const int64_t* dims, size_t ndim),
   (const int64_t* axes, size_t naxes)
@@ -602,7 +645,7 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
 %typemap(in) (const nx_tensor* xs, size_t n) (nx_py_handles hs, int have_hs = 0) {
   have_hs = 1;
   if (nx_py_handles_from(&hs, $input, $descriptor(nx_tensor_s*), "$1_name") < 0) SWIG_fail;
-  $1 = hs.data;
+  $1 = ($1_ltype)hs.data;
   $2 = hs.n;
 }
 %typemap(freearg) (const nx_tensor* xs, size_t n) { if (have_hs$argnum) nx_py_handles_free(&hs$argnum); }
@@ -610,8 +653,90 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
 %apply (const nx_tensor* xs, size_t n) {
   (const nx_tensor* inputs, size_t ninputs),
   (const nx_tensor* tangents, size_t ninputs),
-  (const nx_tensor* tensors, size_t n)
+  (const nx_tensor* tensors, size_t n),
+  (const nx_tensor* params, size_t n)
 };
+%typemap(in) (const nx_module* layers, size_t n) (nx_py_handles hs, int have_hs = 0) {
+  have_hs = 1;
+  if (nx_py_handles_from(&hs, $input, $descriptor(nx_module_s*), "$1_name") < 0) SWIG_fail;
+  $1 = ($1_ltype)hs.data;
+  $2 = hs.n;
+}
+%typemap(freearg) (const nx_module* layers, size_t n) { if (have_hs$argnum) nx_py_handles_free(&hs$argnum); }
+
+/* nx_module_parameters(m) -> list of handles (each retained, then the engine's array is freed) */
+%typemap(in, numinputs=0) (nx_tensor** out, size_t* n) (nx_tensor* arr = NULL, size_t cnt = 0) {
+  $1 = &arr;
+  $2 = &cnt;
+}
+%typemap(argout) (nx_tensor** out, size_t* n) {
+  size_t i;
+  nx_tensor* mine = (nx_tensor*)calloc(cnt$argnum ? cnt$argnum : 1, sizeof(nx_tensor));
+  PyObject* list = NULL;
+  if (mine) {
+    for (i = 0; i < cnt$argnum; ++i)
+      if (nx_tensor_retain(&mine[i], arr$argnum[i]) != NX_OK) mine[i] = NULL;
+    list = nx_py_handle_list(mine, cnt$argnum, $descriptor(nx_tensor_s*));
+    free(mine);
+  } else {
+    PyErr_NoMemory();
+  }
+  nx_tensor_array_free(arr$argnum, cnt$argnum);
+  arr$argnum = NULL;
+  if (!list) SWIG_fail;
+  $result = SWIG_Python_AppendOutput($result, list);
+}
+%typemap(freearg) (nx_tensor** out, size_t* n) {
+  if (arr$argnum) nx_tensor_array_free(arr$argnum, cnt$argnum);
+}
+
+/* text in: str (UTF-8) or any bytes-like object */
+%typemap(in) (const char* text, size_t len) (Py_buffer tview, int have_tview = 0) {
+  if (PyUnicode_Check($input)) {
+    Py_ssize_t sz = 0;
+    $1 = (char*)PyUnicode_AsUTF8AndSize($input, &sz);
+    if (!$1) SWIG_fail;
+    $2 = (size_t)sz;
+  } else {
+    if (PyObject_GetBuffer($input, &tview, PyBUF_SIMPLE) < 0) SWIG_fail;
+    have_tview = 1;
+    $1 = (char*)tview.buf;
+    $2 = (size_t)tview.len;
+  }
+}
+%typemap(freearg) (const char* text, size_t len) {
+  if (have_tview$argnum) PyBuffer_Release(&tview$argnum);
+}
+
+/* nx_tokenizer_decode(tok, ids) -> bytes (the buffer grows to the size the engine asks for) */
+%typemap(in, numinputs=0) (char* buf, size_t capacity, size_t* len) (size_t outlen = 0) {
+  $2 = 4096;
+  $1 = (char*)malloc($2);
+  if (!$1) {
+    PyErr_NoMemory();
+    SWIG_fail;
+  }
+  $3 = &outlen;
+}
+%typemap(argout) (char* buf, size_t capacity, size_t* len) {
+  PyObject* b = PyBytes_FromStringAndSize($1, (Py_ssize_t)outlen$argnum);
+  if (!b) SWIG_fail;
+  $result = SWIG_Python_AppendOutput($result, b);
+}
+%typemap(freearg) (char* buf, size_t capacity, size_t* len) { free($1); }
+%exception nx_tokenizer_decode {
+  Py_BEGIN_ALLOW_THREADS
+  $action
+  if (result == NX_ERR_INVALID_ARGUMENT && *arg6 > arg5) { /* too small: retry with the size asked */
+    char* bigger = (char*)realloc(arg4, *arg6);
+    if (bigger) {
+      arg4 = bigger;
+      arg5 = *arg6;
+      $action
+    }
+  }
+  Py_END_ALLOW_THREADS
+}
 
 /* Arrays of out-handles (nx_split's outs, nx_autograd_grad's grads): not passed; allocated once the
  * count is known (check), returned as a list of owned handles (None for NULL entries). */
@@ -651,7 +776,7 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
 %typemap(in) const nx_tensor* inputs (nx_py_handles ins, int have_ins = 0) {
   have_ins = 1;
   if (nx_py_handles_from(&ins, $input, $descriptor(nx_tensor_s*), "inputs") < 0) SWIG_fail;
-  $1 = ins.data;
+  $1 = ($1_ltype)ins.data;
 }
 %typemap(freearg) const nx_tensor* inputs { if (have_ins$argnum) nx_py_handles_free(&ins$argnum); }
 %typemap(check) (const nx_tensor* inputs, const nx_tensor* tangents, size_t ninputs) {
@@ -703,13 +828,13 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
   nameseq = PySequence_Fast($input, "names must be a sequence of str");
   if (!nameseq) SWIG_fail;
   nnames = PySequence_Fast_GET_SIZE(nameseq);
-  $1 = (const char**)calloc(nnames ? (size_t)nnames : 1, sizeof(char*));
+  $1 = ($1_ltype)calloc(nnames ? (size_t)nnames : 1, sizeof(char*));
   if (!$1) {
     PyErr_NoMemory();
     SWIG_fail;
   }
   for (i = 0; i < nnames; ++i) {
-    $1[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(nameseq, i)); /* valid while nameseq lives */
+    $1[i] = (char*)PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(nameseq, i)); /* valid while nameseq lives */
     if (!$1[i]) SWIG_fail;
   }
 }
@@ -792,6 +917,112 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
 %typemap(argout) DLManagedTensor* managed {
   if (PyCapsule_SetName($input, "used_dltensor") < 0) SWIG_fail;
 }
+
+/* nx_py_buffer_to_dlpack(obj): a "dltensor" capsule sharing the memory of a writable buffer
+ * (NumPy array, bytearray, array.array...) without copying; the buffer is released (and obj may
+ * die) when the consumer calls the deleter. Used by Tensor.from_numpy. Not part of nexus.h. */
+%{
+typedef struct {
+  Py_buffer view;
+  DLManagedTensor managed;
+  int64_t dims[1]; /* shape then strides, 2 * ndim entries */
+} nx_py_buffer_ctx;
+
+static void nx_py_buffer_deleter(DLManagedTensor* self) {
+  nx_py_buffer_ctx* ctx = (nx_py_buffer_ctx*)self->manager_ctx;
+  if (Py_IsInitialized()) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    PyBuffer_Release(&ctx->view);
+    PyGILState_Release(gil);
+  }
+  free(ctx);
+}
+
+static PyObject* nx_py_buffer_to_dlpack(PyObject* obj) {
+  Py_buffer view;
+  const char* f;
+  DLDataType dt = {0, 0, 1};
+  nx_py_buffer_ctx* ctx;
+  int i, nd;
+  PyObject* cap;
+  if (PyObject_GetBuffer(obj, &view, PyBUF_RECORDS) < 0) {
+    /* A read-only buffer is reported as BufferError (the caller then copies); anything else as is. */
+    PyObject *et, *ev, *tb;
+    PyErr_Fetch(&et, &ev, &tb);
+    if (PyObject_GetBuffer(obj, &view, PyBUF_RECORDS_RO) == 0) {
+      PyBuffer_Release(&view);
+      Py_XDECREF(et);
+      Py_XDECREF(ev);
+      Py_XDECREF(tb);
+      PyErr_SetString(PyExc_BufferError, "the buffer is read-only and cannot be shared");
+    } else {
+      PyErr_Clear();
+      PyErr_Restore(et, ev, tb);
+    }
+    return NULL;
+  }
+  f = view.format ? view.format : "B";
+  if (*f == '@' || *f == '=' || *f == '<' || (*f == '|')) ++f;
+  if (f[0] && !f[1]) {
+    switch (f[0]) {
+      case 'f': if (view.itemsize == 4) dt.code = kDLFloat, dt.bits = 32; break;
+      case 'd': if (view.itemsize == 8) dt.code = kDLFloat, dt.bits = 64; break;
+      case 'e': if (view.itemsize == 2) dt.code = kDLFloat, dt.bits = 16; break;
+      case 'i': case 'l': case 'q':
+        if (view.itemsize == 4 || view.itemsize == 8) dt.code = kDLInt, dt.bits = (uint8_t)(8 * view.itemsize);
+        break;
+      case '?': if (view.itemsize == 1) dt.code = kDLBool, dt.bits = 8; break;
+      default: break;
+    }
+  }
+  if (!dt.bits) {
+    PyErr_Format(nx_py_error_classes[NX_ERR_DTYPE], "buffer format '%s' (itemsize %zd) has no NexusGrad dtype "
+                 "(supported: float16/32/64, int32/64, bool)", view.format ? view.format : "B", view.itemsize);
+    PyBuffer_Release(&view);
+    return NULL;
+  }
+  if (((uintptr_t)view.buf) % (uintptr_t)view.itemsize) {
+    PyErr_SetString(nx_py_error_classes[NX_ERR_INVALID_ARGUMENT], "the buffer is not aligned to its item size");
+    PyBuffer_Release(&view);
+    return NULL;
+  }
+  nd = view.ndim;
+  ctx = (nx_py_buffer_ctx*)calloc(1, sizeof(nx_py_buffer_ctx) + sizeof(int64_t) * (size_t)(2 * nd));
+  if (!ctx) {
+    PyBuffer_Release(&view);
+    return PyErr_NoMemory();
+  }
+  for (i = 0; i < nd; ++i) {
+    Py_ssize_t st = view.strides ? view.strides[i] : 0;
+    ctx->dims[i] = (int64_t)view.shape[i];
+    if (view.strides && (st < 0 || st % view.itemsize)) {
+      PyErr_SetString(nx_py_error_classes[NX_ERR_NOT_IMPLEMENTED],
+                      "buffers with negative strides or strides that are not a multiple of the item size "
+                      "cannot be shared (copy the array first)");
+      PyBuffer_Release(&view);
+      free(ctx);
+      return NULL;
+    }
+    ctx->dims[nd + i] = (int64_t)(st / view.itemsize);
+  }
+  ctx->view = view;
+  ctx->managed.dl_tensor.data = view.buf;
+  ctx->managed.dl_tensor.device.device_type = kDLCPU;
+  ctx->managed.dl_tensor.device.device_id = 0;
+  ctx->managed.dl_tensor.ndim = nd;
+  ctx->managed.dl_tensor.dtype = dt;
+  ctx->managed.dl_tensor.shape = nd ? ctx->dims : NULL;
+  ctx->managed.dl_tensor.strides = (nd && view.strides) ? ctx->dims + nd : NULL;
+  ctx->managed.dl_tensor.byte_offset = 0;
+  ctx->managed.manager_ctx = ctx;
+  ctx->managed.deleter = nx_py_buffer_deleter;
+  cap = PyCapsule_New(&ctx->managed, "dltensor", nx_py_dlpack_capsule_destructor);
+  if (!cap) nx_py_buffer_deleter(&ctx->managed);
+  return cap;
+}
+%}
+%noexception nx_py_buffer_to_dlpack;
+PyObject* nx_py_buffer_to_dlpack(PyObject* obj);
 
 /* The DLPack structs are C plumbing; Python sees capsules. */
 %ignore DLDevice;

@@ -1,6 +1,7 @@
 // The C boundary: handle structs, argument checks and the guard that turns every exception into
 // an nx_status plus a thread-local message. Every extern "C" function body runs inside guard().
 #pragma once
+#include <cstring>
 #include <new>
 #include <string>
 #include <vector>
@@ -66,8 +67,18 @@ void clear_out(P* out) {
 Shape dims_arg(const int64_t* dims, size_t ndim, const char* what = "shape");
 // dims_arg with every dimension >= 0.
 Shape shape_arg(const int64_t* shape, size_t ndim, const char* what = "shape");
-Device device_arg(nx_device device);
-DType dtype_arg(nx_dtype dtype);
+// C callers may pass any int as an enum: these take the argument by reference and read it as an
+// int (loading an out-of-range value as the C++ enum type would be undefined behaviour).
+Device device_arg(const nx_device& device);
+DType dtype_arg(const nx_dtype& dtype);
+// The int value of a C enum argument, read without an enum-typed load.
+template <class E>
+int enum_value(const E& e) {
+  static_assert(sizeof(E) == sizeof(int), "C enums are int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
 // Checks that a stream (if given) is valid and on device.
 void check_stream(nx_stream stream, Device device);
 

@@ -73,18 +73,20 @@ Shape shape_arg(const int64_t* shape, size_t ndim, const char* what) {
   return s;
 }
 
-Device device_arg(nx_device device) {
-  if (device.type != NX_CPU && device.type != NX_CUDA)
-    fail(NX_ERR_DEVICE, current_api(), ": unknown device type ", int(device.type), " (expected NX_CPU=1 or NX_CUDA=2)");
+Device device_arg(const nx_device& device) {
+  const int type = enum_value(device.type);
+  if (type != NX_CPU && type != NX_CUDA)
+    fail(NX_ERR_DEVICE, current_api(), ": unknown device type ", type, " (expected NX_CPU=1 or NX_CUDA=2)");
   if (device.index < 0) fail(NX_ERR_DEVICE, current_api(), ": negative device index ", device.index);
-  Device d{device.type, device.index};
+  Device d{nx_device_type(type), device.index};
   backend(d);  // fails with NX_ERR_DEVICE when the device does not exist
   return d;
 }
 
-DType dtype_arg(nx_dtype dtype) {
-  if (!is_valid_dtype(int(dtype))) fail(NX_ERR_DTYPE, current_api(), ": invalid dtype value ", int(dtype));
-  return DType(dtype);
+DType dtype_arg(const nx_dtype& dtype) {
+  const int value = enum_value(dtype);
+  if (!is_valid_dtype(value)) fail(NX_ERR_DTYPE, current_api(), ": invalid dtype value ", value);
+  return DType(value);
 }
 
 void check_stream(nx_stream stream, Device device) {

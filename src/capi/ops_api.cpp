@@ -42,9 +42,10 @@ std::vector<Tensor> tensor_list(const nx_tensor* xs, size_t n) {
   return v;
 }
 
-Reduction reduction_arg(nx_reduction r) {
+Reduction reduction_arg(const nx_reduction& reduction) {  // by reference: see enum_value
+  const int r = enum_value(reduction);
   if (r != NX_REDUCTION_MEAN && r != NX_REDUCTION_SUM && r != NX_REDUCTION_NONE)
-    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": invalid reduction ", int(r));
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": invalid reduction ", r);
   return Reduction(r);
 }
 
@@ -266,6 +267,19 @@ nx_status nx_softmax(nx_tensor* out, nx_tensor x, int64_t axis, nx_stream stream
 }
 nx_status nx_log_softmax(nx_tensor* out, nx_tensor x, int64_t axis, nx_stream stream) {
   return op1("nx_log_softmax", out, x, stream, [&](const Tensor& t) { return log_softmax(t, axis); });
+}
+
+nx_status nx_flash_attention(nx_tensor* out, nx_tensor q, nx_tensor k, nx_tensor v, bool causal, bool alibi,
+                             double scale, nx_stream stream) {
+  clear_out(out);
+  return guard("nx_flash_attention", [&] {
+    check_out(out);
+    const Tensor& tq = unwrap(q, "q");
+    const Tensor& tk = unwrap(k, "k");
+    const Tensor& tv = unwrap(v, "v");
+    check_stream(stream, tq.device());
+    *out = wrap(flash_attention(tq, tk, tv, causal, alibi, scale));
+  });
 }
 
 // ---------------------------------------------------------------- indexing

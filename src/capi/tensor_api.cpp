@@ -50,7 +50,7 @@ const char* nx_version_string(void) {
 uint32_t nx_abi_version(void) { return NX_ABI_VERSION; }
 
 const char* nx_status_string(nx_status status) {
-  switch (status) {
+  switch (enum_value(status)) {  // any int may arrive from C
     case NX_OK: return "NX_OK";
     case NX_ERR_INVALID_ARGUMENT: return "NX_ERR_INVALID_ARGUMENT";
     case NX_ERR_SHAPE: return "NX_ERR_SHAPE";
@@ -69,8 +69,14 @@ const char* nx_status_string(nx_status status) {
 const char* nx_last_error_message(void) { return capi::last_error(); }
 void nx_clear_error(void) { capi::clear_error(); }
 
-size_t nx_dtype_size(nx_dtype dtype) { return is_valid_dtype(int(dtype)) ? dtype_size(DType(dtype)) : 0; }
-const char* nx_dtype_name(nx_dtype dtype) { return is_valid_dtype(int(dtype)) ? dtype_name(DType(dtype)) : "invalid"; }
+size_t nx_dtype_size(nx_dtype dtype) {
+  const int v = enum_value(dtype);  // any int may arrive from C
+  return is_valid_dtype(v) ? dtype_size(DType(v)) : 0;
+}
+const char* nx_dtype_name(nx_dtype dtype) {
+  const int v = enum_value(dtype);
+  return is_valid_dtype(v) ? dtype_name(DType(v)) : "invalid";
+}
 
 nx_status nx_set_num_threads(int32_t n) {
   return guard("nx_set_num_threads", [&] {

@@ -32,6 +32,16 @@ enum class ReduceOp { Sum, Max, Min, ArgMax };
 
 inline bool is_comparison(BinaryOp op) { return op >= BinaryOp::Eq; }
 
+// Flash attention over contiguous q [B, H, Tq, D], k/v [B, Hkv, Tk, D] (H a multiple of Hkv);
+// query i sits at absolute position Tk - Tq + i (a prefill after a cache), causal masks later keys,
+// ALiBi adds -slope[h] * (query position - key position) to the scaled scores.
+struct AttentionParams {
+  int64_t batch, heads, kv_heads, tq, tk, dim;
+  double scale;
+  bool causal;
+  std::vector<float> alibi_slopes;  // empty: no ALiBi; else one per head
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -72,6 +82,17 @@ class Backend {
   // Host <-> device transfers of n contiguous bytes; download returns once dst holds the data.
   virtual void upload(void* dst, const void* host_src, size_t n) = 0;
   virtual void download(void* host_dst, const void* src, size_t n) = 0;
+  // out [B, H, Tq, D] and lse [B, H, Tq] (the log-sum-exp of each row's scaled scores; f64 for
+  // f64 inputs, f32 otherwise; +inf for a row whose keys are all masked).
+  virtual void attention_forward(const AttentionParams& p, const View& q, const View& k, const View& v,
+                                 const View& out, const View& lse) = 0;
+  // Gradients from the saved lse; dk, dv summed over the query heads sharing a kv head.
+  // Deterministic (no atomics).
+  virtual void attention_backward(const AttentionParams& p, const View& q, const View& k, const View& v,
+                                  const View& out, const View& dout, const View& lse, const View& dq,
+                                  const View& dk, const View& dv) = 0;
+  // Whether attention takes f16/bf16 directly (else the op casts to f32 around it).
+  virtual bool native_half_attention() const { return false; }
   // Whether matmul takes f16/bf16 operands directly (accumulating in f32).
   virtual bool native_half_matmul() const { return false; }
 };

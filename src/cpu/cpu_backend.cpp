@@ -13,6 +13,12 @@
 #include "cpu/strided.hpp"
 
 namespace nx::cpu {
+
+void attention_forward_cpu(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
+                           const View& lse);
+void attention_backward_cpu(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
+                            const View& dout, const View& lse, const View& dq, const View& dk, const View& dv);
+
 namespace {
 
 using S = std::vector<int64_t>;
@@ -57,6 +63,14 @@ class CpuBackend final : public Backend {
   }
   void deallocate(void* p, size_t) override { std::free(p); }
   void synchronize() override {}
+  void attention_forward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
+                         const View& lse) override {
+    attention_forward_cpu(p, q, k, v, out, lse);
+  }
+  void attention_backward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
+                          const View& dout, const View& lse, const View& dq, const View& dk, const View& dv) override {
+    attention_backward_cpu(p, q, k, v, out, dout, lse, dq, dk, dv);
+  }
   void upload(void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
   void download(void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
 

@@ -69,6 +69,17 @@ class CudaBackend final : public Backend {
     NX_CUDA_CHECK(cudaStreamSynchronize(stream()));
   }
   bool native_half_matmul() const override { return true; }
+  bool native_half_attention() const override { return true; }
+  void attention_forward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
+                         const View& lse) override {
+    use_device(device_);
+    cuda::attention_forward(p, q, k, v, out, lse);
+  }
+  void attention_backward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
+                          const View& dout, const View& lse, const View& dq, const View& dk, const View& dv) override {
+    use_device(device_);
+    cuda::attention_backward(p, q, k, v, out, dout, lse, dq, dk, dv);
+  }
   void copy(const View& dst, const View& src) override { use_device(device_); launch_copy(dst, src); }
   void fill(const View& dst, double v) override { use_device(device_); launch_fill(dst, v); }
   void unary(UnaryOp op, const View& dst, const View& src, double p0, double p1) override {

@@ -18,6 +18,10 @@ void launch_gather(const View& dst, const View& src, const View& index, int64_t 
 void launch_scatter_add(const View& dst, const View& src, const View& index, int64_t axis);
 void launch_random(const View& dst, uint64_t seed, uint64_t offset, bool normal);
 void gemm(const View& dst, const View& a, const View& b);
+void attention_forward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
+                       const View& lse);
+void attention_backward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
+                        const View& dout, const View& lse, const View& dq, const View& dk, const View& dv);
 
 // Caching allocator (allocator.cu).
 void* device_allocate(int device, size_t bytes);

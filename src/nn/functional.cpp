@@ -42,24 +42,7 @@ Tensor rope(const Tensor& x, int64_t start, double base) {
   return cat({sub(mul(x1, c), mul(x2, s)), add(mul(x2, c), mul(x1, s))}, -1);
 }
 
-std::vector<double> alibi_slopes(int64_t heads) {
-  // For n a power of two: 2^(-8/n), 2^(-16/n), ...; otherwise the closest power of two's slopes
-  // followed by every other slope of twice that many heads (the paper's construction).
-  auto pow2 = [](int64_t n) {
-    std::vector<double> s;
-    double start = std::pow(2.0, -8.0 / double(n));
-    for (int64_t i = 0; i < n; ++i) s.push_back(std::pow(start, double(i + 1)));
-    return s;
-  };
-  int64_t p = 1;
-  while (p * 2 <= heads) p *= 2;
-  std::vector<double> s = pow2(p);
-  if (p < heads) {
-    std::vector<double> extra = pow2(2 * p);
-    for (int64_t i = 0; int64_t(s.size()) < heads; i += 2) s.push_back(extra[size_t(i)]);
-  }
-  return s;
-}
+std::vector<double> alibi_slopes(int64_t heads) { return nx::alibi_slopes(heads); }
 
 Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, bool alibi, double scale) {
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)

@@ -147,7 +147,8 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, KVCache* cache) {
     k = slice(cache->k, 2, 0, start + t, 1);
     v = slice(cache->v, 2, 0, start + t, 1);
   }
-  Tensor o = fn::attention(q, k, v, cfg.causal, cfg.alibi, 1.0 / std::sqrt(double(hd)));
+  // The fused kernel (no [T, T] scores kept); fn::attention is the composite reference.
+  Tensor o = flash_attention(q, k, v, cfg.causal, cfg.alibi, 1.0 / std::sqrt(double(hd)));
   return wo->forward(reshape(transpose(o, 1, 2), {b, t, cfg.dim}));
 }
 

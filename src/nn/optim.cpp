@@ -58,7 +58,7 @@ void SGD::load_state(const std::map<std::string, Tensor>& s) {
 
 Adam::Adam(std::vector<Tensor> params, double lr_, double b1, double b2, double e, double wd, bool dec)
     : Optimizer(std::move(params), lr_), beta1(b1), beta2(b2), eps(e), weight_decay(wd), decoupled(dec),
-      m_(params_.size()), v_(params_.size()) {
+      m_(params_.size()), v_(params_.size()), t_(params_.size(), 0) {
   if (b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1)
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": betas must be in [0, 1), got ", b1, ", ", b2);
 }
@@ -66,10 +66,12 @@ Adam::Adam(std::vector<Tensor> params, double lr_, double b1, double b2, double 
 void Adam::step() {
   GradModeGuard off(false);
   ++steps;
-  const double bc1 = 1 - std::pow(beta1, double(steps)), bc2 = 1 - std::pow(beta2, double(steps));
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = grad_of(i);
     if (!g.defined()) continue;
+    if (t_[i] == 0 && m_[i].defined()) t_[i] = steps - 1;  // state loaded from a file without "step.<i>"
+    const int64_t t = ++t_[i];
+    const double bc1 = 1 - std::pow(beta1, double(t)), bc2 = 1 - std::pow(beta2, double(t));
     Tensor& p = params_[i];
     Tensor base = p;
     if (weight_decay && decoupled) base = mul_scalar(p, 1 - lr * weight_decay);
@@ -89,6 +91,7 @@ std::map<std::string, Tensor> Adam::state() const {
     if (!m_[i].defined()) continue;
     s["m." + std::to_string(i)] = m_[i];
     s["v." + std::to_string(i)] = v_[i];
+    s["step." + std::to_string(i)] = from_data(&t_[i], {}, DType::I64, Device{});
   }
   return s;
 }
@@ -97,6 +100,9 @@ void Adam::load_state(const std::map<std::string, Tensor>& s) {
     auto m = s.find("m." + std::to_string(i)), v = s.find("v." + std::to_string(i));
     m_[i] = m == s.end() ? Tensor() : to_device(m->second, params_[i].device());
     v_[i] = v == s.end() ? Tensor() : to_device(v->second, params_[i].device());
+    auto t = s.find("step." + std::to_string(i));
+    t_[i] = 0;
+    if (t != s.end()) copy_to_host(cast(t->second, DType::I64), &t_[i], sizeof(int64_t));
   }
 }
 

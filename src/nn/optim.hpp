@@ -54,6 +54,9 @@ class Adam : public Optimizer {
 
  private:
   std::vector<Tensor> m_, v_;
+  // Steps taken by each parameter (torch.optim's per-parameter state['step']): a parameter
+  // without a gradient at some step is skipped, and its bias corrections do not advance.
+  std::vector<int64_t> t_;
 };
 
 // Scales all gradients so that their global L2 norm is at most max_norm; returns the norm before.

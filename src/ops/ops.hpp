@@ -97,6 +97,12 @@ Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& index, const 
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype);
 
+// ---- attention (attention.cpp)
+// softmax(q k^T * scale + alibi) v with q [B, H, Tq, D], k, v [B, Hkv, Tk, D]; scale <= 0 means
+// 1/sqrt(D). Fused kernels (no [Tq, Tk] buffer); see AttentionParams for the conventions.
+Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, bool alibi, double scale);
+std::vector<double> alibi_slopes(int64_t heads);
+
 // ---- losses (loss.cpp)
 enum class Reduction { Mean = NX_REDUCTION_MEAN, Sum = NX_REDUCTION_SUM, None = NX_REDUCTION_NONE };
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,

@@ -327,6 +327,11 @@ static void test_invalid_dtype_and_device_values(void** state) {
   EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_one_hot(&out, ti, 3, (nx_dtype)7, NULL), "nx_one_hot", "7");
   /* devices */
   const nx_device bad_type0 = {(nx_device_type)0, 0}, bad_type3 = {(nx_device_type)3, 0};
+  const nx_device bad_type99 = {(nx_device_type)99, 0}, bad_type_neg = {(nx_device_type)-5, 0};
+  EXPECT_ERR_OUT(NX_ERR_DEVICE, out, nx_tensor_rand(&out, s2, 1, NX_F32, bad_type99, NULL), "nx_tensor_rand",
+                 "device type 99");
+  EXPECT_ERR_OUT(NX_ERR_DEVICE, out, nx_tensor_full(&out, s2, 1, 0, NX_F32, bad_type_neg, NULL), "nx_tensor_full",
+                 "device type -5");
   const nx_device cpu1 = {NX_CPU, 1}, cpu_neg = {NX_CPU, -1};
   EXPECT_ERR_OUT(NX_ERR_DEVICE, out, nx_tensor_zeros(&out, s2, 1, NX_F32, bad_type0, NULL), "nx_tensor_zeros",
                  "device type 0");

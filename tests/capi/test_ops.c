@@ -612,12 +612,13 @@ static void test_reductions_dtypes_and_edges(void** state) {
   nx_tensor ones = NULL;
   NX_OK_(nx_tensor_full(&ones, sn, 1, 0.1, NX_F32, CPU, NULL));
   NX_OK_(nx_sum(&y, ones, NULL, 0, false, NULL));
-  /* blocked f32 accumulation: a few ulp of the f32 result (a running f32 sum drifts by ~1e-2) */
-  assert_true(fabs(scalar_of(y) - N * (double)0.1f) < 2e-6 * N * 0.1);
+  /* blocked f32 accumulation (combined in f64): the error grows with the block, not with n; a
+   * running f32 sum of 2^20 values of 0.1 drifts by several percent */
+  assert_true(fabs(scalar_of(y) - N * (double)0.1f) < 1e-4 * N * 0.1);
   nx_tensor_free(y);
   NX_OK_(nx_mean(&y, ones, NULL, 0, true, NULL));
   assert_shape(y, 1);
-  assert_true(fabs(scalar_of(y) - (double)0.1f) < 2e-6 * 0.1);
+  assert_true(fabs(scalar_of(y) - (double)0.1f) < 1e-4 * 0.1);
   nx_tensor_free(y);
   nx_tensor_free(ones);
   /* f16 reductions keep the f16 dtype */

@@ -101,6 +101,15 @@ std::vector<OpCase> cases() {
   c.push_back({"nll_loss", {{{8, 5}}, {{8}, 0, 0, 5}}, [](V x) { return nll_loss(log_softmax(x[0], 1), x[1], -100, Reduction::Sum); }});
   c.push_back({"mse_loss", {{{4, 6}}, {{4, 6}}}, [](V x) { return mse_loss(x[0], x[1], Reduction::Mean); }});
   c.push_back({"bce_with_logits", {{{4, 6}}, {{4, 6}, 0, 1}}, [](V x) { return bce_with_logits(x[0], x[1], Reduction::Mean); }});
+  auto fa = [&](const std::string& name, Shape qs, Shape ks, bool causal, bool alibi) {
+    c.push_back({name, {{qs}, {ks}, {ks}}, [causal, alibi](V x) { return flash_attention(x[0], x[1], x[2], causal, alibi, 0.0); }});
+  };
+  fa("flash", {2, 4, 33, 32}, {2, 4, 33, 32}, false, false);
+  fa("flash_causal_gqa", {2, 4, 45, 64}, {2, 2, 50, 64}, true, false);
+  fa("flash_alibi_d128", {1, 4, 70, 128}, {1, 4, 70, 128}, true, true);
+  fa("flash_d96", {1, 2, 17, 96}, {1, 1, 17, 96}, false, true);
+  fa("flash_decode", {2, 8, 1, 64}, {2, 8, 700, 64}, true, false);
+  fa("flash_decode_gqa", {1, 8, 3, 128}, {1, 2, 1000, 128}, true, true);
   size_t n = c.size();
   for (size_t i = 0; i < n; ++i) {  // an f64 twin of every case, compared at 1e-10
     if (c[i].name.rfind("cast_", 0) == 0) continue;

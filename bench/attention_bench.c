@@ -1,0 +1,135 @@
+/* Flash attention benchmarks through the C API (bf16). Prints one JSON object per line; run by
+ * bench/attention_bench.py next to torch's scaled_dot_product_attention on the same GPU.
+ *   attention_bench grid     : batch x seq = 16k tokens, hidden 2048, head_dim 64/128, causal or not
+ *   attention_bench decode   : batch 8, 32 heads, head_dim 128, one query against an 8k cache
+ *   attention_bench memory   : peak device memory of forward+backward at 4k, 16k, 64k tokens */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <nexus.h>
+
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    nx_status st_ = (call);                                                                        \
+    if (st_ != NX_OK) {                                                                            \
+      fprintf(stderr, "%s: %s: %s\n", #call, nx_status_string(st_), nx_last_error_message());     \
+      exit(1);                                                                                     \
+    }                                                                                              \
+  } while (0)
+
+static const nx_device GPU = {NX_CUDA, 0};
+static nx_stream S;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static nx_tensor rnd(int64_t b, int64_t h, int64_t t, int64_t d, int grad) {
+  int64_t shape[4] = {b, h, t, d};
+  nx_tensor f, x;
+  CHECK(nx_tensor_randn(&f, shape, 4, NX_F32, GPU, S));
+  CHECK(nx_cast(&x, f, NX_BF16, S));
+  nx_tensor_free(f);
+  if (grad) CHECK(nx_tensor_set_requires_grad(x, true));
+  return x;
+}
+
+/* seconds per call of fwd (and of fwd+bwd when backward) */
+static double run(nx_tensor q, nx_tensor k, nx_tensor v, int causal, int backward, int iters) {
+  nx_tensor o, loss, g;
+  double t0 = 0;
+  for (int i = -1; i < iters; ++i) {
+    if (i == 0) { CHECK(nx_stream_synchronize(S)); t0 = now(); }
+    CHECK(nx_flash_attention(&o, q, k, v, causal, false, 0.0, S));
+    if (backward) {
+      int64_t shape[4];
+      CHECK(nx_tensor_shape(o, shape, 4));
+      CHECK(nx_tensor_ones(&g, shape, 4, NX_BF16, GPU, S));
+      CHECK(nx_backward(o, g, S));
+      nx_tensor_free(g);
+      CHECK(nx_tensor_zero_grad(q)); CHECK(nx_tensor_zero_grad(k)); CHECK(nx_tensor_zero_grad(v));
+    }
+    nx_tensor_free(o);
+    (void)loss;
+  }
+  CHECK(nx_stream_synchronize(S));
+  return (now() - t0) / iters;
+}
+
+static void grid(void) {
+  const int seqs[6] = {512, 1024, 2048, 4096, 8192, 16384};
+  const int dims[2] = {64, 128};
+  for (int di = 0; di < 2; ++di)
+    for (int causal = 0; causal < 2; ++causal)
+      for (int si = 0; si < 6; ++si) {
+        int64_t d = dims[di], h = 2048 / d, t = seqs[si], b = 16384 / t;
+        nx_tensor q = rnd(b, h, t, d, 1), k = rnd(b, h, t, d, 1), v = rnd(b, h, t, d, 1);
+        double flops = 4.0 * (double)b * (double)h * (double)t * (double)t * (double)d / (causal ? 2.0 : 1.0);
+        double fwd = run(q, k, v, causal, 0, 3);
+        int bw_iters = fwd > 0.5 ? 1 : 2;
+        double both = run(q, k, v, causal, 1, bw_iters);
+        printf("{\"name\": \"attn_d%lld_s%lld_%s\", \"batch\": %lld, \"heads\": %lld, \"seq\": %lld, \"dim\": %lld, "
+               "\"causal\": %d, \"fwd_s\": %.9g, \"fwdbwd_s\": %.9g, \"flops\": %.17g}\n",
+               (long long)d, (long long)t, causal ? "causal" : "full", (long long)b, (long long)h, (long long)t,
+               (long long)d, causal, fwd, both, flops);
+        fflush(stdout);
+        nx_tensor_free(q); nx_tensor_free(k); nx_tensor_free(v);
+      }
+}
+
+static void decode(void) {
+  const int64_t b = 8, h = 32, d = 128, cache = 8192;
+  nx_tensor q = rnd(b, h, 1, d, 0), k = rnd(b, h, cache, d, 0), v = rnd(b, h, cache, d, 0), c;
+  double t = run(q, k, v, 1, 0, 20);
+  /* the memory ceiling of this run: a device-to-device copy of the same bytes */
+  CHECK(nx_clone(&c, k, S));
+  nx_tensor_free(c);
+  CHECK(nx_stream_synchronize(S));
+  double t0 = now();
+  for (int i = 0; i < 20; ++i) { CHECK(nx_clone(&c, k, S)); nx_tensor_free(c); }
+  CHECK(nx_stream_synchronize(S));
+  double copy = (now() - t0) / 20;
+  double bytes = 2.0 * (double)(b * h * cache * d) * 2.0;  /* K and V, bf16 */
+  printf("{\"name\": \"decode_b8_h32_d128_8k\", \"seconds\": %.9g, \"bytes\": %.17g, \"copy_bytes_per_s\": %.17g}\n", t,
+         bytes, 2.0 * (double)(b * h * cache * d) * 2.0 / copy);
+  nx_tensor_free(q); nx_tensor_free(k); nx_tensor_free(v);
+}
+
+static void memory(void) {
+  const int64_t seqs[3] = {4096, 16384, 65536};
+  for (int i = 0; i < 3; ++i) {
+    int64_t t = seqs[i], h = 2, d = 128;
+    CHECK(nx_cuda_empty_cache(0));
+    nx_tensor q = rnd(1, h, t, d, 1), k = rnd(1, h, t, d, 1), v = rnd(1, h, t, d, 1);
+    CHECK(nx_stream_synchronize(S));
+    CHECK(nx_cuda_reset_peak_memory(0));
+    nx_cuda_memory_stats before = {sizeof(nx_cuda_memory_stats)}, after = {sizeof(nx_cuda_memory_stats)};
+    CHECK(nx_cuda_memory_stats_get(&before, 0));
+    run(q, k, v, 1, 1, 1);
+    CHECK(nx_cuda_memory_stats_get(&after, 0));
+    printf("{\"name\": \"memory_s%lld\", \"seq\": %lld, \"inputs_bytes\": %llu, \"peak_bytes\": %llu, "
+           "\"scores_matrix_bytes_if_materialized\": %.17g}\n",
+           (long long)t, (long long)t, (unsigned long long)before.allocated_bytes,
+           (unsigned long long)after.peak_allocated_bytes, 4.0 * (double)(h * t * t));
+    nx_tensor_free(q); nx_tensor_free(k); nx_tensor_free(v);
+  }
+}
+
+int main(int argc, char** argv) {
+  if (nx_cuda_device_count() == 0) {
+    fprintf(stderr, "attention_bench: no CUDA device\n");
+    return 0;
+  }
+  CHECK(nx_stream_create(&S, GPU));
+  const char* what = argc > 1 ? argv[1] : "all";
+  if (!strcmp(what, "all") || !strcmp(what, "memory")) memory();
+  if (!strcmp(what, "all") || !strcmp(what, "decode")) decode();
+  if (!strcmp(what, "all") || !strcmp(what, "grid")) grid();
+  nx_stream_free(S);
+  return 0;
+}

@@ -1,0 +1,831 @@
+"""Every op of nexus.h as a function named like PyTorch's (nexusgrad.exp, nexusgrad.softmax...).
+
+Arguments that PyTorch calls ``dim`` map to the C API's ``axis``; tensor arguments also accept
+Python scalars (a 0-d tensor of PyTorch's dtype is made on the other operand's device). Every
+function is differentiable where the engine records the op (floating-point inputs).
+"""
+from __future__ import annotations
+
+import math
+import operator
+from collections import namedtuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from . import _nexus as _C
+from ._dtypes import BY_VALUE, DType, DTypeLike, DeviceLike, int64, to_dtype, to_device
+from .tensor import Tensor, _as_tensor, _wrap, ones_like
+
+__all__ = [
+    # elementwise
+    "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "pow", "maximum", "minimum",
+    "eq", "ne", "lt", "le", "gt", "ge", "where", "neg", "negative", "abs", "exp", "log", "sqrt", "rsqrt",
+    "sin", "cos", "tanh", "sinh", "cosh", "sigmoid", "relu", "leaky_relu", "gelu", "silu", "softplus", "mish",
+    "clamp", "clip", "square", "add_relu", "bias_gelu", "mul_tanh", "add_", "mul_", "copy_",
+    # reductions
+    "sum", "mean", "max", "min", "amax", "amin", "var", "std", "argmax", "argmin",
+    # linear algebra, softmax
+    "matmul", "mm", "bmm", "linear", "softmax", "log_softmax",
+    # shape
+    "reshape", "view", "transpose", "swapaxes", "permute", "narrow", "slice", "expand", "squeeze", "unsqueeze",
+    "flatten", "contiguous", "clone", "cast", "cat", "concat", "concatenate", "stack", "split", "chunk",
+    "detach", "to",
+    # indexing
+    "index_select", "gather", "embedding", "one_hot",
+    # losses
+    "cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy_with_logits", "bce_with_logits",
+    # autograd
+    "backward", "grad", "jvp", "checkpoint", "backward_checked", "Graph",
+    # I/O, runtime
+    "save_safetensors", "load_safetensors", "SafeTensorsFile", "set_num_threads", "get_num_threads",
+    "cpu_simd_level", "set_cpu_simd_level", "live_tensor_count", "version", "abi_version", "cuda",
+]
+
+_S = None  # the default stream of the inputs' device (the Python layer does not expose streams)
+
+
+def _t(x: Any, like: Any = None) -> Tensor:
+    return x if type(x) is Tensor else _as_tensor(x, like if type(like) is Tensor else None)
+
+
+def _pair(a: Any, b: Any) -> Tuple[Any, Any]:
+    """Handles of two operands, either of which may be a Python scalar."""
+    if type(a) is Tensor:
+        return a._h, _t(b, a)._h
+    if type(b) is Tensor:
+        return _t(a, b)._h, b._h
+    ta = _t(a)
+    return ta._h, _t(b, ta)._h
+
+
+def _axes(dim: Any) -> Any:
+    return None if dim is None else ([dim] if isinstance(dim, int) else list(dim))
+
+
+def _reduction(reduction: str) -> int:
+    try:
+        return {"mean": _C.NX_REDUCTION_MEAN, "sum": _C.NX_REDUCTION_SUM, "none": _C.NX_REDUCTION_NONE}[reduction]
+    except KeyError:
+        raise _C.InvalidArgumentError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}") from None
+
+
+# ---------------------------------------------------------------- elementwise, binary
+def add(input: Any, other: Any) -> Tensor:
+    """input + other, broadcasting and promoting like PyTorch."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_add(a, b, _S))
+
+
+def sub(input: Any, other: Any) -> Tensor:
+    """input - other."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_sub(a, b, _S))
+
+
+def mul(input: Any, other: Any) -> Tensor:
+    """input * other."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_mul(a, b, _S))
+
+
+def div(input: Any, other: Any) -> Tensor:
+    """True division input / other (integer inputs give float32)."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_div(a, b, _S))
+
+
+def pow(input: Any, exponent: Any) -> Tensor:
+    """input ** exponent (nx_pow_scalar when exponent is a Python number and input floating)."""
+    if type(input) is Tensor and isinstance(exponent, (int, float)) and not isinstance(exponent, bool) \
+            and input.is_floating_point():
+        return _wrap(_C.nx_pow_scalar(input._h, float(exponent), _S))
+    a, b = _pair(input, exponent)
+    return _wrap(_C.nx_pow(a, b, _S))
+
+
+def maximum(input: Any, other: Any) -> Tensor:
+    """Elementwise maximum."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_maximum(a, b, _S))
+
+
+def minimum(input: Any, other: Any) -> Tensor:
+    """Elementwise minimum."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_minimum(a, b, _S))
+
+
+def eq(input: Any, other: Any) -> Tensor:
+    """input == other as a bool tensor."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_eq(a, b, _S))
+
+
+def ne(input: Any, other: Any) -> Tensor:
+    """input != other as a bool tensor."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_ne(a, b, _S))
+
+
+def lt(input: Any, other: Any) -> Tensor:
+    """input < other as a bool tensor."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_lt(a, b, _S))
+
+
+def le(input: Any, other: Any) -> Tensor:
+    """input <= other as a bool tensor."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_le(a, b, _S))
+
+
+def gt(input: Any, other: Any) -> Tensor:
+    """input > other as a bool tensor."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_gt(a, b, _S))
+
+
+def ge(input: Any, other: Any) -> Tensor:
+    """input >= other as a bool tensor."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_ge(a, b, _S))
+
+
+def where(condition: Tensor, input: Any, other: Any) -> Tensor:
+    """condition ? input : other, broadcasting; condition must be a bool tensor."""
+    like = input if type(input) is Tensor else other if type(other) is Tensor else condition
+    a, b = _pair(input, other) if (type(input) is Tensor or type(other) is Tensor) else \
+        (_t(input, like)._h, _t(other, like)._h)
+    return _wrap(_C.nx_where(_t(condition)._h, a, b, _S))
+
+
+subtract, multiply, divide, true_divide = sub, mul, div, div
+
+
+# ---------------------------------------------------------------- elementwise, unary
+def _unary(name: str, cname: str, doc: str) -> Callable[[Tensor], Tensor]:
+    cfn = getattr(_C, cname)
+
+    def fn(input: Tensor) -> Tensor:
+        return _wrap(cfn(input._h, _S))
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+neg = _unary("neg", "nx_neg", "-input.")
+negative = neg
+abs = _unary("abs", "nx_abs", "|input|.")
+exp = _unary("exp", "nx_exp", "e ** input (integer inputs give float32).")
+log = _unary("log", "nx_log", "Natural logarithm.")
+sqrt = _unary("sqrt", "nx_sqrt", "Square root.")
+rsqrt = _unary("rsqrt", "nx_rsqrt", "1 / sqrt(input).")
+sin = _unary("sin", "nx_sin", "Sine.")
+cos = _unary("cos", "nx_cos", "Cosine.")
+tanh = _unary("tanh", "nx_tanh", "Hyperbolic tangent.")
+sinh = _unary("sinh", "nx_sinh", "Hyperbolic sine.")
+cosh = _unary("cosh", "nx_cosh", "Hyperbolic cosine.")
+sigmoid = _unary("sigmoid", "nx_sigmoid", "1 / (1 + exp(-input)).")
+relu = _unary("relu", "nx_relu", "max(input, 0).")
+silu = _unary("silu", "nx_silu", "input * sigmoid(input).")
+softplus = _unary("softplus", "nx_softplus", "log(1 + exp(input)).")
+mish = _unary("mish", "nx_mish", "input * tanh(softplus(input)).")
+
+
+def square(input: Tensor) -> Tensor:
+    """input ** 2."""
+    return _wrap(_C.nx_pow_scalar(input._h, 2.0, _S)) if input.is_floating_point() else mul(input, input)
+
+
+def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """input where positive, negative_slope * input elsewhere."""
+    return _wrap(_C.nx_leaky_relu(input._h, float(negative_slope), _S))
+
+
+def gelu(input: Tensor, approximate: str = "none") -> Tensor:
+    """x * Phi(x) (approximate='none', erf) or its tanh approximation (approximate='tanh')."""
+    if approximate not in ("none", "tanh"):
+        raise _C.InvalidArgumentError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _wrap(_C.nx_gelu(input._h, approximate == "tanh", _S))
+
+
+def clamp(input: Tensor, min: Optional[float] = None, max: Optional[float] = None) -> Tensor:
+    """min(max(input, min), max); either bound may be None."""
+    lo = -math.inf if min is None else float(min)
+    hi = math.inf if max is None else float(max)
+    return _wrap(_C.nx_clamp(input._h, lo, hi, _S))
+
+
+clip = clamp
+
+
+def add_relu(input: Any, other: Any) -> Tensor:
+    """relu(input + other) in one fused kernel."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_add_relu(a, b, _S))
+
+
+def bias_gelu(input: Tensor, bias: Any, approximate: str = "none") -> Tensor:
+    """gelu(input + bias) in one fused kernel (approximate 'none' or 'tanh')."""
+    a, b = _pair(input, bias)
+    return _wrap(_C.nx_bias_gelu(a, b, approximate == "tanh", _S))
+
+
+def mul_tanh(input: Any, other: Any) -> Tensor:
+    """input * tanh(other) in one fused kernel."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_mul_tanh(a, b, _S))
+
+
+def add_(input: Tensor, other: Any) -> Tensor:
+    """In place: input += other (broadcast to input's shape). Refused on leaves that require grad
+    while grad mode is on, and detected by backward when input was saved (StateError)."""
+    _C.nx_add_(input._h, _t(other, input)._h, _S)
+    return input
+
+
+def mul_(input: Tensor, other: Any) -> Tensor:
+    """In place: input *= other."""
+    if isinstance(other, (int, float)) and not isinstance(other, bool):
+        _C.nx_mul_scalar_(input._h, float(other), _S)
+    else:
+        _C.nx_mul_(input._h, _t(other, input)._h, _S)
+    return input
+
+
+def copy_(input: Tensor, src: Any) -> Tensor:
+    """In place: copies src (broadcast, cast) into input."""
+    _C.nx_copy_(input._h, _t(src, input)._h, _S)
+    return input
+
+
+# ---------------------------------------------------------------- reductions
+MaxResult = namedtuple("MaxResult", ["values", "indices"])
+
+
+def sum(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Sum over dim (an int, a sequence, or None for all axes)."""
+    return _wrap(_C.nx_sum(input._h, _axes(dim), bool(keepdim), _S))
+
+
+def mean(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Mean over dim (None: all axes)."""
+    return _wrap(_C.nx_mean(input._h, _axes(dim), bool(keepdim), _S))
+
+
+def amax(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Maximum values over dim (None: all axes)."""
+    return _wrap(_C.nx_max(input._h, _axes(dim), bool(keepdim), _S))
+
+
+def amin(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
+    """Minimum values over dim (None: all axes)."""
+    return _wrap(_C.nx_min(input._h, _axes(dim), bool(keepdim), _S))
+
+
+def max(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    """max(t): the maximum; max(t, dim): (values, indices) like PyTorch; max(a, b): maximum(a, b)."""
+    if type(dim) is Tensor:
+        return maximum(input, dim)
+    if dim is None:
+        return amax(input)
+    return MaxResult(amax(input, dim, keepdim), argmax(input, dim, keepdim))
+
+
+def min(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
+    """min(t): the minimum; min(t, dim): (values, indices); min(a, b): minimum(a, b)."""
+    if type(dim) is Tensor:
+        return minimum(input, dim)
+    if dim is None:
+        return amin(input)
+    return MaxResult(amin(input, dim, keepdim), argmin(input, dim, keepdim))
+
+
+def var(input: Tensor, dim: Any = None, correction: Optional[int] = None, keepdim: bool = False,
+        unbiased: Optional[bool] = None) -> Tensor:
+    """Variance over dim with `correction` subtracted from the count (default 1, unbiased)."""
+    if correction is None:
+        correction = 0 if unbiased is False else 1
+    return _wrap(_C.nx_var(input._h, _axes(dim), int(correction), bool(keepdim), _S))
+
+
+def std(input: Tensor, dim: Any = None, correction: Optional[int] = None, keepdim: bool = False,
+        unbiased: Optional[bool] = None) -> Tensor:
+    """sqrt(var(...))."""
+    return sqrt(var(input, dim, correction, keepdim, unbiased))
+
+
+def argmax(input: Tensor, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
+    """Index (int64) of the first maximum along dim (None: of the flattened tensor)."""
+    if dim is None:
+        return _wrap(_C.nx_argmax(_C.nx_reshape(input._h, [-1], _S), 0, False, _S))
+    return _wrap(_C.nx_argmax(input._h, int(dim), bool(keepdim), _S))
+
+
+def argmin(input: Tensor, dim: Optional[int] = None, keepdim: bool = False) -> Tensor:
+    """Index (int64) of the first minimum along dim (computed as argmax of -input)."""
+    with _no_grad():
+        n = neg(input) if input.dtype is not BY_VALUE[_C.NX_BOOL] else eq(input, False)
+        return argmax(n, dim, keepdim)
+
+
+class _no_grad:
+    def __enter__(self) -> None:
+        self.prev = _C.nx_grad_mode_enabled()
+        _C.nx_grad_mode_set(False)
+
+    def __exit__(self, *a: Any) -> None:
+        _C.nx_grad_mode_set(self.prev)
+
+
+# ---------------------------------------------------------------- linear algebra, softmax
+def matmul(input: Any, other: Any) -> Tensor:
+    """torch.matmul semantics (1-d operands promoted; batch dimensions broadcast)."""
+    a, b = _pair(input, other)
+    return _wrap(_C.nx_matmul(a, b, _S))
+
+
+mm = bmm = matmul
+
+
+def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+    """input @ weight.T + bias, weight [out_features, in_features]."""
+    return _wrap(_C.nx_linear(input._h, weight._h, None if bias is None else bias._h, _S))
+
+
+def softmax(input: Tensor, dim: int) -> Tensor:
+    """Softmax along dim."""
+    return _wrap(_C.nx_softmax(input._h, int(dim), _S))
+
+
+def log_softmax(input: Tensor, dim: int) -> Tensor:
+    """log(softmax(input, dim)), computed stably."""
+    return _wrap(_C.nx_log_softmax(input._h, int(dim), _S))
+
+
+# ---------------------------------------------------------------- shape
+def _size_args(shape: Tuple[Any, ...]) -> List[int]:
+    """f(x, 2, 3) and f(x, [2, 3]) / f(x, (2, 3)) alike."""
+    if len(shape) == 1 and not isinstance(shape[0], int) and not hasattr(shape[0], "__index__"):
+        if isinstance(shape[0], (str, bytes)):
+            raise TypeError(f"a shape must be a sequence of ints, not {type(shape[0]).__name__}")
+        return [operator.index(s) for s in shape[0]]
+    return [operator.index(s) for s in shape]
+
+
+def reshape(input: Tensor, *shape: Any) -> Tensor:
+    """A view when the strides allow, else a copy; one dimension may be -1."""
+    return _wrap(_C.nx_reshape(input._h, _size_args(shape), _S))
+
+
+def view(input: Tensor, *shape: Any) -> Tensor:
+    """Like reshape but never copies (ShapeError instead)."""
+    return _wrap(_C.nx_view(input._h, _size_args(shape), _S))
+
+
+def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
+    """Swaps two axes (a view)."""
+    return _wrap(_C.nx_transpose(input._h, int(dim0), int(dim1), _S))
+
+
+swapaxes = transpose
+
+
+def permute(input: Tensor, *dims: Any) -> Tensor:
+    """Reorders the axes (a view)."""
+    return _wrap(_C.nx_permute(input._h, _size_args(dims), _S))
+
+
+def slice(input: Tensor, dim: int, start: int = 0, end: Optional[int] = None, step: int = 1) -> Tensor:
+    """Elements start, start+step, ... < end along dim (Python slice semantics, step > 0; a view)."""
+    return _wrap(_C.nx_slice(input._h, int(dim), int(start), (1 << 63) - 1 if end is None else int(end),
+                             int(step), _S))
+
+
+def narrow(input: Tensor, dim: int, start: int, length: int) -> Tensor:
+    """input along dim from start for length elements (a view)."""
+    return _wrap(_C.nx_slice(input._h, int(dim), int(start), int(start) + int(length), 1, _S))
+
+
+def expand(input: Tensor, *sizes: Any) -> Tensor:
+    """Broadcasts size-1 dimensions to sizes (-1 keeps one), a stride-0 view."""
+    return _wrap(_C.nx_expand(input._h, _size_args(sizes), _S))
+
+
+def squeeze(input: Tensor, dim: Any = None) -> Tensor:
+    """Removes dim (which must have size 1), or every size-1 axis when dim is None."""
+    if dim is not None:
+        return _wrap(_C.nx_squeeze(input._h, int(dim), _S))
+    h = input._h
+    shape = _C.nx_tensor_shape(h)
+    for axis in range(len(shape) - 1, -1, -1):
+        if shape[axis] == 1:
+            h = _C.nx_squeeze(h, axis, _S)
+    return input if h is input._h else _wrap(h)
+
+
+def unsqueeze(input: Tensor, dim: int) -> Tensor:
+    """Inserts a size-1 axis at dim."""
+    return _wrap(_C.nx_unsqueeze(input._h, int(dim), _S))
+
+
+def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merges the axes start_dim..end_dim (inclusive) into one."""
+    return _wrap(_C.nx_flatten(input._h, int(start_dim), int(end_dim), _S))
+
+
+def contiguous(input: Tensor) -> Tensor:
+    """A row-major copy, or input itself when already contiguous."""
+    return _wrap(_C.nx_contiguous(input._h, _S))
+
+
+def clone(input: Tensor) -> Tensor:
+    """A copy with its own storage (recorded by autodiff)."""
+    return _wrap(_C.nx_clone(input._h, _S))
+
+
+def cast(input: Tensor, dtype: DTypeLike) -> Tensor:
+    """input's values in dtype (always a new tensor)."""
+    return _wrap(_C.nx_cast(input._h, to_dtype(dtype).value, _S))
+
+
+def to(input: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+    """Same as input.to(...)."""
+    return input.to(*args, **kwargs)
+
+
+def detach(input: Tensor) -> Tensor:
+    """A view of input outside the graph."""
+    return input.detach()
+
+
+def _handles(tensors: Sequence[Any]) -> List[Any]:
+    if not tensors:
+        return []
+    like = next((t for t in tensors if type(t) is Tensor), None)
+    return [_t(t, like)._h for t in tensors]
+
+
+def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Joins tensors along an existing axis."""
+    return _wrap(_C.nx_cat(_handles(tensors), int(dim), _S))
+
+
+concat = concatenate = cat
+
+
+def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Joins tensors along a new axis."""
+    return _wrap(_C.nx_stack(_handles(tensors), int(dim), _S))
+
+
+def split(tensor: Tensor, split_size_or_sections: Union[int, Sequence[int]], dim: int = 0) -> Tuple[Tensor, ...]:
+    """Views of tensor along dim: chunks of split_size_or_sections elements (the last may be smaller),
+    or pieces of the listed sizes (which must sum to the axis size)."""
+    if isinstance(split_size_or_sections, int):
+        n = tensor.shape[dim]
+        k = split_size_or_sections
+        if k <= 0:
+            raise _C.InvalidArgumentError(f"split size must be positive, got {k}")
+        sizes = [k] * (n // k) + ([n % k] if n % k else [])
+        if not sizes:
+            sizes = [0]
+    else:
+        sizes = [int(s) for s in split_size_or_sections]
+    return tuple(_wrap(h) for h in _C.nx_split(tensor._h, sizes, int(dim), _S))
+
+
+def chunk(input: Tensor, chunks: int, dim: int = 0) -> Tuple[Tensor, ...]:
+    """Splits into `chunks` pieces of ceil(size / chunks) elements (PyTorch's rule)."""
+    n = input.shape[dim]
+    k = -(-n // chunks) if n else 1
+    return split(input, k, dim)
+
+
+# ---------------------------------------------------------------- indexing
+def index_select(input: Tensor, dim: int, index: Any) -> Tensor:
+    """Entries of input along dim at the integer positions of the 1-d index."""
+    idx = index if type(index) is Tensor else _as_tensor_index(index, input)
+    return _wrap(_C.nx_index_select(input._h, int(dim), idx._h, _S))
+
+
+def gather(input: Tensor, dim: int, index: Any) -> Tensor:
+    """torch.gather: out[i][j] = input[index[i][j]][j] for dim 0, and so on."""
+    idx = index if type(index) is Tensor else _as_tensor_index(index, input)
+    return _wrap(_C.nx_gather(input._h, int(dim), idx._h, _S))
+
+
+def embedding(input: Any, weight: Tensor) -> Tensor:
+    """Rows of weight [num, dim] at the integer indices input (any shape): shape input.shape + [dim].
+    (PyTorch's argument order: torch.nn.functional.embedding(input, weight).)"""
+    idx = input if type(input) is Tensor else _as_tensor_index(input, weight)
+    return _wrap(_C.nx_embedding(weight._h, idx._h, _S))
+
+
+def one_hot(tensor: Tensor, num_classes: int = -1, dtype: DTypeLike = int64) -> Tensor:
+    """indices -> indices.shape + [num_classes] (num_classes -1: max index + 1). int64 by default."""
+    if num_classes < 0:
+        num_classes = int(amax(tensor).item()) + 1 if tensor.numel() else 0
+    return _wrap(_C.nx_one_hot(tensor._h, int(num_classes), to_dtype(dtype).value, _S))
+
+
+def _as_tensor_index(index: Any, like: Tensor) -> Tensor:
+    from .tensor import tensor as make
+
+    return make(index, dtype=int64, device=like.device)
+
+
+# ---------------------------------------------------------------- losses
+def cross_entropy(input: Tensor, target: Tensor, ignore_index: int = -100, reduction: str = "mean",
+                  label_smoothing: float = 0.0) -> Tensor:
+    """Cross-entropy of logits [N, C] against integer classes [N] (PyTorch's defaults)."""
+    return _wrap(_C.nx_cross_entropy(input._h, target._h, int(ignore_index), float(label_smoothing),
+                                     _reduction(reduction), _S))
+
+
+def nll_loss(input: Tensor, target: Tensor, ignore_index: int = -100, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of log-probabilities [N, C] against integer classes [N]."""
+    return _wrap(_C.nx_nll_loss(input._h, target._h, int(ignore_index), _reduction(reduction), _S))
+
+
+def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:
+    """Mean squared error."""
+    return _wrap(_C.nx_mse_loss(input._h, _t(target, input)._h, _reduction(reduction), _S))
+
+
+def binary_cross_entropy_with_logits(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:
+    """Binary cross-entropy on logits (stable)."""
+    return _wrap(_C.nx_bce_with_logits(input._h, _t(target, input)._h, _reduction(reduction), _S))
+
+
+bce_with_logits = binary_cross_entropy_with_logits
+
+
+# ---------------------------------------------------------------- autograd
+def backward(tensor: Tensor, grad_tensor: Optional[Any] = None, retain_graph: bool = False,
+             create_graph: bool = False) -> None:
+    """Backpropagates from tensor into the .grad() of every leaf that requires grad. grad_tensor None
+    means ones (tensor must then have one element). retain_graph keeps the saved tensors for another
+    backward; create_graph records the backward pass so gradients can be differentiated again."""
+    g = None if grad_tensor is None else _t(grad_tensor, tensor)._h
+    if not retain_graph and not create_graph:
+        _C.nx_backward(tensor._h, g, _S)
+    else:
+        _C.nx_backward_ex(tensor._h, g, bool(retain_graph), bool(create_graph), _S)
+
+
+def grad(outputs: Tensor, inputs: Union[Tensor, Sequence[Tensor]], grad_outputs: Optional[Any] = None,
+         retain_graph: Optional[bool] = None, create_graph: bool = False,
+         allow_unused: bool = False) -> Tuple[Optional[Tensor], ...]:
+    """torch.autograd.grad: d outputs / d inputs (a tuple, one per input) without touching .grad().
+    Inputs that do not reach outputs give None when allow_unused, else an InvalidArgumentError."""
+    single = type(inputs) is Tensor
+    ins = [inputs] if single else list(inputs)
+    if isinstance(outputs, (list, tuple)):
+        if len(outputs) != 1:
+            raise _C.NotSupportedError("grad takes one output tensor (sum several outputs first)")
+        outputs = outputs[0]
+    if isinstance(grad_outputs, (list, tuple)):
+        grad_outputs = grad_outputs[0] if grad_outputs else None
+    g = None if grad_outputs is None else _t(grad_outputs, outputs)._h
+    retain = create_graph if retain_graph is None else bool(retain_graph)
+    hs = _C.nx_autograd_grad(outputs._h, g, [t._h for t in ins], retain, bool(create_graph), _S)
+    res = tuple(None if h is None else _wrap(h) for h in hs)
+    if not allow_unused and any(r is None for r in res):
+        i = next(i for i, r in enumerate(res) if r is None)
+        raise _C.InvalidArgumentError(f"grad: input {i} does not reach the output (pass allow_unused=True)")
+    return res
+
+
+def jvp(output: Tensor, inputs: Union[Tensor, Sequence[Tensor]], tangents: Union[Tensor, Sequence[Tensor]]) -> Tensor:
+    """Forward-mode directional derivative J v of output = f(inputs), already computed with grad
+    recording, for the tangents v (one per input, same shapes)."""
+    ins = [inputs] if type(inputs) is Tensor else list(inputs)
+    tans = [tangents] if type(tangents) is Tensor else list(tangents)
+    return _wrap(_C.nx_jvp(output._h, [t._h for t in ins], [_t(v, ins[0])._h for v in tans], _S))
+
+
+def checkpoint(function: Callable[..., Any], *inputs: Tensor, num_outputs: int = 1) -> Any:
+    """Gradient checkpointing: function(*inputs) runs now without recording, and again inside
+    backward to rebuild its graph, so the activations inside are not kept. function must be
+    deterministic and return num_outputs tensors (one Tensor when num_outputs == 1). Note: the C API
+    cannot tell when the graph dies, so `function` is kept alive for the life of the process."""
+    def trampoline(handles: List[Any]) -> List[Any]:
+        res = function(*[_wrap(h) for h in handles])
+        outs = [res] if isinstance(res, Tensor) else list(res) if isinstance(res, (tuple, list)) else [res]
+        for o in outs:
+            if not isinstance(o, Tensor):
+                raise TypeError(f"checkpoint: the function must return Tensors, got {type(o).__name__}")
+        return [o._h for o in outs]
+
+    hs = _C.nx_checkpoint(int(num_outputs), trampoline, [t._h for t in inputs], _S)
+    outs = tuple(_wrap(h) for h in hs)
+    return outs[0] if num_outputs == 1 else outs
+
+
+def backward_checked(tensor: Tensor, grad_tensor: Optional[Any] = None) -> None:
+    """backward() that checks every gradient for NaN/Inf and raises StateError naming the first node
+    whose output gradient is not finite."""
+    g = None if grad_tensor is None else _t(grad_tensor, tensor)._h
+    _C.nx_backward_checked(tensor._h, g, _S)
+
+
+class Graph:
+    """A snapshot of the graph that produced a tensor (nodes in topological order, root first)."""
+
+    def __init__(self, root: Tensor) -> None:
+        self._g = _C.nx_graph_create(root._h)
+
+    def __len__(self) -> int:
+        return _C.nx_graph_node_count(self._g)
+
+    @property
+    def nodes(self) -> List[str]:
+        """Node names ('MatmulBackward'...)."""
+        return [_C.nx_graph_node_name(self._g, i) for i in range(len(self))]
+
+    @property
+    def saved_bytes(self) -> int:
+        """Bytes held by tensors the nodes saved for backward."""
+        return _C.nx_graph_saved_bytes(self._g)
+
+    def to_dot(self) -> str:
+        """Graphviz DOT text of the graph."""
+        return _C.nx_graph_to_dot(self._g)
+
+    def __repr__(self) -> str:
+        return f"Graph({self.nodes})"
+
+
+# ---------------------------------------------------------------- SafeTensors
+class SafeTensorsFile:
+    """A validated .safetensors file: keys(), get(name, device), metadata(key), dict-like access."""
+
+    def __init__(self, path: str) -> None:
+        self._st = _C.nx_safetensors_open(str(path))
+
+    def keys(self) -> List[str]:
+        return [_C.nx_safetensors_name(self._st, i) for i in range(_C.nx_safetensors_count(self._st))]
+
+    def get(self, name: str, device: DeviceLike = "cpu") -> Tensor:
+        return _wrap(_C.nx_safetensors_get(self._st, name, to_device(device), _S))
+
+    def __getitem__(self, name: str) -> Tensor:
+        return self.get(name)
+
+    def __len__(self) -> int:
+        return _C.nx_safetensors_count(self._st)
+
+    def __iter__(self) -> Any:
+        return iter(self.keys())
+
+    def metadata(self, key: str) -> Optional[str]:
+        return _C.nx_safetensors_metadata(self._st, key)
+
+    def __enter__(self) -> "SafeTensorsFile":
+        return self
+
+    def __exit__(self, *a: Any) -> None:
+        pass
+
+
+def load_safetensors(path: str, device: DeviceLike = "cpu") -> Dict[str, Tensor]:
+    """All tensors of a .safetensors file (malformed files raise FileError, an OSError)."""
+    f = SafeTensorsFile(path)
+    return {k: f.get(k, device) for k in f.keys()}
+
+
+def save_safetensors(path: str, tensors: Dict[str, Tensor]) -> None:
+    """Writes named tensors to path."""
+    names = list(tensors.keys())
+    _C.nx_safetensors_save(str(path), names, [tensors[n]._h for n in names])
+
+
+# ---------------------------------------------------------------- runtime
+def set_num_threads(n: int) -> None:
+    """CPU threads used by kernels (<= 0 restores the default: all cores)."""
+    _C.nx_set_num_threads(int(n))
+
+
+def get_num_threads() -> int:
+    return _C.nx_get_num_threads()
+
+
+def cpu_simd_level() -> str:
+    """'avx512', 'avx2' or 'scalar': the CPU kernels chosen at run time."""
+    return _C.nx_cpu_simd_level()
+
+
+def set_cpu_simd_level(level: str) -> None:
+    """Forces a SIMD level (NotSupportedError if the processor lacks it)."""
+    _C.nx_cpu_set_simd_level(level)
+
+
+def live_tensor_count() -> int:
+    """Number of tensor handles alive in the engine (for leak checks)."""
+    return _C.nx_live_tensor_count()
+
+
+def version() -> str:
+    return _C.nx_version_string()
+
+
+def abi_version() -> int:
+    return _C.nx_abi_version()
+
+
+class _Cuda:
+    """nexusgrad.cuda: device count, synchronization, allocator statistics, TF32."""
+
+    @staticmethod
+    def is_available() -> bool:
+        return _C.nx_cuda_device_count() > 0
+
+    @staticmethod
+    def device_count() -> int:
+        return _C.nx_cuda_device_count()
+
+    @staticmethod
+    def synchronize() -> None:
+        """Waits for all work on every device's default stream."""
+        _C.nx_stream_synchronize(None)
+
+    @staticmethod
+    def memory_stats(device: int = 0) -> Dict[str, int]:
+        return _C.nx_cuda_memory_stats_get(int(device))
+
+    @staticmethod
+    def memory_allocated(device: int = 0) -> int:
+        return _C.nx_cuda_memory_stats_get(int(device))["allocated_bytes"]
+
+    @staticmethod
+    def reset_peak_memory_stats(device: int = 0) -> None:
+        _C.nx_cuda_reset_peak_memory(int(device))
+
+    @staticmethod
+    def empty_cache(device: int = 0) -> None:
+        _C.nx_cuda_empty_cache(int(device))
+
+    @staticmethod
+    def set_tf32(enabled: bool) -> None:
+        _C.nx_cuda_set_tf32(bool(enabled))
+
+    @staticmethod
+    def tf32_enabled() -> bool:
+        return _C.nx_cuda_tf32_enabled()
+
+
+cuda = _Cuda()
+
+
+# ---------------------------------------------------------------- Tensor methods
+def _install_methods() -> None:
+    def method(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def m(self: Tensor, *args: Any, **kwargs: Any) -> Any:
+            return fn(self, *args, **kwargs)
+
+        m.__name__ = m.__qualname__ = fn.__name__
+        m.__doc__ = fn.__doc__
+        return m
+
+    names = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+             "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sinh", "cosh", "sigmoid",
+             "relu", "leaky_relu", "gelu", "silu", "softplus", "mish", "clamp", "clip", "square",
+             "add_", "mul_", "copy_", "sum", "mean", "max", "min", "amax", "amin", "var", "std", "argmax",
+             "argmin", "matmul", "softmax", "log_softmax", "reshape", "view", "transpose", "permute", "narrow",
+             "expand", "squeeze", "unsqueeze", "flatten", "contiguous", "clone", "split", "chunk",
+             "index_select", "gather"]
+    g = globals()
+    for name in names:
+        setattr(Tensor, name, method(g[name]))
+
+    def fill_(self: Tensor, value: float) -> Tensor:
+        """Sets every element to value, in place."""
+        _C.nx_copy_(self._h, _as_tensor(value, self)._h, _S)
+        return self
+
+    def zero_(self: Tensor) -> Tensor:
+        """Sets every element to 0, in place."""
+        return fill_(self, 0)
+
+    def t(self: Tensor) -> Tensor:
+        return transpose(self, 0, 1) if self.ndim == 2 else self
+
+    def expand_as(self: Tensor, other: Tensor) -> Tensor:
+        return expand(self, list(other.shape))
+
+    def view_as(self: Tensor, other: Tensor) -> Tensor:
+        return view(self, list(other.shape))
+
+    def reshape_as(self: Tensor, other: Tensor) -> Tensor:
+        return reshape(self, list(other.shape))
+
+    Tensor.fill_ = fill_
+    Tensor.zero_ = zero_
+    Tensor.t = t
+    Tensor.expand_as = expand_as
+    Tensor.view_as = view_as
+    Tensor.reshape_as = reshape_as
+
+
+_install_methods()

@@ -1,0 +1,506 @@
+// Flash attention on CUDA (SIMT path). Layout: contiguous q [B, H, Tq, D], k/v [B, Hkv, Tk, D];
+// query i sits at absolute position Tk - Tq + i. Nothing of size Tq x Tk is stored: the forward
+// keeps an online softmax (running max m and sum l) per query row, the backward recomputes the
+// probabilities from the saved lse = m + log l.
+//
+// Thread mapping: 8 consecutive lanes ("a team") own one row (a query row in the forward and
+// dQ kernels, a key row in the dK/dV kernel); each lane holds D/8 of that row's dimensions in
+// registers, and a dot product is a partial sum plus 3 shuffles inside the team. Keys (or
+// queries) stream through shared memory in chunks. Every output element is written by exactly
+// one thread, so results are deterministic (no atomics).
+//
+// Decode (few queries, long cache): the keys of one (batch, head) are split over many blocks and
+// teams (flash-decoding); partial (m, l, acc) are merged in a second kernel.
+#include <cfloat>
+#include <cmath>
+
+#include "cuda/kernels.cuh"
+
+namespace nx::cuda {
+namespace {
+
+constexpr int kTeam = 8;          // lanes per row
+constexpr int kRows = 32;         // rows per block (256 threads)
+constexpr int kChunk = 32;        // keys/queries staged in shared memory at a time
+constexpr int kMaxPer = 256 / kTeam;  // dims per lane for D <= 256
+
+template <class T> __device__ __forceinline__ float to_acc(T x) { return float(load_f64(&x)); }
+template <> __device__ __forceinline__ float to_acc(float x) { return x; }
+template <> __device__ __forceinline__ float to_acc(Half x) { return __half2float(__ushort_as_half(x.bits)); }
+template <> __device__ __forceinline__ float to_acc(BFloat16 x) { return __bfloat162float(__ushort_as_bfloat16(x.bits)); }
+
+// Sum over the 8 lanes of a team. The mask names only the team, and every branch in these
+// kernels is uniform within a team, so teams of one warp may diverge freely.
+template <class A> __device__ __forceinline__ A team_sum(A v) {
+  const unsigned mask = 0xffu << ((threadIdx.x & 31u) & ~7u);
+  v += __shfl_xor_sync(mask, v, 1);
+  v += __shfl_xor_sync(mask, v, 2);
+  v += __shfl_xor_sync(mask, v, 4);
+  return v;
+}
+
+struct Params {
+  int64_t batch, heads, kv_heads, tq, tk, dim;
+  float scale;
+  bool causal, alibi;
+  float slopes[128];
+};
+
+template <class A>
+__device__ __forceinline__ A biased_score(const Params& p, A dotv, int h, int64_t qpos, int64_t key) {
+  if (p.causal && key > qpos) return A(-INFINITY);
+  A s = dotv * A(p.scale);
+  if (p.alibi) s -= A(p.slopes[h]) * A(qpos - key);
+  return s;
+}
+
+// Per-block shared staging of kChunk rows of two [*, D] tensors as accumulator type.
+template <class A> struct Stage {
+  A* a;
+  A* b;
+};
+
+template <class T, class A, int PER>
+__global__ void fwd_kernel(Params p, const T* q, const T* k, const T* v, T* out, A* lse) {
+  extern __shared__ unsigned char smem_raw[];
+  A* ks = reinterpret_cast<A*>(smem_raw);
+  A* vs = ks + kChunk * p.dim;
+  const int team = threadIdx.x / kTeam, lane = threadIdx.x % kTeam;
+  const int64_t nqb = (p.tq + kRows - 1) / kRows;
+  const int64_t qb = blockIdx.x % nqb, bh = blockIdx.x / nqb;
+  const int h = int(bh % p.heads), b = int(bh / p.heads), hk = h / int(p.heads / p.kv_heads);
+  const int64_t row = qb * kRows + team, offset = p.tk - p.tq, qpos = offset + row;
+  const bool active = row < p.tq;
+  const T* qr = q + ((int64_t(b) * p.heads + h) * p.tq + (active ? row : 0)) * p.dim;
+  const T* kh = k + (int64_t(b) * p.kv_heads + hk) * p.tk * p.dim;
+  const T* vh = v + (int64_t(b) * p.kv_heads + hk) * p.tk * p.dim;
+  A qv[PER], acc[PER];
+#pragma unroll
+  for (int t = 0; t < PER; ++t) {
+    const int d = lane + t * kTeam;
+    qv[t] = d < p.dim ? A(to_acc(qr[d])) : A(0);
+    acc[t] = A(0);
+  }
+  A m = A(-INFINITY), l = A(0);
+  const int64_t block_last = p.causal ? min(p.tk, offset + min(p.tq, (qb + 1) * kRows)) : p.tk;
+  for (int64_t j0 = 0; j0 < block_last; j0 += kChunk) {
+    const int cols = int(min(int64_t(kChunk), p.tk - j0));
+    __syncthreads();
+    for (int e = threadIdx.x; e < kChunk * p.dim; e += blockDim.x) {
+      const int c = e / int(p.dim);
+      ks[e] = c < cols ? A(to_acc(kh[(j0 + c) * p.dim + e % p.dim])) : A(0);
+      vs[e] = c < cols ? A(to_acc(vh[(j0 + c) * p.dim + e % p.dim])) : A(0);
+    }
+    __syncthreads();
+    for (int c = 0; c < cols; ++c) {
+      A part = 0;
+#pragma unroll
+      for (int t = 0; t < PER; ++t) {
+        const int d = lane + t * kTeam;
+        if (d < p.dim) part += qv[t] * ks[c * p.dim + d];
+      }
+      const A s = biased_score(p, team_sum(part), h, qpos, j0 + c);
+      if (s == A(-INFINITY)) continue;
+      const A mn = s > m ? s : m;
+      const A corr = exp(m - mn), pr = exp(s - mn);
+      l = l * corr + pr;
+      m = mn;
+#pragma unroll
+      for (int t = 0; t < PER; ++t) {
+        const int d = lane + t * kTeam;
+        acc[t] = acc[t] * corr + pr * (d < p.dim ? vs[c * p.dim + d] : A(0));
+      }
+    }
+  }
+  if (!active) return;
+  T* orow = out + ((int64_t(b) * p.heads + h) * p.tq + row) * p.dim;
+  const A inv = l > A(0) ? A(1) / l : A(0);
+#pragma unroll
+  for (int t = 0; t < PER; ++t) {
+    const int d = lane + t * kTeam;
+    if (d < p.dim) store_f64(orow + d, double(acc[t] * inv));
+  }
+  if (lane == 0) lse[(int64_t(b) * p.heads + h) * p.tq + row] = l > A(0) ? m + log(l) : A(INFINITY);
+}
+
+// ---------------------------------------------------------------- decode (split keys)
+// Block = (b, h, split); its 32 teams take keys split_start + team, + 32, ...; each team keeps its
+// own online softmax for every query (tq <= 4), then the block merges its teams and writes one
+// partial (m, l, acc) per query.
+template <class T, class A, int PER, int MAXQ>
+__global__ void decode_kernel(Params p, const T* q, const T* k, const T* v, A* part_acc, A* part_ml, int splits) {
+  const int team = threadIdx.x / kTeam, lane = threadIdx.x % kTeam;
+  const int split = blockIdx.x % splits;
+  const int64_t bh = blockIdx.x / splits;
+  const int h = int(bh % p.heads), b = int(bh / p.heads), hk = h / int(p.heads / p.kv_heads);
+  const int64_t per_split = (p.tk + splits - 1) / splits, j_begin = split * per_split,
+                j_end = min(p.tk, j_begin + per_split), offset = p.tk - p.tq;
+  const T* kh = k + (int64_t(b) * p.kv_heads + hk) * p.tk * p.dim;
+  const T* vh = v + (int64_t(b) * p.kv_heads + hk) * p.tk * p.dim;
+  A qv[MAXQ][PER], acc[MAXQ][PER], m[MAXQ], l[MAXQ];
+  for (int i = 0; i < MAXQ; ++i) {
+    m[i] = A(-INFINITY);
+    l[i] = A(0);
+    const T* qr = q + ((int64_t(b) * p.heads + h) * p.tq + min(int64_t(i), p.tq - 1)) * p.dim;
+#pragma unroll
+    for (int t = 0; t < PER; ++t) {
+      const int d = lane + t * kTeam;
+      qv[i][t] = (d < p.dim && i < p.tq) ? A(to_acc(qr[d])) : A(0);
+      acc[i][t] = A(0);
+    }
+  }
+  for (int64_t j = j_begin + team; j < j_end; j += kRows) {
+    A kv[PER], vv[PER];
+#pragma unroll
+    for (int t = 0; t < PER; ++t) {
+      const int d = lane + t * kTeam;
+      kv[t] = d < p.dim ? A(to_acc(kh[j * p.dim + d])) : A(0);
+      vv[t] = d < p.dim ? A(to_acc(vh[j * p.dim + d])) : A(0);
+    }
+    for (int i = 0; i < MAXQ && i < p.tq; ++i) {
+      A part = 0;
+#pragma unroll
+      for (int t = 0; t < PER; ++t) part += qv[i][t] * kv[t];
+      const A s = biased_score(p, team_sum(part), h, offset + i, j);
+      if (s == A(-INFINITY)) continue;
+      const A mn = s > m[i] ? s : m[i];
+      const A corr = exp(m[i] - mn), pr = exp(s - mn);
+      l[i] = l[i] * corr + pr;
+      m[i] = mn;
+#pragma unroll
+      for (int t = 0; t < PER; ++t) acc[i][t] = acc[i][t] * corr + pr * vv[t];
+    }
+  }
+  // merge the 32 teams through shared memory, one query at a time
+  __shared__ A sm[kRows], sl[kRows];
+  extern __shared__ unsigned char smem_raw[];
+  A* sacc = reinterpret_cast<A*>(smem_raw);  // [kRows][dim]
+  for (int i = 0; i < MAXQ && i < p.tq; ++i) {
+    __syncthreads();
+    if (lane == 0) { sm[team] = m[i]; sl[team] = l[i]; }
+#pragma unroll
+    for (int t = 0; t < PER; ++t) {
+      const int d = lane + t * kTeam;
+      if (d < p.dim) sacc[team * p.dim + d] = acc[i][t];
+    }
+    __syncthreads();
+    A M = A(-INFINITY);
+    for (int w = 0; w < kRows; ++w) M = sm[w] > M ? sm[w] : M;
+    const int64_t slot = (bh * p.tq + i) * splits + split;
+    for (int d = threadIdx.x; d < p.dim; d += blockDim.x) {
+      A a = 0;
+      for (int w = 0; w < kRows; ++w)
+        if (sm[w] != A(-INFINITY)) a += sacc[w * p.dim + d] * exp(sm[w] - M);
+      part_acc[slot * p.dim + d] = a;
+    }
+    if (threadIdx.x == 0) {
+      A L = 0;
+      for (int w = 0; w < kRows; ++w)
+        if (sm[w] != A(-INFINITY)) L += sl[w] * exp(sm[w] - M);
+      part_ml[slot * 2] = M;
+      part_ml[slot * 2 + 1] = L;
+    }
+  }
+}
+
+template <class T, class A>
+__global__ void decode_combine(Params p, const A* part_acc, const A* part_ml, int splits, T* out, A* lse) {
+  const int64_t row = blockIdx.x;  // (b, h, i)
+  A M = A(-INFINITY);
+  for (int s = 0; s < splits; ++s) M = part_ml[(row * splits + s) * 2] > M ? part_ml[(row * splits + s) * 2] : M;
+  A L = 0;
+  for (int s = 0; s < splits; ++s) {
+    const A ms = part_ml[(row * splits + s) * 2];
+    if (ms != A(-INFINITY)) L += part_ml[(row * splits + s) * 2 + 1] * exp(ms - M);
+  }
+  for (int d = threadIdx.x; d < p.dim; d += blockDim.x) {
+    A a = 0;
+    for (int s = 0; s < splits; ++s) {
+      const A ms = part_ml[(row * splits + s) * 2];
+      if (ms != A(-INFINITY)) a += part_acc[(row * splits + s) * p.dim + d] * exp(ms - M);
+    }
+    store_f64(out + row * p.dim + d, L > A(0) ? double(a / L) : 0.0);
+  }
+  if (threadIdx.x == 0) lse[row] = L > A(0) ? M + log(L) : A(INFINITY);
+}
+
+// ---------------------------------------------------------------- backward
+// delta_i = dot(dO_i, O_i)
+template <class T, class A>
+__global__ void delta_kernel(const T* out, const T* dout, A* delta, int64_t rows, int64_t dim) {
+  const int team = threadIdx.x / kTeam, lane = threadIdx.x % kTeam;
+  const int64_t r = int64_t(blockIdx.x) * kRows + team;
+  A part = 0;
+  if (r < rows)
+    for (int64_t d = lane; d < dim; d += kTeam) part += A(to_acc(out[r * dim + d])) * A(to_acc(dout[r * dim + d]));
+  part = team_sum(part);
+  if (r < rows && lane == 0) delta[r] = part;
+}
+
+// Block = (b, hk, 32-key chunk); a team owns one key row of dK and dV; all query rows of the
+// heads sharing hk stream through shared memory.
+template <class T, class A, int PER>
+__global__ void dkdv_kernel(Params p, const T* q, const T* k, const T* v, const T* dout, const A* lse,
+                            const A* delta, T* dk, T* dv) {
+  extern __shared__ unsigned char smem_raw[];
+  A* qs = reinterpret_cast<A*>(smem_raw);
+  A* ds = qs + kChunk * p.dim;
+  __shared__ A ls[kChunk], dl[kChunk];
+  const int team = threadIdx.x / kTeam, lane = threadIdx.x % kTeam;
+  const int64_t nkb = (p.tk + kRows - 1) / kRows;
+  const int64_t kb = blockIdx.x % nkb, bhk = blockIdx.x / nkb;
+  const int hk = int(bhk % p.kv_heads), b = int(bhk / p.kv_heads), group = int(p.heads / p.kv_heads);
+  const int64_t key = kb * kRows + team, offset = p.tk - p.tq;
+  const bool active = key < p.tk;
+  const int64_t kbase = ((int64_t(b) * p.kv_heads + hk) * p.tk + (active ? key : 0)) * p.dim;
+  A kv[PER], vv[PER], dka[PER], dva[PER];
+#pragma unroll
+  for (int t = 0; t < PER; ++t) {
+    const int d = lane + t * kTeam;
+    kv[t] = d < p.dim ? A(to_acc(k[kbase + d])) : A(0);
+    vv[t] = d < p.dim ? A(to_acc(v[kbase + d])) : A(0);
+    dka[t] = dva[t] = A(0);
+  }
+  const int64_t first_query = p.causal ? max(int64_t(0), kb * kRows - offset) : 0;
+  for (int g = 0; g < group; ++g) {
+    const int h = hk * group + g;
+    const int64_t qbase = (int64_t(b) * p.heads + h) * p.tq;
+    for (int64_t i0 = first_query; i0 < p.tq; i0 += kChunk) {
+      const int rows = int(min(int64_t(kChunk), p.tq - i0));
+      __syncthreads();
+      for (int e = threadIdx.x; e < kChunk * p.dim; e += blockDim.x) {
+        const int r = e / int(p.dim);
+        qs[e] = r < rows ? A(to_acc(q[(qbase + i0 + r) * p.dim + e % p.dim])) : A(0);
+        ds[e] = r < rows ? A(to_acc(dout[(qbase + i0 + r) * p.dim + e % p.dim])) : A(0);
+      }
+      if (threadIdx.x < kChunk) {
+        ls[threadIdx.x] = threadIdx.x < rows ? lse[qbase + i0 + threadIdx.x] : A(INFINITY);
+        dl[threadIdx.x] = threadIdx.x < rows ? delta[qbase + i0 + threadIdx.x] : A(0);
+      }
+      __syncthreads();
+      if (!active) continue;
+      for (int r = 0; r < rows; ++r) {
+        if (ls[r] == A(INFINITY)) continue;
+        A s_part = 0, dp_part = 0;
+#pragma unroll
+        for (int t = 0; t < PER; ++t) {
+          const int d = lane + t * kTeam;
+          if (d < p.dim) {
+            s_part += qs[r * p.dim + d] * kv[t];
+            dp_part += ds[r * p.dim + d] * vv[t];
+          }
+        }
+        const A s = biased_score(p, team_sum(s_part), h, offset + i0 + r, key);
+        if (s == A(-INFINITY)) continue;
+        const A pr = exp(s - ls[r]);
+        const A dsv = pr * (team_sum(dp_part) - dl[r]) * A(p.scale);
+#pragma unroll
+        for (int t = 0; t < PER; ++t) {
+          const int d = lane + t * kTeam;
+          if (d < p.dim) {
+            dva[t] += pr * ds[r * p.dim + d];
+            dka[t] += dsv * qs[r * p.dim + d];
+          }
+        }
+      }
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int t = 0; t < PER; ++t) {
+    const int d = lane + t * kTeam;
+    if (d < p.dim) {
+      store_f64(dk + kbase + d, double(dka[t]));
+      store_f64(dv + kbase + d, double(dva[t]));
+    }
+  }
+}
+
+// Block = (b, h, 32-query chunk); a team owns one query row of dQ; keys stream through smem.
+template <class T, class A, int PER>
+__global__ void dq_kernel(Params p, const T* q, const T* k, const T* v, const T* dout, const A* lse,
+                          const A* delta, T* dq) {
+  extern __shared__ unsigned char smem_raw[];
+  A* ks = reinterpret_cast<A*>(smem_raw);
+  A* vs = ks + kChunk * p.dim;
+  const int team = threadIdx.x / kTeam, lane = threadIdx.x % kTeam;
+  const int64_t nqb = (p.tq + kRows - 1) / kRows;
+  const int64_t qb = blockIdx.x % nqb, bh = blockIdx.x / nqb;
+  const int h = int(bh % p.heads), b = int(bh / p.heads), hk = h / int(p.heads / p.kv_heads);
+  const int64_t row = qb * kRows + team, offset = p.tk - p.tq, qpos = offset + row;
+  const bool active = row < p.tq;
+  const int64_t qbase = ((int64_t(b) * p.heads + h) * p.tq + (active ? row : 0));
+  const T* kh = k + (int64_t(b) * p.kv_heads + hk) * p.tk * p.dim;
+  const T* vh = v + (int64_t(b) * p.kv_heads + hk) * p.tk * p.dim;
+  A qv[PER], dov[PER], dqa[PER];
+#pragma unroll
+  for (int t = 0; t < PER; ++t) {
+    const int d = lane + t * kTeam;
+    qv[t] = d < p.dim ? A(to_acc(q[qbase * p.dim + d])) : A(0);
+    dov[t] = d < p.dim ? A(to_acc(dout[qbase * p.dim + d])) : A(0);
+    dqa[t] = A(0);
+  }
+  const A L = lse[qbase], dl = delta[qbase];
+  const int64_t block_last = p.causal ? min(p.tk, offset + min(p.tq, (qb + 1) * kRows)) : p.tk;
+  for (int64_t j0 = 0; j0 < block_last; j0 += kChunk) {
+    const int cols = int(min(int64_t(kChunk), p.tk - j0));
+    __syncthreads();
+    for (int e = threadIdx.x; e < kChunk * p.dim; e += blockDim.x) {
+      const int c = e / int(p.dim);
+      ks[e] = c < cols ? A(to_acc(kh[(j0 + c) * p.dim + e % p.dim])) : A(0);
+      vs[e] = c < cols ? A(to_acc(vh[(j0 + c) * p.dim + e % p.dim])) : A(0);
+    }
+    __syncthreads();
+    if (!active || L == A(INFINITY)) continue;
+    for (int c = 0; c < cols; ++c) {
+      A s_part = 0, dp_part = 0;
+#pragma unroll
+      for (int t = 0; t < PER; ++t) {
+        const int d = lane + t * kTeam;
+        if (d < p.dim) {
+          s_part += qv[t] * ks[c * p.dim + d];
+          dp_part += dov[t] * vs[c * p.dim + d];
+        }
+      }
+      const A s = biased_score(p, team_sum(s_part), h, qpos, j0 + c);
+      const A dpv = team_sum(dp_part);
+      if (s == A(-INFINITY)) continue;
+      const A dsv = exp(s - L) * (dpv - dl) * A(p.scale);
+#pragma unroll
+      for (int t = 0; t < PER; ++t) {
+        const int d = lane + t * kTeam;
+        if (d < p.dim) dqa[t] += dsv * ks[c * p.dim + d];
+      }
+    }
+  }
+  if (!active) return;
+#pragma unroll
+  for (int t = 0; t < PER; ++t) {
+    const int d = lane + t * kTeam;
+    if (d < p.dim) store_f64(dq + qbase * p.dim + d, double(dqa[t]));
+  }
+}
+
+Params make_params(const AttentionParams& a) {
+  if (a.heads > 128 && !a.alibi_slopes.empty())
+    fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": ALiBi on CUDA supports up to 128 heads, got ", a.heads);
+  Params p{};
+  p.batch = a.batch; p.heads = a.heads; p.kv_heads = a.kv_heads; p.tq = a.tq; p.tk = a.tk; p.dim = a.dim;
+  p.scale = float(a.scale);
+  p.causal = a.causal;
+  p.alibi = !a.alibi_slopes.empty();
+  for (size_t i = 0; i < a.alibi_slopes.size() && i < 128; ++i) p.slopes[i] = a.alibi_slopes[i];
+  return p;
+}
+
+// Calls f(std::integral_constant<int, PER>) with PER = ceil(dim / 8) rounded up to 4, 8, 16, 32.
+template <class F>
+void dispatch_per(int64_t dim, F&& f) {
+  const int64_t per = (dim + kTeam - 1) / kTeam;
+  if (per <= 4) f(std::integral_constant<int, 4>{});
+  else if (per <= 8) f(std::integral_constant<int, 8>{});
+  else if (per <= 16) f(std::integral_constant<int, 16>{});
+  else f(std::integral_constant<int, kMaxPer>{});
+}
+
+template <class F>
+void dispatch_attn_dtype(DType d, F&& f) {
+  switch (d) {
+    case DType::F32: f(float{}, float{}); break;
+    case DType::F64: f(double{}, double{}); break;
+    case DType::F16: f(Half{}, float{}); break;
+    case DType::BF16: f(BFloat16{}, float{}); break;
+    default: fail(NX_ERR_DTYPE, current_api(), ": attention needs a floating dtype");
+  }
+}
+
+template <class K>
+void set_smem(K kernel, size_t bytes) {
+  if (bytes > 48 * 1024) NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+}
+
+int sm_count_attn() {
+  static int n = [] {
+    int dev = 0, count = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
+    return count > 0 ? count : 1;
+  }();
+  return n;
+}
+
+}  // namespace
+
+bool attention_tensor_core(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
+                           const View& lse);
+
+void attention_forward(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
+                       const View& lse) {
+  if (attention_tensor_core(a, q, k, v, out, lse)) return;
+  Params p = make_params(a);
+  const int64_t bh_blocks = p.batch * p.heads * ((p.tq + kRows - 1) / kRows);
+  dispatch_attn_dtype(q.dtype, [&](auto ttag, auto atag) {
+    using T = decltype(ttag);
+    using A = decltype(atag);
+    dispatch_per(p.dim, [&](auto per_tag) {
+      constexpr int PER = decltype(per_tag)::value;
+      if (p.tq <= 4 && bh_blocks < 2 * sm_count_attn() && p.tk >= 256) {
+        // flash-decoding: enough splits to give every SM several blocks
+        const int splits = int(std::min<int64_t>((p.tk + 255) / 256, std::max<int64_t>(1, 4 * sm_count_attn() / (p.batch * p.heads))));
+        Scratch part_acc(current_device(), size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(A));
+        Scratch part_ml(current_device(), size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(A));
+        const size_t smem = size_t(kRows * p.dim) * sizeof(A);
+        auto kernel = decode_kernel<T, A, PER, 4>;
+        set_smem(kernel, smem);
+        kernel<<<unsigned(p.batch * p.heads * splits), kRows * kTeam, smem, stream()>>>(p, static_cast<const T*>(q.data),
+            static_cast<const T*>(k.data), static_cast<const T*>(v.data), static_cast<A*>(part_acc.ptr),
+            static_cast<A*>(part_ml.ptr), splits);
+        NX_CUDA_LAUNCH_CHECK();
+        decode_combine<T, A><<<unsigned(p.batch * p.heads * p.tq), 128, 0, stream()>>>(p, static_cast<const A*>(part_acc.ptr),
+            static_cast<const A*>(part_ml.ptr), splits, static_cast<T*>(out.data), static_cast<A*>(lse.data));
+        NX_CUDA_LAUNCH_CHECK();
+        return;
+      }
+      const size_t smem = size_t(2 * kChunk * p.dim) * sizeof(A);
+      auto kernel = fwd_kernel<T, A, PER>;
+      set_smem(kernel, smem);
+      kernel<<<unsigned(bh_blocks), kRows * kTeam, smem, stream()>>>(p, static_cast<const T*>(q.data),
+          static_cast<const T*>(k.data), static_cast<const T*>(v.data), static_cast<T*>(out.data), static_cast<A*>(lse.data));
+      NX_CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+void attention_backward(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
+                        const View& dout, const View& lse, const View& dq, const View& dk, const View& dv) {
+  Params p = make_params(a);
+  const int64_t rows = p.batch * p.heads * p.tq;
+  dispatch_attn_dtype(q.dtype, [&](auto ttag, auto atag) {
+    using T = decltype(ttag);
+    using A = decltype(atag);
+    Scratch delta(current_device(), size_t(rows) * sizeof(A));
+    delta_kernel<T, A><<<unsigned((rows + kRows - 1) / kRows), kRows * kTeam, 0, stream()>>>(
+        static_cast<const T*>(out.data), static_cast<const T*>(dout.data), static_cast<A*>(delta.ptr), rows, p.dim);
+    NX_CUDA_LAUNCH_CHECK();
+    dispatch_per(p.dim, [&](auto per_tag) {
+      constexpr int PER = decltype(per_tag)::value;
+      const size_t smem = size_t(2 * kChunk * p.dim) * sizeof(A);
+      auto k1 = dkdv_kernel<T, A, PER>;
+      set_smem(k1, smem);
+      k1<<<unsigned(p.batch * p.kv_heads * ((p.tk + kRows - 1) / kRows)), kRows * kTeam, smem, stream()>>>(
+          p, static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
+          static_cast<const T*>(dout.data), static_cast<const A*>(lse.data), static_cast<const A*>(delta.ptr),
+          static_cast<T*>(dk.data), static_cast<T*>(dv.data));
+      NX_CUDA_LAUNCH_CHECK();
+      auto k2 = dq_kernel<T, A, PER>;
+      set_smem(k2, smem);
+      k2<<<unsigned(p.batch * p.heads * ((p.tq + kRows - 1) / kRows)), kRows * kTeam, smem, stream()>>>(
+          p, static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
+          static_cast<const T*>(dout.data), static_cast<const A*>(lse.data), static_cast<const A*>(delta.ptr),
+          static_cast<T*>(dq.data));
+      NX_CUDA_LAUNCH_CHECK();
+    });
+  });
+}
+
+}  // namespace nx::cuda
