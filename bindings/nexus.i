@@ -20,6 +20,13 @@
 #define __attribute__(x)
 %include <stdint.i>
 
+/* Language-specific typemaps and names (before the declarations they apply to). */
+#if defined(SWIGPYTHON)
+%include "python/nexus_python.i"
+#elif defined(SWIGJAVA)
+%include "java/nexus_java.i"
+#endif
+
 /* ---------------------------------------------------------------- handles */
 %define NX_HANDLE(STRUCT, FREE)
 %nodefaultctor STRUCT;
@@ -74,11 +81,5 @@ NX_SIZED_STRUCT(nx_sample_config)
 %ignore DLPACK_DLPACK_H_;
 %ignore DLPACK_VERSION;
 %ignore DLPACK_ABI_VERSION;
-
-#if defined(SWIGPYTHON)
-%include "python/nexus_python.i"
-#elif defined(SWIGJAVA)
-%include "java/nexus_java.i"
-#endif
 
 %include "nexus.h"

@@ -39,7 +39,7 @@ struct AttentionParams {
   int64_t batch, heads, kv_heads, tq, tk, dim;
   double scale;
   bool causal;
-  std::vector<float> alibi_slopes;  // empty: no ALiBi; else one per head
+  std::vector<double> alibi_slopes;  // empty: no ALiBi; else one per head
 };
 
 class Backend {

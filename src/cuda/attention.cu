@@ -41,9 +41,9 @@ template <class A> __device__ __forceinline__ A team_sum(A v) {
 
 struct Params {
   int64_t batch, heads, kv_heads, tq, tk, dim;
-  float scale;
+  double scale;  // double, so that the f64 path is exact to 1e-16
   bool causal, alibi;
-  float slopes[128];
+  double slopes[128];
 };
 
 template <class A>
@@ -386,7 +386,7 @@ Params make_params(const AttentionParams& a) {
     fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": ALiBi on CUDA supports up to 128 heads, got ", a.heads);
   Params p{};
   p.batch = a.batch; p.heads = a.heads; p.kv_heads = a.kv_heads; p.tq = a.tq; p.tk = a.tk; p.dim = a.dim;
-  p.scale = float(a.scale);
+  p.scale = a.scale;
   p.causal = a.causal;
   p.alibi = !a.alibi_slopes.empty();
   for (size_t i = 0; i < a.alibi_slopes.size() && i < 128; ++i) p.slopes[i] = a.alibi_slopes[i];

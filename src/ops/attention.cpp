@@ -52,7 +52,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
   p.scale = scale > 0 ? scale : 1.0 / std::sqrt(double(p.dim));
   p.causal = causal;
   if (alibi)
-    for (double s : alibi_slopes(p.heads)) p.alibi_slopes.push_back(float(s));
+    p.alibi_slopes = alibi_slopes(p.heads);
   Backend& be = backend(q.device());
   const DType cd = be.native_half_attention() ? q.dtype() : compute_dtype(q.dtype());
   Tensor qc, kc, vc;

@@ -7,7 +7,8 @@
  * nx_module_forward, and nx_backward(out, gout) runs with torch's random upstream gradient. The
  * output, the input gradient (float inputs) and the gradient of EVERY parameter must match torch:
  * atol 1e-5 / rtol 1e-4 for f32 modules, 1e-10 / 1e-10 for f64 modules. One CMocka test per case;
- * each also checks that no tensor handle leaks. */
+ * each also checks that no tensor handle leaks. All cases run at every SIMD level the processor
+ * has (nx_cpu_set_simd_level: avx512, avx2, scalar). */
 #include "nn_test.h"
 
 static nx_safetensors g_layers;
@@ -187,8 +188,21 @@ int main(int argc, char** argv) {
   }
   printf("layer parity: %zu cases from %s (torch %s)\n", n, fix_path("layers.safetensors"),
          st_meta(g_layers, "torch_version"));
-  int rc = _cmocka_run_group_tests("nn_layers", tests, n, NULL, NULL);
-  print_headroom("layer parity");
+  /* every case at every SIMD level the processor has */
+  const char* levels[3] = {"avx512", "avx2", "scalar"};
+  const char* dflt = nx_cpu_simd_level();
+  int rc = 0, passes = 0;
+  for (int l = 0; l < 3; ++l) {
+    if (nx_cpu_set_simd_level(levels[l]) != NX_OK) continue;
+    printf("SIMD level %s:\n", levels[l]);
+    char group[64];
+    snprintf(group, sizeof group, "nn_layers_%s", levels[l]);
+    rc |= _cmocka_run_group_tests(group, tests, n, NULL, NULL);
+    ++passes;
+  }
+  nx_cpu_set_simd_level(dflt);
+  if (!passes) rc = 1;
+  print_headroom("layer parity (all SIMD levels)");
   for (size_t i = 0; i < n; ++i) free(keys[i]);
   free(keys);
   free(tests);

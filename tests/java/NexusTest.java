@@ -1,0 +1,169 @@
+// The Java binding test (ctest -L java): exercises the generated API, closes every handle it gets
+// (try-with-resources) and checks that nx_live_tensor_count() is back to 0 at the end.
+import java.io.File;
+import java.util.Arrays;
+import org.nexusgrad.*;
+
+public class NexusTest {
+  static int checks = 0;
+
+  static void check(boolean ok, String what) {
+    ++checks;
+    if (!ok) throw new AssertionError("FAILED: " + what);
+  }
+
+  static void close(double a, double b, String what) {
+    check(Math.abs(a - b) <= 1e-5 * (1 + Math.abs(b)), what + ": " + a + " vs " + b);
+  }
+
+  public static void main(String[] args) throws Exception {
+    Device cpu = Nexus.cpu();
+    check(Nexus.abi_version() == Nexus.NX_ABI_VERSION, "ABI version");
+    check(Nexus.version_string().startsWith("0."), "version string");
+
+    // quick start: gradient of sum(x @ w) is x^T @ ones
+    Nexus.manual_seed(7);
+    try (Tensor x = Nexus.tensor(new float[] {1, 2, 3, 4, 5, 6, 7, 8}, new long[] {2, 4}, cpu);
+         Tensor w = Nexus.tensor_randn(new long[] {4, 3}, DType.F32, cpu, null)) {
+      w.setRequiresGrad(true);
+      check(w.requiresGrad() && Nexus.tensor_is_leaf(w), "requires_grad leaf");
+      try (Tensor y = Nexus.matmul(x, w, null); Tensor loss = Nexus.sum(y, null, false, null)) {
+        check(Arrays.equals(y.shape(), new long[] {2, 3}), "matmul shape");
+        check(!Nexus.tensor_is_leaf(y), "y has a grad_fn");
+        Nexus.backward(loss, null, null);
+        try (Tensor g = w.grad()) {
+          float[] gv = Nexus.toFloatArray(g);
+          float[] expect = {6, 6, 6, 8, 8, 8, 10, 10, 10, 12, 12, 12};
+          for (int i = 0; i < 12; ++i) close(gv[i], expect[i], "grad[" + i + "]");
+        }
+      }
+      // errors: a NexusException with the status and the engine's message
+      try (Tensor bad = Nexus.matmul(x, x, null)) {
+        check(false, "matmul of [2,4] by [2,4] must fail");
+      } catch (NexusException e) {
+        check(e.status() == Status.ERR_SHAPE, "status ERR_SHAPE");
+        check(e.getMessage().contains("nx_matmul: inner dimensions differ"), "message: " + e.getMessage());
+      }
+      try (Tensor r = Nexus.tensor_randn(new long[] {2}, DType.I32, cpu, null)) {
+        check(false, "randn of int32 must fail");
+      } catch (NexusException e) {
+        check(e.status() == Status.ERR_DTYPE, "status ERR_DTYPE");
+      }
+      try {
+        Nexus.tensor_from_data(new byte[3], new long[] {2}, DType.F32, cpu, null);
+        check(false, "short buffer must be refused");
+      } catch (IllegalArgumentException e) {
+        check(true, "short buffer");
+      }
+    }
+
+    // shapes, dtypes, reductions, views, arrays of tensors
+    try (Tensor a = Nexus.tensor_arange(0, 12, 1, DType.F64, cpu, null);
+         Tensor m = Nexus.reshape(a, new long[] {3, 4}, null);
+         Tensor t = Nexus.transpose(m, 0, 1, null);
+         Tensor s1 = Nexus.sum(m, new long[] {1}, false, null);
+         Tensor mx = Nexus.max(m, new long[] {0}, true, null);
+         Tensor am = Nexus.argmax(m, 1, false, null);
+         Tensor sl = Nexus.slice(m, 1, 1, 3, 1, null)) {
+      check(a.dtype() == DType.F64 && a.numel() == 12, "arange");
+      check(Arrays.equals(Nexus.tensor_strides(t), new long[] {1, 4}), "transpose strides");
+      check(!Nexus.tensor_is_contiguous(t), "transpose is a view");
+      check(Arrays.equals(Nexus.toDoubleArray(s1), new double[] {6, 22, 38}), "sum axis 1");
+      check(Arrays.equals(mx.shape(), new long[] {1, 4}), "max keepdim");
+      check(Arrays.equals(Nexus.toDoubleArray(am), new double[] {3, 3, 3}), "argmax");
+      check(Arrays.equals(Nexus.toDoubleArray(sl), new double[] {1, 2, 5, 6, 9, 10}), "slice");
+      check(Nexus.tensor_device(a).getType() == DeviceType.CPU, "device");
+      Tensor[] parts = Nexus.split(m, new long[] {1, 3}, 1, null);
+      try (Tensor p0 = parts[0]; Tensor p1 = parts[1];
+           Tensor c = Nexus.cat(new Tensor[] {p1, p0}, 1, null);
+           Tensor st = Nexus.stack(new Tensor[] {m, m}, 0, null)) {
+        check(Arrays.equals(p1.shape(), new long[] {3, 3}), "split");
+        check(Arrays.equals(c.shape(), new long[] {3, 4}), "cat");
+        check(Arrays.equals(st.shape(), new long[] {2, 3, 4}), "stack");
+      }
+      byte[] raw = new byte[12 * 8];
+      Nexus.tensor_copy_to_host(m, raw, null);
+      check(raw[15] == (byte) 0x3F && raw[14] == (byte) 0xF0, "copy_to_host (1.0 little-endian at index 1)");
+    }
+
+    // autograd_grad, create_graph, no-grad mode
+    try (Tensor x = Nexus.tensor(new double[] {1, 2, 3}, new long[] {3}, cpu)) {
+      x.setRequiresGrad(true);
+      try (Tensor c = Nexus.pow_scalar(x, 3, null); Tensor l = Nexus.sum(c, null, false, null)) {
+        Tensor[] g = Nexus.autograd_grad(l, null, new Tensor[] {x}, false, false, null);
+        try (Tensor g0 = g[0]) {
+          check(Arrays.equals(Nexus.toDoubleArray(g0), new double[] {3, 12, 27}), "autograd_grad");
+        }
+      }
+      Nexus.grad_mode_set(false);
+      try (Tensor y = Nexus.mul_scalar(x, 2, null)) {
+        check(!y.requiresGrad(), "no-grad mode");
+      }
+      Nexus.grad_mode_set(true);
+    }
+
+    // SafeTensors round trip
+    File f = File.createTempFile("nexus", ".safetensors");
+    f.deleteOnExit();
+    try (Tensor a = Nexus.tensor(new float[] {1, 2, 3}, new long[] {3}, cpu);
+         Tensor b = Nexus.tensor_ones(new long[] {2, 2}, DType.F64, cpu, null)) {
+      Nexus.safetensors_save(f.getPath(), new String[] {"a", "b"}, new Tensor[] {a, b});
+      try (SafeTensors st = Nexus.safetensors_open(f.getPath()); Tensor a2 = Nexus.safetensors_get(st, "a", cpu, null)) {
+        check(Nexus.safetensors_count(st) == 2, "safetensors count");
+        check(Nexus.safetensors_name(st, 0).equals("a"), "safetensors name");
+        check(Arrays.equals(Nexus.toFloatArray(a2), new float[] {1, 2, 3}), "safetensors values");
+        check(Nexus.safetensors_metadata(st, "none") == null, "missing metadata is null");
+      }
+    }
+    try (SafeTensors st = Nexus.safetensors_open("/nonexistent.safetensors")) {
+      check(false, "opening a missing file must fail");
+    } catch (NexusException e) {
+      check(e.status() == Status.ERR_IO, "status ERR_IO");
+    }
+
+    // a module, its parameters and an optimizer step
+    try (Layer lin = Nexus.linear_create(4, 2, true, DType.F32, cpu, null);
+         Tensor in = Nexus.tensor_ones(new long[] {3, 4}, DType.F32, cpu, null);
+         Tensor out = Nexus.module_forward(lin, in, null);
+         Tensor loss = Nexus.mean(out, null, false, null)) {
+      check(Nexus.module_kind(lin).equals("Linear"), "module kind " + Nexus.module_kind(lin));
+      check(Arrays.equals(out.shape(), new long[] {3, 2}), "linear forward");
+      check(Nexus.module_parameter_count(lin) == 2, "parameter count");
+      String[] name = new String[1];
+      try (Tensor p0 = Nexus.module_parameter(lin, 0, name)) {
+        check(name[0] != null && !name[0].isEmpty(), "parameter name");
+      }
+      Tensor[] params = Nexus.module_parameters(lin);
+      Nexus.backward(loss, null, null);
+      try (Optimizer opt = Nexus.sgd_create(params, 0.1, 0.0, false, 0.0)) {
+        double before = Nexus.toDoubleArray(params[0])[0];
+        Nexus.optimizer_step(opt, null);
+        check(Nexus.toDoubleArray(params[0])[0] != before, "sgd step changes the weight");
+        close(Nexus.optimizer_get_lr(opt), 0.1, "lr");
+        double norm = Nexus.clip_grad_norm(params, 1.0, null);
+        check(norm > 0, "clip_grad_norm returns the norm");
+      }
+      for (Tensor p : params) p.close();
+    }
+
+    // text
+    try (Tokenizer tok = Nexus.tokenizer_bytes_create(); Tensor ids = Nexus.tokenizer_encode(tok, "héllo")) {
+      check(Nexus.tokenizer_vocab_size(tok) == 256, "byte vocab");
+      long[] v = new long[(int) ids.numel()];
+      double[] d = Nexus.toDoubleArray(ids);
+      for (int i = 0; i < v.length; ++i) v[i] = (long) d[i];
+      check(Nexus.tokenizer_decode(tok, v).equals("héllo"), "decode(encode(s)) == s");
+    }
+
+    // closing twice is harmless; a closed handle is reported, not dereferenced
+    Tensor z = Nexus.tensor_zeros(new long[] {2}, DType.F32, cpu, null);
+    z.close();
+    z.close();
+    check(z.isClosed(), "closed");
+
+    System.gc();
+    long live = Nexus.live_tensor_count();
+    check(live == 0, "every handle closed: live tensors = " + live);
+    System.out.println("NexusTest: " + checks + " checks passed, live tensors at exit: " + live);
+  }
+}
