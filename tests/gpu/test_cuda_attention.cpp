@@ -1,0 +1,61 @@
+// Flash attention on the GPU, half precision (the tensor-core forward and the SIMT backward)
+// against the f64 CPU kernels on the same (rounded) inputs, over a grid of shapes: lengths 1,
+// 17, 1000, 4096, q shorter than k, grouped-query heads, causal, ALiBi, head_dim 64/128 (+ 32,
+// 96 through the SIMT path). Bounds are set by the formats: bf16 keeps 8 mantissa bits, f16 11;
+// each reported as max abs error over the max magnitude of the reference.
+#include <cstdio>
+#include <tuple>
+
+#include "gpu_test_util.hpp"
+
+namespace nx::gputest {
+namespace {
+
+struct AttnCase { int64_t b, h, hkv, tq, tk, d; bool causal, alibi; DType dt; };
+
+double max_abs(const Tensor& t) { return item(amax(unary(UnaryOp::Abs, cast(detach(to_device(t, kCpu)), DType::F64)), {}, false)); }
+double max_err(const Tensor& a, const Tensor& b) {
+  return max_abs(sub(cast(detach(to_device(a, kCpu)), DType::F64), cast(detach(to_device(b, kCpu)), DType::F64)));
+}
+
+class CudaAttention : public ::testing::TestWithParam<AttnCase> {};
+
+TEST_P(CudaAttention, HalfPrecisionMatchesF64Reference) {
+  NX_REQUIRE_GPU();
+  const AttnCase c = GetParam();
+  manual_seed(21);
+  auto make = [&](Shape s) { return cast(randn(s, DType::F32, kCpu), c.dt); };  // rounded once, shared by both sides
+  Tensor q = make({c.b, c.h, c.tq, c.d}), k = make({c.b, c.hkv, c.tk, c.d}), v = make({c.b, c.hkv, c.tk, c.d});
+  auto leaf = [](const Tensor& t) { Tensor l = detach(t); l.impl()->requires_grad = true; return l; };
+  Tensor q64 = leaf(cast(q, DType::F64)), k64 = leaf(cast(k, DType::F64)), v64 = leaf(cast(v, DType::F64));
+  Tensor qg = leaf(to_device(q, kGpu)), kg = leaf(to_device(k, kGpu)), vg = leaf(to_device(v, kGpu));
+  Tensor ref = flash_attention(q64, k64, v64, c.causal, c.alibi, 0.0);
+  Tensor got = flash_attention(qg, kg, vg, c.causal, c.alibi, 0.0);
+  ASSERT_EQ(got.dtype(), c.dt);
+  const double bound = c.dt == DType::BF16 ? 2e-2 : 4e-3;
+  const double fwd = max_err(got, ref) / std::max(1e-3, max_abs(ref));
+  manual_seed(5);
+  Tensor gout = randn(ref.shape(), DType::F32, kCpu);
+  BackwardOptions opt;
+  opt.accumulate = false;
+  auto gr = run_backward(ref, cast(gout, DType::F64), opt, {q64, k64, v64});
+  auto gg = run_backward(got, to_device(cast(gout, c.dt), kGpu), opt, {qg, kg, vg});
+  double bwd = 0;
+  for (int i = 0; i < 3; ++i) bwd = std::max(bwd, max_err(gg[size_t(i)], gr[size_t(i)]) / std::max(1e-3, max_abs(gr[size_t(i)])));
+  std::printf("attention b%lld h%lld/%lld tq%lld tk%lld d%lld %s%s %s: fwd rel err %.2e, grads rel err %.2e (bound %.0e)\n",
+              (long long)c.b, (long long)c.h, (long long)c.hkv, (long long)c.tq, (long long)c.tk, (long long)c.d,
+              c.causal ? "causal" : "full", c.alibi ? "+alibi" : "", dtype_name(c.dt), fwd, bwd, bound);
+  EXPECT_LT(fwd, bound);
+  EXPECT_LT(bwd, 4 * bound);  // the gradient sums many rounded products
+}
+
+INSTANTIATE_TEST_SUITE_P(Grid, CudaAttention, ::testing::Values(
+    AttnCase{2, 4, 4, 17, 17, 64, false, false, DType::BF16}, AttnCase{1, 8, 2, 1000, 1000, 128, true, false, DType::BF16},
+    AttnCase{1, 4, 4, 1000, 1000, 64, true, true, DType::F16}, AttnCase{1, 2, 1, 4096, 4096, 128, true, false, DType::BF16},
+    AttnCase{1, 2, 2, 4096, 4096, 64, false, true, DType::F16}, AttnCase{2, 4, 1, 100, 1000, 128, true, true, DType::BF16},
+    AttnCase{3, 4, 4, 1, 17, 64, true, false, DType::BF16}, AttnCase{1, 4, 2, 1, 4096, 128, true, true, DType::F16},
+    AttnCase{1, 4, 4, 70, 70, 32, true, false, DType::BF16}, AttnCase{1, 2, 2, 65, 130, 96, false, false, DType::F16},
+    AttnCase{2, 8, 8, 129, 129, 128, false, false, DType::F16}));
+
+}  // namespace
+}  // namespace nx::gputest
