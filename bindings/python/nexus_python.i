@@ -638,7 +638,9 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
 %typemap(freearg) (const int64_t* shape, size_t ndim) { if (nx_have_dims$argnum) nx_py_dims_free(&nxdims$argnum); }
 %apply (const int64_t* shape, size_t ndim) {
   (const int64_t* dims, size_t ndim),
-  (const int64_t* axes, size_t naxes)
+  (const int64_t* axes, size_t naxes),
+  (const int64_t* ids, size_t n),
+  (const int64_t* prompt, size_t n)
 };
 
 /* ---------------------------------------------------------------- tensor arrays */

@@ -24,10 +24,13 @@ constexpr int kRows = 32;         // rows per block (256 threads)
 constexpr int kChunk = 32;        // keys/queries staged in shared memory at a time
 constexpr int kMaxPer = 256 / kTeam;  // dims per lane for D <= 256
 
-template <class T> __device__ __forceinline__ float to_acc(T x) { return float(load_f64(&x)); }
-template <> __device__ __forceinline__ float to_acc(float x) { return x; }
-template <> __device__ __forceinline__ float to_acc(Half x) { return __half2float(__ushort_as_half(x.bits)); }
-template <> __device__ __forceinline__ float to_acc(BFloat16 x) { return __bfloat162float(__ushort_as_bfloat16(x.bits)); }
+// Element to accumulator: f64 stays f64, every other type widens to f32.
+template <class T> __device__ __forceinline__ auto to_acc(T x) {
+  if constexpr (std::is_same_v<T, double>) return x;
+  else if constexpr (std::is_same_v<T, Half>) return __half2float(__ushort_as_half(x.bits));
+  else if constexpr (std::is_same_v<T, BFloat16>) return __bfloat162float(__ushort_as_bfloat16(x.bits));
+  else return float(x);
+}
 
 // Sum over the 8 lanes of a team. The mask names only the team, and every branch in these
 // kernels is uniform within a team, so teams of one warp may diverge freely.

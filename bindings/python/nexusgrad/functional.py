@@ -24,7 +24,7 @@ __all__ = [
     # reductions
     "sum", "mean", "max", "min", "amax", "amin", "var", "std", "argmax", "argmin",
     # linear algebra, softmax
-    "matmul", "mm", "bmm", "linear", "softmax", "log_softmax",
+    "matmul", "mm", "bmm", "linear", "softmax", "log_softmax", "flash_attention", "scaled_dot_product_attention",
     # shape
     "reshape", "view", "transpose", "swapaxes", "permute", "narrow", "slice", "expand", "squeeze", "unsqueeze",
     "flatten", "contiguous", "clone", "cast", "cat", "concat", "concatenate", "stack", "split", "chunk",
@@ -361,6 +361,24 @@ def softmax(input: Tensor, dim: int) -> Tensor:
 def log_softmax(input: Tensor, dim: int) -> Tensor:
     """log(softmax(input, dim)), computed stably."""
     return _wrap(_C.nx_log_softmax(input._h, int(dim), _S))
+
+
+# ---------------------------------------------------------------- attention
+def flash_attention(q: Tensor, k: Tensor, v: Tensor, causal: bool = False, alibi: bool = False,
+                    scale: Optional[float] = None) -> Tensor:
+    """softmax(q k^T * scale + bias) v without materializing the scores. q [B, H, Tq, D], k and v
+    [B, Hkv, Tk, D] with H a multiple of Hkv (grouped-query). Query i sits at position Tk - Tq + i
+    (so causal with Tq < Tk is a prefill after a KV cache); alibi adds the standard ALiBi bias;
+    scale None means 1/sqrt(D)."""
+    return _wrap(_C.nx_flash_attention(q._h, k._h, v._h, bool(causal), bool(alibi),
+                                       0.0 if scale is None else float(scale), _S))
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, is_causal: bool = False,
+                                 scale: Optional[float] = None) -> Tensor:
+    """torch.nn.functional.scaled_dot_product_attention without a mask or dropout (flash_attention).
+    With is_causal and fewer queries than keys, queries are aligned to the last keys (KV cache)."""
+    return flash_attention(query, key, value, causal=is_causal, scale=scale)
 
 
 # ---------------------------------------------------------------- shape
