@@ -130,7 +130,33 @@ __global__ void fwd_kernel(Params p, const T* q, const T* k, const T* v, T* out,
 // Block = (b, h, split); its 32 teams take keys split_start + team, + 32, ...; each team keeps its
 // own online softmax for every query (tq <= 4), then the block merges its teams and writes one
 // partial (m, l, acc) per query.
-template <class T, class A, int PER, int MAXQ>
+// VEC: 16-bit types with head_dim a multiple of 64: lane owns whole 16-byte chunks (dims
+// (lane + 8u) * 8 .. +7), so a team reads each cache row with coalesced 16-byte loads.
+template <bool VEC>
+__device__ __forceinline__ int dim_of(int lane, int t) {
+  return VEC ? ((lane + kTeam * (t / 8)) * 8 + t % 8) : (lane + t * kTeam);
+}
+
+template <class T, class A, int PER, bool VEC>
+__device__ __forceinline__ void load_row(const T* row, int lane, int64_t dim, A (&dst)[PER]) {
+  if constexpr (VEC) {
+#pragma unroll
+    for (int u = 0; u < PER / 8; ++u) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(row + (lane + kTeam * u) * 8);
+      const uint16_t* e = reinterpret_cast<const uint16_t*>(&raw);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) dst[u * 8 + j] = A(to_acc(T{e[j]}));
+    }
+  } else {
+#pragma unroll
+    for (int t = 0; t < PER; ++t) {
+      const int d = lane + t * kTeam;
+      dst[t] = d < dim ? A(to_acc(row[d])) : A(0);
+    }
+  }
+}
+
+template <class T, class A, int PER, int MAXQ, bool VEC>
 __global__ void decode_kernel(Params p, const T* q, const T* k, const T* v, A* part_acc, A* part_ml, int splits) {
   const int team = threadIdx.x / kTeam, lane = threadIdx.x % kTeam;
   const int split = blockIdx.x % splits;
@@ -145,21 +171,14 @@ __global__ void decode_kernel(Params p, const T* q, const T* k, const T* v, A* p
     m[i] = A(-INFINITY);
     l[i] = A(0);
     const T* qr = q + ((int64_t(b) * p.heads + h) * p.tq + min(int64_t(i), p.tq - 1)) * p.dim;
+    load_row<T, A, PER, VEC>(qr, lane, p.dim, qv[i]);
 #pragma unroll
-    for (int t = 0; t < PER; ++t) {
-      const int d = lane + t * kTeam;
-      qv[i][t] = (d < p.dim && i < p.tq) ? A(to_acc(qr[d])) : A(0);
-      acc[i][t] = A(0);
-    }
+    for (int t = 0; t < PER; ++t) acc[i][t] = A(0);
   }
   for (int64_t j = j_begin + team; j < j_end; j += kRows) {
     A kv[PER], vv[PER];
-#pragma unroll
-    for (int t = 0; t < PER; ++t) {
-      const int d = lane + t * kTeam;
-      kv[t] = d < p.dim ? A(to_acc(kh[j * p.dim + d])) : A(0);
-      vv[t] = d < p.dim ? A(to_acc(vh[j * p.dim + d])) : A(0);
-    }
+    load_row<T, A, PER, VEC>(kh + j * p.dim, lane, p.dim, kv);
+    load_row<T, A, PER, VEC>(vh + j * p.dim, lane, p.dim, vv);
     for (int i = 0; i < MAXQ && i < p.tq; ++i) {
       A part = 0;
 #pragma unroll
@@ -183,7 +202,7 @@ __global__ void decode_kernel(Params p, const T* q, const T* k, const T* v, A* p
     if (lane == 0) { sm[team] = m[i]; sl[team] = l[i]; }
 #pragma unroll
     for (int t = 0; t < PER; ++t) {
-      const int d = lane + t * kTeam;
+      const int d = dim_of<VEC>(lane, t);
       if (d < p.dim) sacc[team * p.dim + d] = acc[i][t];
     }
     __syncthreads();
@@ -453,7 +472,8 @@ void attention_forward(const AttentionParams& a, const View& q, const View& k, c
         Scratch part_acc(current_device(), size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(A));
         Scratch part_ml(current_device(), size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(A));
         const size_t smem = size_t(kRows * p.dim) * sizeof(A);
-        auto kernel = decode_kernel<T, A, PER, 4>;
+        constexpr bool kVecType = sizeof(T) == 2;
+        auto kernel = (kVecType && p.dim == PER * kTeam && PER % 8 == 0) ? decode_kernel<T, A, PER, 4, kVecType> : decode_kernel<T, A, PER, 4, false>;
         set_smem(kernel, smem);
         kernel<<<unsigned(p.batch * p.heads * splits), kRows * kTeam, smem, stream()>>>(p, static_cast<const T*>(q.data),
             static_cast<const T*>(k.data), static_cast<const T*>(v.data), static_cast<A*>(part_acc.ptr),
