@@ -24,6 +24,13 @@ struct RowPlan {
 
 template <int K>
 RowPlan<K> plan_rows(const std::vector<int64_t>& shape, const std::array<const std::vector<int64_t>*, K>& st) {
+  // Empty: nothing to walk (and its other dimensions may be huge, so no stride products).
+  for (int64_t s : shape)
+    if (s == 0) {
+      RowPlan<K> empty;
+      empty.rows = 0;
+      return empty;
+    }
   std::vector<int64_t> sizes;
   std::vector<std::array<int64_t, K>> strides;
   for (size_t d = 0; d < shape.size(); ++d) {

@@ -455,6 +455,9 @@ int sm_count_attn() {
 
 bool attention_tensor_core(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
                            const View& lse);
+bool attention_backward_tensor_core(const AttentionParams& a, const View& q, const View& k, const View& v,
+                                    const View& dout, const float* lse, const float* delta, const View& dq,
+                                    const View& dk, const View& dv);
 
 void attention_forward(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
                        const View& lse) {
@@ -505,6 +508,11 @@ void attention_backward(const AttentionParams& a, const View& q, const View& k, 
     delta_kernel<T, A><<<unsigned((rows + kRows - 1) / kRows), kRows * kTeam, 0, stream()>>>(
         static_cast<const T*>(out.data), static_cast<const T*>(dout.data), static_cast<A*>(delta.ptr), rows, p.dim);
     NX_CUDA_LAUNCH_CHECK();
+    if constexpr (std::is_same_v<A, float>) {
+      if (attention_backward_tensor_core(a, q, k, v, dout, static_cast<const float*>(lse.data),
+                                         static_cast<const float*>(delta.ptr), dq, dk, dv))
+        return;
+    }
     dispatch_per(p.dim, [&](auto per_tag) {
       constexpr int PER = decltype(per_tag)::value;
       const size_t smem = size_t(2 * kChunk * p.dim) * sizeof(A);

@@ -216,14 +216,267 @@ __global__ void __launch_bounds__(kWarps * 32) flash_fwd_tc(TcParams p, const ui
   }
 }
 
+// ---------------------------------------------------------------- backward
+// Fragment loads from padded shared tiles X[row][LD] (16-bit elements):
+//   A (16 x 16, rows r0.., k-chunk kc): X[r0 + g (+8)][kc*16 + t*2 (+8)]
+//   B (16 x 8) with B[k][n] = X[n][k] (rows are the n index): X[n0 + g][kc*16 + t*2 (+8)]
+//   B (16 x 8) with B[k][n] = X[k][n] (rows are the k index): ldmatrix.trans of rows k0..k0+15
+__device__ __forceinline__ void load_a(const uint16_t* x, int ld, int r0, int kc, int g, int t, uint32_t (&a)[4]) {
+  const uint16_t* p0 = x + (r0 + g) * ld + kc * 16 + t * 2;
+  const uint16_t* p1 = p0 + 8 * ld;
+  a[0] = *reinterpret_cast<const uint32_t*>(p0);
+  a[1] = *reinterpret_cast<const uint32_t*>(p1);
+  a[2] = *reinterpret_cast<const uint32_t*>(p0 + 8);
+  a[3] = *reinterpret_cast<const uint32_t*>(p1 + 8);
+}
+__device__ __forceinline__ void load_b_rows_n(const uint16_t* x, int ld, int n0, int kc, int g, int t, uint32_t& b0, uint32_t& b1) {
+  const uint16_t* p = x + (n0 + g) * ld + kc * 16 + t * 2;
+  b0 = *reinterpret_cast<const uint32_t*>(p);
+  b1 = *reinterpret_cast<const uint32_t*>(p + 8);
+}
+__device__ __forceinline__ void load_b_rows_k(const uint16_t* x, int ld, int k0, int n0, int lane, uint32_t& b0, uint32_t& b1) {
+  const uint16_t* row = x + (k0 + (lane % 16)) * ld + n0;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(smem_addr(row)));
+}
+
+// Tile of 64 rows x D from global rows [r0, r0 + 64) of a [n, D] matrix into padded shared memory.
+template <int D>
+__device__ __forceinline__ void stage_tile(uint16_t* dst, const uint16_t* src, int64_t r0, int64_t n) {
+  constexpr int kChunks = D / 8;
+  for (int c = threadIdx.x; c < 64 * kChunks; c += blockDim.x) {
+    const int r = c / kChunks, col = (c % kChunks) * 8;
+    const bool ok = r0 + r < n;
+    cp_async16(dst + r * (D + kPad) + col, src + (ok ? (r0 + r) * D + col : 0), ok);
+  }
+}
+
+// Block = 64 keys of one (batch, kv head); warp w owns keys w*16..w*16+15. For every query tile of
+// every head sharing the kv head: S^T = K Q^T, dP^T = V dO^T, P^T = exp(S^T - lse),
+// dS^T = P^T (dP^T - delta); dV += P^T dO, dK += dS^T Q. Each dK/dV element has one writer.
 template <int D, bool BF16>
-void launch_tc(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out, const View& lse) {
+__global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkdv_tc(TcParams p, const uint16_t* __restrict__ q,
+    const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ delta, uint16_t* __restrict__ dk, uint16_t* __restrict__ dv) {
+  constexpr int LD = D + kPad;
+  extern __shared__ __align__(16) uint16_t smem[];
+  uint16_t* ks = smem;
+  uint16_t* vs = ks + 64 * LD;
+  uint16_t* qs = vs + 64 * LD;
+  uint16_t* dos = qs + 64 * LD;
+  __shared__ float ls[64], dl[64];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t nkb = (p.tk + 63) / 64;
+  const int64_t kb = blockIdx.x % nkb, bhk = blockIdx.x / nkb;
+  const int hk = int(bhk % p.kv_heads), b = int(bhk / p.kv_heads), group = int(p.heads / p.kv_heads);
+  const int64_t k0 = kb * 64, offset = p.tk - p.tq;
+  const uint16_t* kg = k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
+  const uint16_t* vg = v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
+  stage_tile<D>(ks, kg, k0, p.tk);
+  stage_tile<D>(vs, vg, k0, p.tk);
+  cp_async_wait_all();
+  float dka[D / 8][4], dva[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dka[i][e] = dva[i][e] = 0.f;
+  const int64_t keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+  const int64_t first_q = p.causal ? max(int64_t(0), k0 - offset) / 64 * 64 : 0;
+  for (int gh = 0; gh < group; ++gh) {
+    const int h = hk * group + gh;
+    const int64_t base = (int64_t(b) * p.heads + h) * p.tq;
+    const float slope = p.alibi ? p.slopes[h] : 0.f;
+    for (int64_t q0 = first_q; q0 < p.tq; q0 += 64) {
+      __syncthreads();  // previous tiles fully consumed
+      stage_tile<D>(qs, q + base * D, q0, p.tq);
+      stage_tile<D>(dos, dout + base * D, q0, p.tq);
+      if (threadIdx.x < 64) {
+        const bool ok = q0 + threadIdx.x < p.tq;
+        ls[threadIdx.x] = ok ? lse[base + q0 + threadIdx.x] : INFINITY;
+        dl[threadIdx.x] = ok ? delta[base + q0 + threadIdx.x] : 0.f;
+      }
+      cp_async_wait_all();
+      __syncthreads();
+      float st[8][4], dpt[8][4];
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
+#pragma unroll
+        for (int kc = 0; kc < D / 16; ++kc) {
+          uint32_t a[4], b0, b1;
+          load_a(ks, LD, warp * 16, kc, g, t, a);
+          load_b_rows_n(qs, LD, n * 8, kc, g, t, b0, b1);
+          mma<BF16>(st[n], a, b0, b1);
+          load_a(vs, LD, warp * 16, kc, g, t, a);
+          load_b_rows_n(dos, LD, n * 8, kc, g, t, b0, b1);
+          mma<BF16>(dpt[n], a, b0, b1);
+        }
+      }
+      uint32_t pa[4][4], dsa[4][4];
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        float pv[4], dsv[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = n * 8 + t * 2 + (e & 1);
+          const int64_t query = q0 + col, key = keys[e >> 1], qpos = offset + query;
+          const bool masked = query >= p.tq || key >= p.tk || (p.causal && key > qpos) || ls[col] == INFINITY;
+          float x = st[n][e] * p.scale;
+          if (p.alibi) x -= slope * float(qpos - key);
+          pv[e] = masked ? 0.f : __expf(x - ls[col]);
+          dsv[e] = pv[e] * (dpt[n][e] - dl[col]);
+        }
+        pa[n / 2][(n % 2) * 2 + 0] = pack2<BF16>(pv[0], pv[1]);
+        pa[n / 2][(n % 2) * 2 + 1] = pack2<BF16>(pv[2], pv[3]);
+        dsa[n / 2][(n % 2) * 2 + 0] = pack2<BF16>(dsv[0], dsv[1]);
+        dsa[n / 2][(n % 2) * 2 + 1] = pack2<BF16>(dsv[2], dsv[3]);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int dn = 0; dn < D / 8; ++dn) {
+          uint32_t b0, b1;
+          load_b_rows_k(dos, LD, j * 16, dn * 8, lane, b0, b1);
+          mma<BF16>(dva[dn], pa[j], b0, b1);
+          load_b_rows_k(qs, LD, j * 16, dn * 8, lane, b0, b1);
+          mma<BF16>(dka[dn], dsa[j], b0, b1);
+        }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (keys[r] >= p.tk) continue;
+    const int64_t at = ((int64_t(b) * p.kv_heads + hk) * p.tk + keys[r]) * D;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn) {
+      *reinterpret_cast<uint32_t*>(dk + at + dn * 8 + t * 2) = pack2<BF16>(dka[dn][r * 2] * p.scale, dka[dn][r * 2 + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dv + at + dn * 8 + t * 2) = pack2<BF16>(dva[dn][r * 2], dva[dn][r * 2 + 1]);
+    }
+  }
+}
+
+// Block = 64 queries of one (batch, head), like the forward: S = Q K^T, dP = dO V^T,
+// dS = P (dP - delta), dQ += dS K over the key tiles. One writer per dQ element.
+template <int D, bool BF16>
+__global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_tc(TcParams p, const uint16_t* __restrict__ q,
+    const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ delta, uint16_t* __restrict__ dq) {
+  constexpr int LD = D + kPad;
+  extern __shared__ __align__(16) uint16_t smem[];
+  uint16_t* qs = smem;
+  uint16_t* dos = qs + 64 * LD;
+  uint16_t* ks = dos + 64 * LD;
+  uint16_t* vs = ks + 64 * LD;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t nqb = (p.tq + 63) / 64;
+  const int64_t qb = blockIdx.x % nqb, bh = blockIdx.x / nqb;
+  const int h = int(bh % p.heads), b = int(bh / p.heads), hk = h / int(p.heads / p.kv_heads);
+  const int64_t q0 = qb * 64, offset = p.tk - p.tq, base = (int64_t(b) * p.heads + h) * p.tq;
+  const uint16_t* kg = k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
+  const uint16_t* vg = v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
+  stage_tile<D>(qs, q + base * D, q0, p.tq);
+  stage_tile<D>(dos, dout + base * D, q0, p.tq);
+  const int64_t rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  float L[2], Dl[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    L[r] = rows[r] < p.tq ? lse[base + rows[r]] : INFINITY;
+    Dl[r] = rows[r] < p.tq ? delta[base + rows[r]] : 0.f;
+  }
+  const float slope = p.alibi ? p.slopes[h] : 0.f;
+  float dqa[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i) dqa[i][0] = dqa[i][1] = dqa[i][2] = dqa[i][3] = 0.f;
+  const int64_t key_end = p.causal ? min(p.tk, offset + min(p.tq, q0 + 64)) : p.tk;
+  for (int64_t j0 = 0; j0 < key_end; j0 += 64) {
+    __syncthreads();
+    stage_tile<D>(ks, kg, j0, p.tk);
+    stage_tile<D>(vs, vg, j0, p.tk);
+    cp_async_wait_all();
+    __syncthreads();
+    float s[8][4], dp[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.f;
+#pragma unroll
+      for (int kc = 0; kc < D / 16; ++kc) {
+        uint32_t a[4], b0, b1;
+        load_a(qs, LD, warp * 16, kc, g, t, a);
+        load_b_rows_n(ks, LD, n * 8, kc, g, t, b0, b1);
+        mma<BF16>(s[n], a, b0, b1);
+        load_a(dos, LD, warp * 16, kc, g, t, a);
+        load_b_rows_n(vs, LD, n * 8, kc, g, t, b0, b1);
+        mma<BF16>(dp[n], a, b0, b1);
+      }
+    }
+    uint32_t dsa[4][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      float dsv[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        const int64_t key = j0 + n * 8 + t * 2 + (e & 1), qpos = offset + rows[r];
+        const bool masked = rows[r] >= p.tq || key >= p.tk || (p.causal && key > qpos) || L[r] == INFINITY;
+        float x = s[n][e] * p.scale;
+        if (p.alibi) x -= slope * float(qpos - key);
+        const float pr = masked ? 0.f : __expf(x - L[r]);
+        dsv[e] = pr * (dp[n][e] - Dl[r]);
+      }
+      dsa[n / 2][(n % 2) * 2 + 0] = pack2<BF16>(dsv[0], dsv[1]);
+      dsa[n / 2][(n % 2) * 2 + 1] = pack2<BF16>(dsv[2], dsv[3]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int dn = 0; dn < D / 8; ++dn) {
+        uint32_t b0, b1;
+        load_b_rows_k(ks, LD, j * 16, dn * 8, lane, b0, b1);
+        mma<BF16>(dqa[dn], dsa[j], b0, b1);
+      }
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (rows[r] >= p.tq) continue;
+    uint16_t* out = dq + (base + rows[r]) * D;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn)
+      *reinterpret_cast<uint32_t*>(out + dn * 8 + t * 2) = pack2<BF16>(dqa[dn][r * 2] * p.scale, dqa[dn][r * 2 + 1] * p.scale);
+  }
+}
+
+TcParams tc_params(const AttentionParams& a) {
   TcParams p{};
   p.heads = a.heads; p.kv_heads = a.kv_heads; p.tq = a.tq; p.tk = a.tk;
   p.scale = float(a.scale);
   p.causal = a.causal;
   p.alibi = !a.alibi_slopes.empty();
   for (size_t i = 0; i < a.alibi_slopes.size(); ++i) p.slopes[i] = float(a.alibi_slopes[i]);
+  return p;
+}
+
+template <int D, bool BF16>
+void launch_bwd_tc(const AttentionParams& a, const View& q, const View& k, const View& v, const View& dout,
+                   const float* lse, const float* delta, const View& dq, const View& dk, const View& dv) {
+  TcParams p = tc_params(a);
+  const size_t smem = size_t(4 * 64) * (D + kPad) * sizeof(uint16_t);
+  auto k1 = flash_bwd_dkdv_tc<D, BF16>;
+  auto k2 = flash_bwd_dq_tc<D, BF16>;
+  NX_CUDA_CHECK(cudaFuncSetAttribute(k1, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  NX_CUDA_CHECK(cudaFuncSetAttribute(k2, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
+  k1<<<unsigned(a.batch * a.kv_heads * ((a.tk + 63) / 64)), kWarps * 32, smem, stream()>>>(
+      p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<uint16_t*>(dk.data), static_cast<uint16_t*>(dv.data));
+  NX_CUDA_LAUNCH_CHECK();
+  k2<<<unsigned(a.batch * a.heads * ((a.tq + 63) / 64)), kWarps * 32, smem, stream()>>>(
+      p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<uint16_t*>(dq.data));
+  NX_CUDA_LAUNCH_CHECK();
+}
+
+template <int D, bool BF16>
+void launch_tc(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out, const View& lse) {
+  TcParams p = tc_params(a);
   const size_t smem = size_t(kBr + 2 * kBc) * (D + kPad) * sizeof(uint16_t);
   auto kernel = flash_fwd_tc<D, BF16>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -248,4 +501,20 @@ bool attention_tensor_core(const AttentionParams& a, const View& q, const View& 
   return true;
 }
 
+}  // namespace nx::cuda
+
+namespace nx::cuda {
+// Tensor-core backward for the same cases as the forward; delta = rowsum(dO * O) comes in f32.
+bool attention_backward_tensor_core(const AttentionParams& a, const View& q, const View& k, const View& v,
+                                    const View& dout, const float* lse, const float* delta, const View& dq,
+                                    const View& dk, const View& dv) {
+  const bool half = q.dtype == DType::BF16 || q.dtype == DType::F16;
+  if (!half || (a.dim != 64 && a.dim != 128) || a.heads > 128) return false;
+  const bool bf16 = q.dtype == DType::BF16;
+  if (a.dim == 64) bf16 ? launch_bwd_tc<64, true>(a, q, k, v, dout, lse, delta, dq, dk, dv)
+                        : launch_bwd_tc<64, false>(a, q, k, v, dout, lse, delta, dq, dk, dv);
+  else bf16 ? launch_bwd_tc<128, true>(a, q, k, v, dout, lse, delta, dq, dk, dv)
+            : launch_bwd_tc<128, false>(a, q, k, v, dout, lse, delta, dq, dk, dv);
+  return true;
+}
 }  // namespace nx::cuda

@@ -788,6 +788,8 @@ def tensor(data: Any, dtype: Optional[DTypeLike] = None, device: DeviceLike = "c
         t = _wrap(h).to(dtype=dtype, device=device)
         return _finish(t._h, requires_grad)
     if hasattr(data, "__dlpack__") and not isinstance(data, np.ndarray):
+        if getattr(data, "requires_grad", False):  # torch refuses to export those; a copy is wanted anyway
+            data = data.detach()
         src = from_dlpack(data)
         h = _C.nx_clone(src._h, None)
         return _finish(_wrap(h).to(dtype=dtype, device=device)._h, requires_grad)
