@@ -43,5 +43,5 @@ fi
 if [[ $steps == *gpt* ]]; then
   log "train_gpt on the GPU"
   scripts/get_data.sh >/dev/null 2>&1 || true
-  [ -s data/mobydick.txt ] && build-gpu/train_gpt data/mobydick.txt "${GPT_STEPS:-1500}" "$out/gpt" 2> "$out/gpt_progress.txt" | tee "$out/train_gpt.txt"
+  [ -s data/mobydick.txt ] && timeout ${GPT_TIMEOUT:-300} build-gpu/train_gpt data/mobydick.txt "${GPT_STEPS:-1500}" "$out/gpt" 2> "$out/gpt_progress.txt" | tee "$out/train_gpt.txt"
 fi
