@@ -19,8 +19,8 @@ Shape infer_shape(const Tensor& x, const Shape& shape) {
       infer = int64_t(i);
     } else if (out[i] < 0) {
       fail(NX_ERR_SHAPE, current_api(), ": invalid dimension ", out[i], " in shape ", shape_str(shape));
-    } else {
-      known *= out[i];
+    } else if (__builtin_mul_overflow(known, out[i], &known)) {
+      known = INT64_MAX;  // saturated: valid only if a later dimension is 0 (numel_of checks below)
     }
   }
   if (infer >= 0) {

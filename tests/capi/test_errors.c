@@ -411,6 +411,11 @@ static void test_huge_shapes(void** state) {
   const int64_t big[2] = {(int64_t)1 << 32, (int64_t)1 << 32};
   nx_tensor r;
   EXPECT_ERR_OUT(NX_ERR_SHAPE, r, nx_reshape(&r, out, big, 2, NULL), "nx_reshape", "4294967296");
+  /* ... while -1 next to huge dimensions infers the 0 */
+  const int64_t infer[3] = {(int64_t)1 << 40, (int64_t)1 << 40, -1};
+  NX_OK_(nx_reshape(&r, out, infer, 3, NULL));
+  assert_shape(r, (int64_t)1 << 40, (int64_t)1 << 40, 0);
+  nx_tensor_free(r);
   nx_tensor_free(out);
 }
 
