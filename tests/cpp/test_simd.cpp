@@ -359,7 +359,7 @@ template <class T> void SimdLevels::binary_all() {
     double max_ulp = 0;
     for (int64_t n : {1, 5, 64, 1003}) {
       for (auto [sa, sb] : strides) {
-        std::vector<T> a(size_t(n * 3 + 1)), b(size_t(n * 3 + 1)), y(size_t(n), T(-777));
+        std::vector<T> a(size_t(n * 3 + 5)), b(size_t(n * 3 + 5)), y(size_t(n), T(-777));  // +5: the tie/NaN slots below
         std::uniform_real_distribution<double> ua(op == BinaryOp::Pow ? 0.01 : -100, 100), ub(op == BinaryOp::Pow ? -6 : -100, op == BinaryOp::Pow ? 6 : 100);
         for (auto& v : a) v = T(ua(g));
         for (auto& v : b) v = T(ub(g));
@@ -403,7 +403,7 @@ template <class T> void SimdLevels::binary_all() {
     const UnarySpec& s = spec(inner[k]);
     for (int64_t n : {1, 9, 1003}) {
       for (auto [sa, sb] : strides) {
-        std::vector<T> a(size_t(n * 3 + 1)), b(size_t(n * 3 + 1)), y(size_t(n), T(-777));
+        std::vector<T> a(size_t(n * 3 + 5)), b(size_t(n * 3 + 5)), y(size_t(n), T(-777));  // +5: the tie/NaN slots below
         std::uniform_real_distribution<double> d(-6, 6);
         for (auto& v : a) v = T(d(g));
         for (auto& v : b) v = T(d(g));
