@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 dir=${1:-build}; shift || true
-scripts/build.sh "$dir" "$@"
+# The SWIG bindings are part of the suite (labels python, java); later arguments override.
+scripts/build.sh "$dir" -DNEXUS_PYTHON=ON -DNEXUS_JAVA=ON "$@"
 ctest --test-dir "$dir" --output-on-failure -j"$(nproc)"
