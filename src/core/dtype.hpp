@@ -26,6 +26,20 @@ inline DType compute_dtype(DType d) { return is_half(d) ? DType::F32 : d; }
 struct Half { uint16_t bits; };
 struct BFloat16 { uint16_t bits; };
 
+// Calls f(T{}) with T the C++ storage type of d (Half/BFloat16 for the 16-bit floats).
+template <class F>
+void dispatch_dtype(DType d, F&& f) {
+  switch (d) {
+    case DType::F32: f(float{}); break;
+    case DType::F64: f(double{}); break;
+    case DType::F16: f(Half{}); break;
+    case DType::BF16: f(BFloat16{}); break;
+    case DType::I32: f(int32_t{}); break;
+    case DType::I64: f(int64_t{}); break;
+    case DType::Bool: f(bool{}); break;
+  }
+}
+
 inline uint32_t f32_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
 inline float bits_f32(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
 

@@ -36,20 +36,6 @@ template <> Half convert(float v) { return Half{f32_to_f16(v)}; }
 template <> BFloat16 convert(float v) { return BFloat16{f32_to_bf16(v)}; }
 template <> int64_t convert(int64_t v) { return v; }
 
-// Calls f(T{}) with T the C++ type of dtype d.
-template <class F>
-void dispatch(DType d, F&& f) {
-  switch (d) {
-    case DType::F32: f(float{}); break;
-    case DType::F64: f(double{}); break;
-    case DType::F16: f(Half{}); break;
-    case DType::BF16: f(BFloat16{}); break;
-    case DType::I32: f(int32_t{}); break;
-    case DType::I64: f(int64_t{}); break;
-    case DType::Bool: f(bool{}); break;
-  }
-}
-
 template <class T> T* at(const View& v, int64_t off) { return static_cast<T*>(v.data) + off; }
 
 class CpuBackend final : public Backend {
@@ -88,9 +74,9 @@ class CpuBackend final : public Backend {
       });
       return;
     }
-    dispatch(dst.dtype, [&](auto dtag) {
+    dispatch_dtype(dst.dtype, [&](auto dtag) {
       using D = decltype(dtag);
-      dispatch(src.dtype, [&](auto stag) {
+      dispatch_dtype(src.dtype, [&](auto stag) {
         using Src = decltype(stag);
         for_each_row<2>(dst.shape, {&dst.strides, &src.strides}, [&](auto off, int64_t n, auto st) {
           D* d = at<D>(dst, off[0]);
@@ -102,7 +88,7 @@ class CpuBackend final : public Backend {
   }
 
   void fill(const View& dst, double value) override {
-    dispatch(dst.dtype, [&](auto tag) {
+    dispatch_dtype(dst.dtype, [&](auto tag) {
       using T = decltype(tag);
       T v = from_f64<T>(value);
       for_each_row<1>(dst.shape, {&dst.strides}, [&](auto off, int64_t n, auto st) {
@@ -163,7 +149,7 @@ class CpuBackend final : public Backend {
 
   void binary(BinaryOp op, const View& dst, const View& a, const View& b) override {
     if (is_comparison(op)) {
-      dispatch(a.dtype, [&](auto tag) { compare<decltype(tag)>(op, dst, a, b); });
+      dispatch_dtype(a.dtype, [&](auto tag) { compare<decltype(tag)>(op, dst, a, b); });
       return;
     }
     const auto& t = simd();
@@ -237,7 +223,7 @@ class CpuBackend final : public Backend {
   }
 
   void reduce_rows(ReduceOp op, const View& dst, const View& src, int64_t rows, int64_t cols) override {
-    dispatch(src.dtype, [&](auto tag) {
+    dispatch_dtype(src.dtype, [&](auto tag) {
       using T = decltype(tag);
       const T* s = static_cast<const T*>(src.data);
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain && rows > 1)
@@ -274,11 +260,11 @@ class CpuBackend final : public Backend {
       if (op == ReduceOp::Sum) { int64_t s = 0; for (int64_t i = 0; i < n; ++i) s += int64_t(x[i]);
         if (dst.dtype == DType::I64) { static_cast<int64_t*>(dst.data)[r] = s; return; } }
     }
-    dispatch(dst.dtype, [&](auto dtag) { using D = decltype(dtag); static_cast<D*>(dst.data)[r] = from_f64<D>(acc); });
+    dispatch_dtype(dst.dtype, [&](auto dtag) { using D = decltype(dtag); static_cast<D*>(dst.data)[r] = from_f64<D>(acc); });
   }
 
   void reduce_middle(ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n, int64_t inner) override {
-    dispatch(src.dtype, [&](auto tag) {
+    dispatch_dtype(src.dtype, [&](auto tag) {
       using T = decltype(tag);
       const T* s = static_cast<const T*>(src.data);
 #pragma omp parallel for schedule(static) if (outer * n * inner >= kParallelGrain && outer > 1)
@@ -296,7 +282,7 @@ class CpuBackend final : public Backend {
             else a = op == ReduceOp::Max ? std::max(a, v) : std::min(a, v);
           }
         }
-        dispatch(dst.dtype, [&](auto dtag) {
+        dispatch_dtype(dst.dtype, [&](auto dtag) {
           using D = decltype(dtag);
           D* d = static_cast<D*>(dst.data) + o * inner;
           for (int64_t i = 0; i < inner; ++i) d[i] = from_f64<D>(acc[size_t(i)]);
@@ -358,7 +344,7 @@ class CpuBackend final : public Backend {
 
   void index_add(const View& dst, const View& src, const View& index, int64_t outer, int64_t n, int64_t inner) override {
     const int64_t nidx = index.numel();
-    dispatch(dst.dtype, [&](auto tag) {
+    dispatch_dtype(dst.dtype, [&](auto tag) {
       using T = decltype(tag);
       // Parallel over outer slices only: rows of one slice may repeat an index.
 #pragma omp parallel for schedule(static) if (outer > 1 && outer * nidx * inner >= kParallelGrain)
@@ -398,7 +384,7 @@ class CpuBackend final : public Backend {
 
   void scatter_add(const View& dst, const View& src, const View& index, int64_t axis) override {
     S dst_st = contiguous_strides(dst.shape);
-    dispatch(dst.dtype, [&](auto tag) {
+    dispatch_dtype(dst.dtype, [&](auto tag) {
       using T = decltype(tag);
       walk_index(index, [&](int64_t e, const S& coord) {
         int64_t off = 0;
@@ -412,7 +398,7 @@ class CpuBackend final : public Backend {
 
   void random(const View& dst, uint64_t seed, uint64_t offset, bool normal) override {
     const int64_t n = dst.numel();
-    dispatch(dst.dtype, [&](auto tag) {
+    dispatch_dtype(dst.dtype, [&](auto tag) {
       using T = decltype(tag);
       T* d = static_cast<T*>(dst.data);
 #pragma omp parallel for schedule(static) if (n >= 4096)

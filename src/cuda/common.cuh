@@ -88,19 +88,6 @@ Geometry<K> make_geometry(const std::vector<int64_t>& shape, const std::array<co
   return g;
 }
 
-template <class F>
-void dispatch_dtype(DType d, F&& f) {
-  switch (d) {
-    case DType::F32: f(float{}); break;
-    case DType::F64: f(double{}); break;
-    case DType::F16: f(Half{}); break;
-    case DType::BF16: f(BFloat16{}); break;
-    case DType::I32: f(int32_t{}); break;
-    case DType::I64: f(int64_t{}); break;
-    case DType::Bool: f(bool{}); break;
-  }
-}
-
 // Temporary device memory from the caching allocator, returned when it goes out of scope.
 struct Scratch {
   void* ptr = nullptr;
