@@ -12,7 +12,7 @@ steps=${*:-build test sanitize bench}
 log() { echo "== $*" | tee -a "$out/summary.txt"; }
 if [[ $steps == *build* ]]; then
   log "build"
-  cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DNEXUS_TORCH_PYTHON="$(command -v python3)" \
+  cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90 -DNEXUS_TORCH_PYTHON="$(command -v python3)" \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
   cmake --build build-gpu --target nexus_gpu_tests cuda_bench attention_bench quickstart train_gpt parity_fixtures_cuda test_parity > "$out/build.log" 2>&1 \
     || { grep -E 'error' -A3 "$out/build.log" | head -60; exit 1; }
