@@ -35,16 +35,9 @@ Shape contiguous_strides(const Shape& shape) {
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
-  // Element and byte counts must fit in 63 bits before anything multiplies them.
-  const int64_t limit = (int64_t(1) << 62) / int64_t(dtype_size(dtype));
-  int64_t count = 1;
-  for (int64_t s : shape) {
+  for (int64_t s : shape)
     if (s < 0) fail(NX_ERR_SHAPE, current_api(), ": negative dimension in shape ", shape_str(shape));
-    if (s != 0 && count > limit / s)
-      fail(NX_ERR_SHAPE, current_api(), ": shape ", shape_str(shape), " of ", dtype_name(dtype),
-           " has more elements than can be addressed");
-    count *= s;
-  }
+  // An element count past int64 is a shape error (numel_of); a byte count past size_t, memory.
   size_t nbytes = 0;
   if (__builtin_mul_overflow(size_t(numel_of(shape)), dtype_size(dtype), &nbytes))
     fail(NX_ERR_OUT_OF_MEMORY, current_api(), ": a tensor of shape ", shape_str(shape), " and dtype ",
