@@ -35,7 +35,9 @@ inline float exp_f32(float x) {
   // are flushed to 0.
   const float hi = 88.7228317f, lo = -87.3365f;
   float xc = vmin(vmax(x, lo), hi);
-  float k = std::nearbyint(xc * 1.44269504088896341f);
+  // round to nearest by the 1.5 * 2^23 trick: plain arithmetic, so the loop vectorizes (a call
+  // to nearbyintf would not)
+  float k = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;
   float r = xc - k * 0.693145751953125f;
   r = r - k * 1.428606765330187045e-06f;
   float p = 1.f / 5040.f;

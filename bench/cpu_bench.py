@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+"""CPU kernels of NexusGrad against PyTorch's CPU kernels in the same process, same threads.
+
+    PYTHONPATH=<build>/python /usr/bin/python3 bench/cpu_bench.py [--threads N]
+
+Sizes are large enough that the time is the kernel, not the Python call. Prints GFLOP/s (GEMM) or
+GB/s (bandwidth-bound ops, bytes read + written once) and the ratio ours / torch (> 1: faster)."""
+import argparse
+import time
+
+import numpy as np
+
+
+def best(fn, repeat=5):
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    import torch
+    import nexusgrad as ng
+    torch.set_num_threads(args.threads)
+    ng.set_num_threads(args.threads)
+    print(f"threads {args.threads}, nexusgrad SIMD {ng.cpu_simd_level()}, torch {torch.__version__}")
+    print(f"{'benchmark':26} {'ours':>14} {'torch':>14} {'ours/torch':>11}")
+    for n in (256, 512, 1024, 2048):
+        a = np.random.rand(n, n).astype(np.float32)
+        b = np.random.rand(n, n).astype(np.float32)
+        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+        na, nb = ng.Tensor.from_numpy(a), ng.Tensor.from_numpy(b)
+        flops = 2.0 * n ** 3
+        t_ours, t_torch = best(lambda: ng.matmul(na, nb)), best(lambda: torch.matmul(ta, tb))
+        print(f"{'matmul f32 ' + str(n):26} {flops / t_ours / 1e9:10.1f} GF/s {flops / t_torch / 1e9:10.1f} GF/s {t_torch / t_ours:11.3f}")
+    n = 1 << 24
+    x = np.random.rand(n).astype(np.float32)
+    y = np.random.rand(n).astype(np.float32)
+    tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+    nx_, ny = ng.Tensor.from_numpy(x), ng.Tensor.from_numpy(y)
+    rows = torch.from_numpy(x.reshape(-1, 1024))
+    nrows = ng.Tensor.from_numpy(x.reshape(-1, 1024))
+    cases = [
+        ("add 2^24", 12.0 * n, lambda: nx_ + ny, lambda: tx + ty),
+        ("exp 2^24", 8.0 * n, lambda: ng.exp(nx_), lambda: torch.exp(tx)),
+        ("sum 2^24", 4.0 * n, lambda: ng.sum(nx_), lambda: tx.sum()),
+        ("softmax rows of 1024", 8.0 * n, lambda: ng.softmax(nrows, 1), lambda: torch.softmax(rows, 1)),
+    ]
+    for name, bytes_, ours, theirs in cases:
+        t_ours, t_torch = best(ours), best(theirs)
+        print(f"{name:26} {bytes_ / t_ours / 1e9:10.1f} GB/s {bytes_ / t_torch / 1e9:10.1f} GB/s {t_torch / t_ours:11.3f}")
+
+
+if __name__ == "__main__":
+    main()
