@@ -11,23 +11,10 @@
 
 #include <nexus.h>
 
-#define CHECK(call)                                                                                \
-  do {                                                                                             \
-    nx_status st_ = (call);                                                                        \
-    if (st_ != NX_OK) {                                                                            \
-      fprintf(stderr, "%s: %s: %s\n", #call, nx_status_string(st_), nx_last_error_message());     \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "example_util.h" /* CHECK, ex_now: shared with the examples */
 
 static const nx_device GPU = {NX_CUDA, 0};
 static nx_stream S;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static nx_tensor rnd(int64_t b, int64_t h, int64_t t, int64_t d, int grad) {
   int64_t shape[4] = {b, h, t, d};
@@ -44,7 +31,7 @@ static double run(nx_tensor q, nx_tensor k, nx_tensor v, int causal, int backwar
   nx_tensor o, loss, g;
   double t0 = 0;
   for (int i = -1; i < iters; ++i) {
-    if (i == 0) { CHECK(nx_stream_synchronize(S)); t0 = now(); }
+    if (i == 0) { CHECK(nx_stream_synchronize(S)); t0 = ex_now(); }
     CHECK(nx_flash_attention(&o, q, k, v, causal, false, 0.0, S));
     if (backward) {
       int64_t shape[4];
@@ -58,7 +45,7 @@ static double run(nx_tensor q, nx_tensor k, nx_tensor v, int causal, int backwar
     (void)loss;
   }
   CHECK(nx_stream_synchronize(S));
-  return (now() - t0) / iters;
+  return (ex_now() - t0) / iters;
 }
 
 static void grid(void) {
@@ -90,10 +77,10 @@ static void decode(void) {
   CHECK(nx_clone(&c, k, S));
   nx_tensor_free(c);
   CHECK(nx_stream_synchronize(S));
-  double t0 = now();
+  double t0 = ex_now();
   for (int i = 0; i < 20; ++i) { CHECK(nx_clone(&c, k, S)); nx_tensor_free(c); }
   CHECK(nx_stream_synchronize(S));
-  double copy = (now() - t0) / 20;
+  double copy = (ex_now() - t0) / 20;
   double bytes = 2.0 * (double)(b * h * cache * d) * 2.0;  /* K and V, bf16 */
   printf("{\"name\": \"decode_b8_h32_d128_8k\", \"seconds\": %.9g, \"bytes\": %.17g, \"copy_bytes_per_s\": %.17g}\n", t,
          bytes, 2.0 * (double)(b * h * cache * d) * 2.0 / copy);

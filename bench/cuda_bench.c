@@ -11,20 +11,8 @@
 
 #include <nexus.h>
 
-#define CHECK(call)                                                                                \
-  do {                                                                                             \
-    nx_status st_ = (call);                                                                        \
-    if (st_ != NX_OK) {                                                                            \
-      fprintf(stderr, "%s: %s: %s\n", #call, nx_status_string(st_), nx_last_error_message());     \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+#include "example_util.h" /* CHECK, ex_now: shared with the examples */
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 typedef nx_status (*op1_fn)(nx_tensor*, nx_tensor, nx_stream);
 
@@ -35,10 +23,10 @@ static nx_stream g_stream;
   do {                                                        \
     for (int w_ = 0; w_ < (warmup); ++w_) { body; }           \
     CHECK(nx_stream_synchronize(g_stream));                   \
-    double t0_ = now();                                       \
+    double t0_ = ex_now();                                       \
     for (int i_ = 0; i_ < (iters); ++i_) { body; }            \
     CHECK(nx_stream_synchronize(g_stream));                   \
-    (seconds) = (now() - t0_) / (iters);                      \
+    (seconds) = (ex_now() - t0_) / (iters);                      \
   } while (0)
 
 static void report(const char* name, double seconds, double bytes, double flops) {
