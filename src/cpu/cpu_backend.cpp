@@ -226,6 +226,24 @@ class CpuBackend final : public Backend {
     dispatch_dtype(src.dtype, [&](auto tag) {
       using T = decltype(tag);
       const T* s = static_cast<const T*>(src.data);
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        // One long row (a full sum): threads sum fixed chunks, combined in a fixed order, so the
+        // result does not depend on the thread count.
+        if (op == ReduceOp::Sum && rows == 1 && cols >= 4 * kParallelGrain) {
+          const int64_t chunk = kParallelGrain, nchunks = (cols + chunk - 1) / chunk;
+          std::vector<double> part(static_cast<size_t>(nchunks));
+#pragma omp parallel for schedule(static)
+          for (int64_t c = 0; c < nchunks; ++c) {
+            const int64_t len = std::min(chunk, cols - c * chunk);
+            if constexpr (std::is_same_v<T, float>) part[size_t(c)] = simd().sum_f32(s + c * chunk, len);
+            else part[size_t(c)] = simd().sum_f64(s + c * chunk, len);
+          }
+          double total = 0;
+          for (double v : part) total += v;
+          dispatch_dtype(dst.dtype, [&](auto dtag) { using D = decltype(dtag); static_cast<D*>(dst.data)[0] = from_f64<D>(total); });
+          return;
+        }
+      }
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain && rows > 1)
       for (int64_t r = 0; r < rows; ++r) reduce_one<T>(op, dst, r, s + r * cols, cols);
     });
