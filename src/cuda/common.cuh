@@ -88,6 +88,18 @@ Geometry<K> make_geometry(const std::vector<int64_t>& shape, const std::array<co
   return g;
 }
 
+// Calls f(U{}) with U the unsigned integer of `bytes` bytes: for kernels that move elements
+// without doing arithmetic on them (copies, where, gather), one instantiation per element size.
+template <class F>
+void dispatch_bits(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: f(uint8_t{}); break;
+    case 2: f(uint16_t{}); break;
+    case 4: f(uint32_t{}); break;
+    default: f(uint64_t{}); break;
+  }
+}
+
 // Temporary device memory from the caching allocator, returned when it goes out of scope.
 struct Scratch {
   void* ptr = nullptr;

@@ -219,16 +219,6 @@ template <> struct Bits<2> { using type = uint16_t; };
 template <> struct Bits<4> { using type = uint32_t; };
 template <> struct Bits<8> { using type = uint64_t; };
 
-template <class F>
-void dispatch_bits(size_t bytes, F&& f) {
-  switch (bytes) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    default: f(uint64_t{}); break;
-  }
-}
-
 }  // namespace
 
 void launch_copy(const View& dst, const View& src) {

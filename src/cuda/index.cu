@@ -91,22 +91,12 @@ void dispatch_atomic(DType d, F&& f) {
   else fail(NX_ERR_DTYPE, current_api(), ": CUDA index_add/scatter_add support f32 and f64, got ", dtype_name(d));
 }
 
-template <class F>
-void dispatch_bytes(size_t bytes, F&& f) {
-  switch (bytes) {
-    case 1: f(uint8_t{}); break;
-    case 2: f(uint16_t{}); break;
-    case 4: f(uint32_t{}); break;
-    default: f(uint64_t{}); break;
-  }
-}
-
 }  // namespace
 
 void launch_index_select(const View& dst, const View& src, const View& index, int64_t outer, int64_t n, int64_t inner) {
   const int64_t nidx = index.numel(), total = outer * nidx * inner;
   if (!total) return;
-  dispatch_bytes(dtype_size(src.dtype), [&](auto tag) {
+  dispatch_bits(dtype_size(src.dtype), [&](auto tag) {
     using B = decltype(tag);
     index_select_kernel<B><<<blocks_for(total), kThreads, 0, stream()>>>(static_cast<B*>(dst.data), static_cast<const B*>(src.data),
         index.data, index.dtype == DType::I64, nidx, n, inner, total);
@@ -129,7 +119,7 @@ void launch_gather(const View& dst, const View& src, const View& index, int64_t 
   const int64_t total = index.numel();
   if (!total) return;
   Dims d = make_dims(index, src.shape);
-  dispatch_bytes(dtype_size(src.dtype), [&](auto tag) {
+  dispatch_bits(dtype_size(src.dtype), [&](auto tag) {
     using B = decltype(tag);
     gather_kernel<B><<<blocks_for(total), kThreads, 0, stream()>>>(static_cast<B*>(dst.data), static_cast<const B*>(src.data),
         index.data, index.dtype == DType::I64, d, axis, total);
