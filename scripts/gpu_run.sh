@@ -14,7 +14,7 @@ if [[ $steps == *build* ]]; then
   log "build"
   cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90 -DNEXUS_TORCH_PYTHON="$(command -v python3)" \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-  cmake --build build-gpu --target nexus_gpu_tests cuda_bench attention_bench quickstart train_gpt parity_fixtures_cuda test_parity > "$out/build.log" 2>&1 \
+  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests cuda_bench attention_bench quickstart train_gpt parity_fixtures_cuda test_parity} > "$out/build.log" 2>&1 \
     || { grep -E 'error' -A3 "$out/build.log" | head -60; exit 1; }
 fi
 if [[ $steps == *test* ]]; then

@@ -57,10 +57,9 @@ class CudaBackend final : public Backend {
   void upload(void* dst, const void* src, size_t n) override {
     use_device(device_);
     if (!n) return;
-    // From pageable memory the copy is staged by the driver; synchronizing lets the caller free
-    // or reuse src as soon as this returns.
-    NX_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, stream()));
-    NX_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    // Staged through pinned blocks: the copy runs asynchronously on the stream and src may be
+    // reused as soon as this returns.
+    staged_upload(device_, dst, src, n);
   }
   void download(void* dst, const void* src, size_t n) override {
     use_device(device_);

@@ -1,13 +1,13 @@
-// Tensor-core flash attention forward for bf16/f16 with head_dim 64 or 128 (FlashAttention-2
-// structure on mma.sync m16n8k16).
+// Tensor-core flash attention for bf16/f16 with head_dim 64 or 128 (FlashAttention-2 structure
+// on mma.sync m16n8k16, fragments through ldmatrix).
 //
-// A block owns 64 query rows of one (batch, head): 4 warps of 16 rows. Q is staged once in shared
-// memory and kept in registers as mma A fragments; K and V tiles of 64 keys stream through shared
-// memory (cp.async, rows padded by 16 bytes so fragment loads hit 32 distinct banks). Per tile:
-// S = Q K^T on tensor cores (f32 accumulators), scale/ALiBi/causal mask in registers, online
-// softmax across the 4 lanes that share a row, P rounded to the input type and fed straight from
-// the S accumulators into the A fragments of O += P V (V's B fragments come from ldmatrix.trans).
-// The output is divided by the row sum at the end and the log-sum-exp saved for the backward.
+// Forward: a block owns 128 query rows of one (batch, head), 4 warps of 32 rows. Q stays in shared
+// memory; K and V tiles stream through it (cp.async, rows padded by 16 bytes so ldmatrix hits 32
+// distinct banks), each loaded one phase ahead of its use. Per tile: S = Q K^T on tensor cores
+// (f32 accumulators), scale/ALiBi/masks in registers, online softmax across the 4 lanes that share
+// a row, P rounded to the input type and fed straight from the S accumulators into the A fragments
+// of O += P V. The output is divided by the row sum at the end and the log-sum-exp saved for the
+// backward.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -18,7 +18,7 @@
 namespace nx::cuda {
 namespace {
 
-constexpr int kBr = 64, kBc = 64, kWarps = 4, kPad = 8;
+constexpr int kWarps = 4, kPad = 8;  // backward: 4 warps; rows padded by 8 elements (16 bytes)
 
 struct TcParams {
   int64_t heads, kv_heads, tq, tk;
@@ -32,8 +32,10 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(_
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
 }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Commits what was issued since the last commit, then waits for every group.
 __device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.commit_group;\n" ::);
+  cp_async_commit();
   asm volatile("cp.async.wait_group 0;\n" ::);
 }
 
@@ -67,153 +69,203 @@ __device__ __forceinline__ uint16_t to_bits(float x) {
   else return __half_as_ushort(__float2half_rn(x));
 }
 
+// Rows [r0, r0 + ROWS) of a [n, D] matrix into a padded shared tile; rows past n are zero-filled.
+template <int D, int ROWS>
+__device__ __forceinline__ void stage_tile(uint16_t* dst, const uint16_t* src, int64_t r0, int64_t n) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  for (int c = threadIdx.x; c < ROWS * kChunks; c += blockDim.x) {
+    const int r = c / kChunks, col = (c % kChunks) * 8;
+    const bool ok = r0 + r < n;
+    cp_async16(dst + r * (D + kPad) + col, src + (ok ? (r0 + r) * D + col : 0), ok);
+  }
+}
+
+// Four 8x8 16-bit matrices from shared memory; lane l gives the address of row l % 8 of matrix l / 8.
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const uint16_t* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const uint16_t* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_addr(p)));
+}
+// A fragment (16 x 16) of a row-major tile X at rows r0.., columns k0..
+__device__ __forceinline__ void ldsm_a(uint32_t (&a)[4], const uint16_t* x, int ld, int r0, int k0, int lane) {
+  ldsm_x4(a, x + (r0 + lane % 16) * ld + k0 + (lane / 16) * 8);
+}
+// B fragments of two n8 tiles (n0 and n0 + 8) where B[k][n] = X[n][k]: {b0, b1} of n0, then of n0 + 8.
+__device__ __forceinline__ void ldsm_b_rows_n(uint32_t (&b)[4], const uint16_t* x, int ld, int n0, int k0, int lane) {
+  ldsm_x4(b, x + (n0 + lane % 8 + (lane / 16) * 8) * ld + k0 + ((lane / 8) % 2) * 8);
+}
+// B fragments of two n8 tiles (n0, n0 + 8) where B[k][n] = X[k][n] (X rows are the k index).
+__device__ __forceinline__ void ldsm_b_rows_k(uint32_t (&b)[4], const uint16_t* x, int ld, int k0, int n0, int lane) {
+  ldsm_x4_trans(b, x + (k0 + lane % 16) * ld + n0 + (lane / 16) * 8);
+}
+
+// Forward. A block owns 128 query rows of one (batch, head); each of its 4 warps owns 32 rows (two
+// m16 tiles), so every K/V fragment read from shared memory feeds two mma instructions. K and V
+// tiles are single-buffered but loaded one phase ahead (V[j] while S = Q K[j]^T is computed,
+// K[j+1] while O += P V[j] is), so copies overlap the tensor-core work.
+constexpr int kFwdWarps = 4, kFwdRows = 128, kFwdTiles = 2;  // m16 tiles per warp
+constexpr int kFwdKeys = 64;  // keys per tile (128 spills registers at head_dim 64)
+
 template <int D, bool BF16>
-__global__ void __launch_bounds__(kWarps * 32) flash_fwd_tc(TcParams p, const uint16_t* __restrict__ q,
-                                                            const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
-                                                            uint16_t* __restrict__ out, float* __restrict__ lse) {
-  constexpr int LD = D + kPad;  // padded row, in 16-bit elements
+__global__ void __launch_bounds__(kFwdWarps * 32, 2) flash_fwd_tc(TcParams p, const uint16_t* __restrict__ q,
+                                                                  const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
+                                                                  uint16_t* __restrict__ out, float* __restrict__ lse) {
+  constexpr int LD = D + kPad, BC = kFwdKeys, MT = kFwdTiles;
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* qs = smem;
-  uint16_t* ks = qs + kBr * LD;
-  uint16_t* vs = ks + kBc * LD;
+  uint16_t* ks = qs + kFwdRows * LD;
+  uint16_t* vs = ks + BC * LD;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int64_t nqb = (p.tq + kBr - 1) / kBr;
-  const int64_t qb = blockIdx.x % nqb, bh = blockIdx.x / nqb;
+  // positions fit in int: the launcher sends sequences of 2^31 or more elsewhere
+  const int tq = int(p.tq), tk = int(p.tk);
+  const int nqb = (tq + kFwdRows - 1) / kFwdRows;
+  const int64_t bh = blockIdx.x / nqb;
+  const int qi = int(blockIdx.x % nqb);
+  const int qb = p.causal ? nqb - 1 - qi : qi;  // causal: the longest rows of a head start first
   const int h = int(bh % p.heads), b = int(bh / p.heads), hk = h / int(p.heads / p.kv_heads);
-  const int64_t q0 = qb * kBr, offset = p.tk - p.tq;
-  const uint16_t* qg = q + ((int64_t(b) * p.heads + h) * p.tq) * D;
+  const int q0 = qb * kFwdRows, offset = tk - tq;
+  const int wr = warp * 16 * MT;  // the warp's first row in the block tile
   const uint16_t* kg = k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
   const uint16_t* vg = v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  stage_tile<D, kFwdRows>(qs, q + ((int64_t(b) * p.heads + h) * p.tq) * D, q0, p.tq);
+  stage_tile<D, BC>(ks, kg, 0, p.tk);
+  cp_async_commit();
 
-  for (int c = threadIdx.x; c < kBr * kChunks; c += blockDim.x) {
-    const int r = c / kChunks, col = (c % kChunks) * 8;
-    const bool ok = q0 + r < p.tq;
-    cp_async16(qs + r * LD + col, qg + (ok ? (q0 + r) * D + col : 0), ok);
-  }
-  cp_async_wait_all();
-  __syncthreads();
-
-  // Q as A fragments: rows warp*16 + g (+8), columns kc*16 + t*2 (+1) (+8)
-  uint32_t qa[D / 16][4];
+  float o[MT][D / 8][4], m[MT][2], l[MT][2];
+  int row_pos[MT][2];
 #pragma unroll
-  for (int kc = 0; kc < D / 16; ++kc) {
-    const uint16_t* r0 = qs + (warp * 16 + g) * LD + kc * 16 + t * 2;
-    const uint16_t* r1 = r0 + 8 * LD;
-    qa[kc][0] = *reinterpret_cast<const uint32_t*>(r0);
-    qa[kc][1] = *reinterpret_cast<const uint32_t*>(r1);
-    qa[kc][2] = *reinterpret_cast<const uint32_t*>(r0 + 8);
-    qa[kc][3] = *reinterpret_cast<const uint32_t*>(r1 + 8);
-  }
-
-  float o[D / 8][4];
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-  for (int i = 0; i < D / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  const int64_t row_pos[2] = {offset + q0 + warp * 16 + g, offset + q0 + warp * 16 + g + 8};
+    for (int i = 0; i < D / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      m[mt][r] = -INFINITY;
+      l[mt][r] = 0.f;
+      row_pos[mt][r] = offset + q0 + wr + mt * 16 + g + r * 8;
+    }
+  }
   const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
   const float slope2 = p.alibi ? p.slopes[h] * log2e : 0.f;
-  const int64_t key_end = p.causal ? min(p.tk, offset + min(p.tq, q0 + kBr)) : p.tk;
+  const int key_end = p.causal ? min(tk, offset + min(tq, q0 + kFwdRows)) : tk;
 
-  for (int64_t j0 = 0; j0 < key_end; j0 += kBc) {
-    __syncthreads();  // every warp is done with the previous K/V tile
-    for (int c = threadIdx.x; c < kBc * kChunks; c += blockDim.x) {
-      const int r = c / kChunks, col = (c % kChunks) * 8;
-      const bool ok = j0 + r < p.tk;
-      const int64_t src = ok ? (j0 + r) * D + col : 0;
-      cp_async16(ks + r * LD + col, kg + src, ok);
-      cp_async16(vs + r * LD + col, vg + src, ok);
+  for (int j0 = 0; j0 < key_end; j0 += BC) {
+    cp_async_wait_all();
+    __syncthreads();  // K[j] (and Q) visible; every warp is done with the previous V tile
+    stage_tile<D, BC>(vs, vg, j0, p.tk);
+    cp_async_commit();
+
+    // S = Q K^T (32 x BC per warp)
+    float s[MT][BC / 8][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+      uint32_t a[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) ldsm_a(a[mt], qs, LD, wr + mt * 16, kc * 16, lane);
+#pragma unroll
+      for (int n = 0; n < BC / 8; n += 2) {
+        uint32_t bk[4];
+        ldsm_b_rows_n(bk, ks, LD, n * 8, kc * 16, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma<BF16>(s[mt][n], a[mt], bk[0], bk[1]);
+          mma<BF16>(s[mt][n + 1], a[mt], bk[2], bk[3]);
+        }
+      }
+    }
+    // scale (log2 units), ALiBi, masks only where the tile crosses the sequence end or the diagonal
+    const bool edge = j0 + BC > tk || (p.causal && j0 + BC - 1 > offset + q0 + wr);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      float mx[2] = {m[mt][0], m[mt][1]};
+#pragma unroll
+      for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1;
+          const int key = j0 + n * 8 + t * 2 + (e & 1);
+          float x = s[mt][n][e] * scale2;
+          if (p.alibi) x -= slope2 * float(row_pos[mt][r] - key);
+          if (edge && (key >= tk || (p.causal && key > row_pos[mt][r]))) x = -INFINITY;
+          s[mt][n][e] = x;
+          mx[r] = fmaxf(mx[r], x);
+        }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float base = mx[r] == -INFINITY ? 0.f : mx[r];  // a fully masked row so far stays at zero
+        const float corr = exp2f(m[mt][r] - base);
+        m[mt][r] = mx[r];
+        l[mt][r] *= corr;
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+          o[mt][i][r * 2] *= corr;
+          o[mt][i][r * 2 + 1] *= corr;
+        }
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n) {
+          const float p0 = exp2f(s[mt][n][r * 2] - base), p1 = exp2f(s[mt][n][r * 2 + 1] - base);
+          l[mt][r] += p0 + p1;
+          s[mt][n][r * 2] = p0;
+          s[mt][n][r * 2 + 1] = p1;
+        }
+      }
     }
     cp_async_wait_all();
-    __syncthreads();
-
-    // S = Q K^T (16 x 64 per warp), in log2 units
-    float s[kBc / 8][4];
-#pragma unroll
-    for (int n = 0; n < kBc / 8; ++n) {
-      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-#pragma unroll
-      for (int kc = 0; kc < D / 16; ++kc) {
-        const uint16_t* kr = ks + (n * 8 + g) * LD + kc * 16 + t * 2;
-        mma<BF16>(s[n], qa[kc], *reinterpret_cast<const uint32_t*>(kr), *reinterpret_cast<const uint32_t*>(kr + 8));
-      }
+    __syncthreads();  // V[j] visible; every warp is done with K[j]
+    if (j0 + BC < key_end) {
+      stage_tile<D, BC>(ks, kg, j0 + BC, p.tk);
+      cp_async_commit();
     }
-    float mx[2] = {m[0], m[1]};
+    // O += P V: P rounded to the input type, straight from the S accumulators into A fragments
 #pragma unroll
-    for (int n = 0; n < kBc / 8; ++n)
+    for (int kc = 0; kc < BC / 16; ++kc) {
+      uint32_t pa[MT][4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int64_t key = j0 + n * 8 + t * 2 + (e & 1);
-        const int r = e >> 1;
-        float x = s[n][e] * scale2;
-        if (p.alibi) x -= slope2 * float(row_pos[r] - key);
-        if (key >= p.tk || (p.causal && key > row_pos[r])) x = -INFINITY;
-        s[n][e] = x;
-        mx[r] = fmaxf(mx[r], x);
+      for (int mt = 0; mt < MT; ++mt) {
+        pa[mt][0] = pack2<BF16>(s[mt][2 * kc][0], s[mt][2 * kc][1]);
+        pa[mt][1] = pack2<BF16>(s[mt][2 * kc][2], s[mt][2 * kc][3]);
+        pa[mt][2] = pack2<BF16>(s[mt][2 * kc + 1][0], s[mt][2 * kc + 1][1]);
+        pa[mt][3] = pack2<BF16>(s[mt][2 * kc + 1][2], s[mt][2 * kc + 1][3]);
       }
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-    }
-    float corr[2], base[2];
+      for (int dn = 0; dn < D / 8; dn += 2) {
+        uint32_t bv[4];
+        ldsm_b_rows_k(bv, vs, LD, kc * 16, dn * 8, lane);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      base[r] = mx[r] == -INFINITY ? 0.f : mx[r];  // a fully masked row so far stays at zero
-      corr[r] = exp2f(m[r] - base[r]);
-      m[r] = mx[r];
-      l[r] *= corr[r];
-    }
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-      o[i][0] *= corr[0]; o[i][1] *= corr[0];
-      o[i][2] *= corr[1]; o[i][3] *= corr[1];
-    }
-    // P = 2^(S - m): summed in f32, rounded to the input type as the A operand of P V
-    uint32_t pa[kBc / 16][4];
-#pragma unroll
-    for (int n = 0; n < kBc / 8; ++n) {
-      const float p0 = exp2f(s[n][0] - base[0]), p1 = exp2f(s[n][1] - base[0]);
-      const float p2 = exp2f(s[n][2] - base[1]), p3 = exp2f(s[n][3] - base[1]);
-      l[0] += p0 + p1;
-      l[1] += p2 + p3;
-      pa[n / 2][(n % 2) * 2 + 0] = pack2<BF16>(p0, p1);
-      pa[n / 2][(n % 2) * 2 + 1] = pack2<BF16>(p2, p3);
-    }
-    // O += P V: B fragments of V [key][d] through ldmatrix.trans (lanes 0-15 address key rows)
-#pragma unroll
-    for (int kc = 0; kc < kBc / 16; ++kc) {
-#pragma unroll
-      for (int dn = 0; dn < D / 8; ++dn) {
-        uint32_t b0, b1;
-        const uint16_t* row = vs + (kc * 16 + (lane % 16)) * LD + dn * 8;
-        asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-                     : "=r"(b0), "=r"(b1)
-                     : "r"(smem_addr(row)));
-        mma<BF16>(o[dn], pa[kc], b0, b1);
+        for (int mt = 0; mt < MT; ++mt) {
+          mma<BF16>(o[mt][dn], pa[mt], bv[0], bv[1]);
+          mma<BF16>(o[mt][dn + 1], pa[mt], bv[2], bv[3]);
+        }
       }
     }
   }
+  cp_async_wait_all();  // nothing may stay in flight at exit (a block with no keys)
   // row sums across the quad, then normalize and store
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-  }
-  const int64_t rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (rows[r] >= p.tq) continue;
-    const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f;
-    uint16_t* orow = out + ((int64_t(b) * p.heads + h) * p.tq + rows[r]) * D;
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[mt][r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int row = q0 + wr + mt * 16 + g + r * 8;
+      if (row >= tq) continue;
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      uint16_t* orow = out + ((int64_t(b) * p.heads + h) * p.tq + row) * D;
 #pragma unroll
-    for (int dn = 0; dn < D / 8; ++dn) {
-      const uint32_t packed = pack2<BF16>(o[dn][r * 2] * inv, o[dn][r * 2 + 1] * inv);
-      *reinterpret_cast<uint32_t*>(orow + dn * 8 + t * 2) = packed;
+      for (int dn = 0; dn < D / 8; ++dn)
+        *reinterpret_cast<uint32_t*>(orow + dn * 8 + t * 2) = pack2<BF16>(o[mt][dn][r * 2] * inv, o[mt][dn][r * 2 + 1] * inv);
+      if (t == 0)
+        lse[(int64_t(b) * p.heads + h) * p.tq + row] = sum > 0.f ? (m[mt][r] + log2f(sum)) / log2e : INFINITY;
     }
-    if (t == 0)
-      lse[(int64_t(b) * p.heads + h) * p.tq + rows[r]] = l[r] > 0.f ? (m[r] + log2f(l[r])) / log2e : INFINITY;
-  }
 }
 
 // ---------------------------------------------------------------- backward
@@ -239,17 +291,6 @@ __device__ __forceinline__ void load_b_rows_k(const uint16_t* x, int ld, int k0,
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(smem_addr(row)));
 }
 
-// Tile of 64 rows x D from global rows [r0, r0 + 64) of a [n, D] matrix into padded shared memory.
-template <int D>
-__device__ __forceinline__ void stage_tile(uint16_t* dst, const uint16_t* src, int64_t r0, int64_t n) {
-  constexpr int kChunks = D / 8;
-  for (int c = threadIdx.x; c < 64 * kChunks; c += blockDim.x) {
-    const int r = c / kChunks, col = (c % kChunks) * 8;
-    const bool ok = r0 + r < n;
-    cp_async16(dst + r * (D + kPad) + col, src + (ok ? (r0 + r) * D + col : 0), ok);
-  }
-}
-
 // Block = 64 keys of one (batch, kv head); warp w owns keys w*16..w*16+15. For every query tile of
 // every head sharing the kv head: S^T = K Q^T, dP^T = V dO^T, P^T = exp(S^T - lse),
 // dS^T = P^T (dP^T - delta); dV += P^T dO, dK += dS^T Q. Each dK/dV element has one writer.
@@ -271,8 +312,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkdv_tc(TcParams p, con
   const int64_t k0 = kb * 64, offset = p.tk - p.tq;
   const uint16_t* kg = k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
   const uint16_t* vg = v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
-  stage_tile<D>(ks, kg, k0, p.tk);
-  stage_tile<D>(vs, vg, k0, p.tk);
+  stage_tile<D, 64>(ks, kg, k0, p.tk);
+  stage_tile<D, 64>(vs, vg, k0, p.tk);
   cp_async_wait_all();
   float dka[D / 8][4], dva[D / 8][4];
 #pragma unroll
@@ -287,8 +328,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkdv_tc(TcParams p, con
     const float slope = p.alibi ? p.slopes[h] : 0.f;
     for (int64_t q0 = first_q; q0 < p.tq; q0 += 64) {
       __syncthreads();  // previous tiles fully consumed
-      stage_tile<D>(qs, q + base * D, q0, p.tq);
-      stage_tile<D>(dos, dout + base * D, q0, p.tq);
+      stage_tile<D, 64>(qs, q + base * D, q0, p.tq);
+      stage_tile<D, 64>(dos, dout + base * D, q0, p.tq);
       if (threadIdx.x < 64) {
         const bool ok = q0 + threadIdx.x < p.tq;
         ls[threadIdx.x] = ok ? lse[base + q0 + threadIdx.x] : INFINITY;
@@ -374,8 +415,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_tc(TcParams p, const
   const int64_t q0 = qb * 64, offset = p.tk - p.tq, base = (int64_t(b) * p.heads + h) * p.tq;
   const uint16_t* kg = k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
   const uint16_t* vg = v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
-  stage_tile<D>(qs, q + base * D, q0, p.tq);
-  stage_tile<D>(dos, dout + base * D, q0, p.tq);
+  stage_tile<D, 64>(qs, q + base * D, q0, p.tq);
+  stage_tile<D, 64>(dos, dout + base * D, q0, p.tq);
   const int64_t rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
   float L[2], Dl[2];
 #pragma unroll
@@ -390,8 +431,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_tc(TcParams p, const
   const int64_t key_end = p.causal ? min(p.tk, offset + min(p.tq, q0 + 64)) : p.tk;
   for (int64_t j0 = 0; j0 < key_end; j0 += 64) {
     __syncthreads();
-    stage_tile<D>(ks, kg, j0, p.tk);
-    stage_tile<D>(vs, vg, j0, p.tk);
+    stage_tile<D, 64>(ks, kg, j0, p.tk);
+    stage_tile<D, 64>(vs, vg, j0, p.tk);
     cp_async_wait_all();
     __syncthreads();
     float s[8][4], dp[8][4];
@@ -477,11 +518,11 @@ void launch_bwd_tc(const AttentionParams& a, const View& q, const View& k, const
 template <int D, bool BF16>
 void launch_tc(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out, const View& lse) {
   TcParams p = tc_params(a);
-  const size_t smem = size_t(kBr + 2 * kBc) * (D + kPad) * sizeof(uint16_t);
+  const size_t smem = size_t(kFwdRows + 2 * kFwdKeys) * (D + kPad) * sizeof(uint16_t);
   auto kernel = flash_fwd_tc<D, BF16>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const int64_t blocks = a.batch * a.heads * ((a.tq + kBr - 1) / kBr);
-  kernel<<<unsigned(blocks), kWarps * 32, smem, stream()>>>(p, static_cast<const uint16_t*>(q.data),
+  const int64_t blocks = a.batch * a.heads * ((a.tq + kFwdRows - 1) / kFwdRows);
+  kernel<<<unsigned(blocks), kFwdWarps * 32, smem, stream()>>>(p, static_cast<const uint16_t*>(q.data),
       static_cast<const uint16_t*>(k.data), static_cast<const uint16_t*>(v.data), static_cast<uint16_t*>(out.data),
       static_cast<float*>(lse.data));
   NX_CUDA_LAUNCH_CHECK();
@@ -494,7 +535,7 @@ void launch_tc(const AttentionParams& a, const View& q, const View& k, const Vie
 bool attention_tensor_core(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
                            const View& lse) {
   const bool half = q.dtype == DType::BF16 || q.dtype == DType::F16;
-  if (!half || (a.dim != 64 && a.dim != 128) || a.heads > 128 || a.tq <= 4) return false;
+  if (!half || (a.dim != 64 && a.dim != 128) || a.heads > 128 || a.tq <= 4 || a.tk >= INT32_MAX) return false;
   const bool bf16 = q.dtype == DType::BF16;
   if (a.dim == 64) bf16 ? launch_tc<64, true>(a, q, k, v, out, lse) : launch_tc<64, false>(a, q, k, v, out, lse);
   else bf16 ? launch_tc<128, true>(a, q, k, v, out, lse) : launch_tc<128, false>(a, q, k, v, out, lse);

@@ -23,6 +23,9 @@ void attention_forward(const AttentionParams& p, const View& q, const View& k, c
 void attention_backward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
                         const View& dout, const View& lse, const View& dq, const View& dk, const View& dv);
 
+// Host-to-device copy through pinned staging blocks; returns before the GPU copy ends (staging.cu).
+void staged_upload(int device, void* dst, const void* src, size_t n);
+
 // Caching allocator (allocator.cu).
 void* device_allocate(int device, size_t bytes);
 void device_free(int device, void* ptr);

@@ -218,6 +218,89 @@ __global__ void softmax_regs_kernel(const A* src, A* dst, int64_t cols, bool log
   }
 }
 
+// f32 rows of 4-aligned width up to 16384: each block owns rows r, r + grid, ... and loads the
+// next row's float4s into registers before reducing the current one, so DRAM reads stay in flight
+// through the two block reductions and the stores (a plain one-row-per-block kernel stalls there).
+template <int P>
+__global__ void __launch_bounds__(512) softmax_rows_pipelined(const float4* src, float4* dst, int64_t rows,
+                                                               int cols4, bool log_out) {
+  __shared__ float red[2][16];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+  auto load = [&](int64_t row, float4 (&v)[P]) {
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int i = threadIdx.x + k * blockDim.x;
+      v[k] = i < cols4 ? __ldcs(src + row * cols4 + i) : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+    }
+  };
+  float4 cur[P];
+  int64_t row = blockIdx.x;
+  if (row < rows) load(row, cur);
+  for (int parity = 0; row < rows; row += gridDim.x, parity ^= 1) {
+    float4 next[P];
+    if (row + gridDim.x < rows) load(row + gridDim.x, next);
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < P; ++k) m = fmaxf(m, fmaxf(fmaxf(cur[k].x, cur[k].y), fmaxf(cur[k].z, cur[k].w)));
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    // two alternating slots: a fast warp may write the next row's value while slow ones still read
+    if (lane == 0) red[parity][warp] = m;
+    __syncthreads();
+    m = red[parity][0];
+    for (int w = 1; w < nwarps; ++w) m = fmaxf(m, red[parity][w]);
+    if (m == -INFINITY) m = 0.f;
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      float4 d = make_float4(cur[k].x - m, cur[k].y - m, cur[k].z - m, cur[k].w - m);
+      float4 e = make_float4(expf(d.x), expf(d.y), expf(d.z), expf(d.w));
+      s += (e.x + e.y) + (e.z + e.w);
+      cur[k] = log_out ? d : e;
+    }
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    __syncthreads();  // every warp has read red[parity] as maxima before it is reused for sums
+    if (lane == 0) red[parity][warp] = s;
+    __syncthreads();
+    s = 0.f;
+    for (int w = 0; w < nwarps; ++w) s += red[parity][w];
+    const float inv = 1.f / s, ls = logf(s);
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int i = threadIdx.x + k * blockDim.x;
+      float4 y = log_out ? make_float4(cur[k].x - ls, cur[k].y - ls, cur[k].z - ls, cur[k].w - ls)
+                         : make_float4(cur[k].x * inv, cur[k].y * inv, cur[k].z * inv, cur[k].w * inv);
+      if (i < cols4) __stcs(dst + row * cols4 + i, y);
+    }
+#pragma unroll
+    for (int k = 0; k < P; ++k) cur[k] = next[k];
+  }
+}
+
+bool softmax_pipelined(const float* src, float* dst, int64_t rows, int64_t cols, bool log) {
+  if (cols % 4 || cols > 16384 || (reinterpret_cast<uintptr_t>(src) & 15) || (reinterpret_cast<uintptr_t>(dst) & 15))
+    return false;
+  const int cols4 = int(cols / 4);
+  // 4 float4 per thread when the row allows it (blocks of 32..512 threads)
+  const int threads = std::min(512, std::max(32, (cols4 / 4 + 31) / 32 * 32));
+  const int per = (cols4 + threads - 1) / threads;
+  int dev = 0, sms = 0, per_sm = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+  auto go = [&](auto per_tag) {
+    constexpr int P = decltype(per_tag)::value;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, softmax_rows_pipelined<P>, threads, 0);
+    const int64_t grid = std::min<int64_t>(rows, int64_t(std::max(1, sms)) * std::max(1, per_sm));
+    softmax_rows_pipelined<P><<<unsigned(grid), threads, 0, stream()>>>(
+        reinterpret_cast<const float4*>(src), reinterpret_cast<float4*>(dst), rows, cols4, log);
+  };
+  if (per <= 1) go(std::integral_constant<int, 1>{});
+  else if (per <= 2) go(std::integral_constant<int, 2>{});
+  else if (per <= 4) go(std::integral_constant<int, 4>{});
+  else if (per <= 8) go(std::integral_constant<int, 8>{});
+  else return false;
+  return true;
+}
+
 template <class A>
 bool softmax_in_registers(const A* src, A* dst, int64_t rows, int64_t cols, bool log) {
   // ~16 values per thread in blocks of 32..512 threads: several rows in flight per SM hide the
@@ -297,7 +380,8 @@ void launch_softmax_rows(const View& dst, const View& src, int64_t rows, int64_t
   if (!rows) return;
   const int threads = cols <= 32 ? 32 : (cols <= 128 ? 128 : (cols <= 512 ? 256 : 512));
   if (dst.dtype == DType::F32 &&
-      softmax_in_registers(static_cast<const float*>(src.data), static_cast<float*>(dst.data), rows, cols, log)) {
+      (softmax_pipelined(static_cast<const float*>(src.data), static_cast<float*>(dst.data), rows, cols, log) ||
+       softmax_in_registers(static_cast<const float*>(src.data), static_cast<float*>(dst.data), rows, cols, log))) {
     NX_CUDA_LAUNCH_CHECK();
     return;
   }

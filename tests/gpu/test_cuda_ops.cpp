@@ -79,6 +79,10 @@ std::vector<OpCase> cases() {
   red("softmax_axis0", [](const Tensor& x) { return softmax(x, 0); });
   red("log_softmax", [](const Tensor& x) { return log_softmax(x, 1); });
   red("softmax_wide", [](const Tensor& x) { return softmax(x, -1); }, {4, 3000});
+  // f32 rows of width 4k go to the pipelined kernel: more rows than blocks, and the widest row
+  red("softmax_many_rows", [](const Tensor& x) { return softmax(x, -1); }, {9000, 64});
+  red("log_softmax_4096", [](const Tensor& x) { return log_softmax(x, -1); }, {300, 4096});
+  red("softmax_16384", [](const Tensor& x) { return softmax(x, -1); }, {3, 16384});
   c.push_back({"matmul", {{{33, 17}}, {{17, 29}}}, [](V x) { return matmul(x[0], x[1]); }});
   c.push_back({"matmul_transposed", {{{33, 17}, -2, 2, 0, true}, {{17, 29}, -2, 2, 0, true}}, [](V x) { return matmul(x[0], x[1]); }});
   c.push_back({"matmul_batched_broadcast", {{{2, 1, 5, 4}}, {{3, 4, 6}}}, [](V x) { return matmul(x[0], x[1]); }});

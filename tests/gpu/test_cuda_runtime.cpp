@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -40,6 +41,31 @@ TEST(CudaRuntime, DeviceCountAndTransfersRoundTrip) {
   EXPECT_EQ(host(back), data);
   EXPECT_EQ(host(g), data);  // copy_to_host straight from the device
   nx_tensor_free(a); nx_tensor_free(g); nx_tensor_free(back);
+}
+
+// Uploads return before the GPU copy ends (pinned staging): the host buffer is overwritten at
+// once, in several staging chunks (20 MiB > 8 MiB blocks), on a side stream, and must not leak in.
+TEST(CudaRuntime, StagedUploadsMayReuseTheHostBufferAtOnce) {
+  REQUIRE_GPU();
+  nx_stream s;
+  OK(nx_stream_create(&s, kGpu));
+  const int64_t n = int64_t(5) << 20;
+  std::vector<float> buf(static_cast<size_t>(n));
+  std::vector<nx_tensor> up(3);
+  for (int round = 0; round < 3; ++round) {
+    for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = float(round * 7 + i % 1000);
+    OK(nx_tensor_from_data(&up[size_t(round)], buf.data(), &n, 1, NX_F32, kGpu, s));
+  }
+  std::fill(buf.begin(), buf.end(), -1.f);
+  OK(nx_stream_synchronize(s));
+  for (int round = 0; round < 3; ++round) {
+    std::vector<float> got = host(up[size_t(round)]);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) bad += got[size_t(i)] != float(round * 7 + i % 1000);
+    EXPECT_EQ(bad, 0) << "round " << round;
+    nx_tensor_free(up[size_t(round)]);
+  }
+  nx_stream_free(s);
 }
 
 TEST(CudaRuntime, RandomNumbersEqualOnBothDevices) {
