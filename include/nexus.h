@@ -106,6 +106,11 @@ NX_API const char* nx_cpu_simd_level(void);
 NX_API nx_status nx_cpu_set_simd_level(const char* level);
 /* Seeds the counter-based generator used by nx_tensor_rand/randn (and dropout). */
 NX_API void nx_manual_seed(uint64_t seed);
+/* Deterministic mode (default off): kernels whose results depend on the order of atomic additions
+ * (the CUDA flash-attention backward's dQ) use an order-fixed variant instead, so a run repeats
+ * bit for bit, at some cost in speed. Process-wide. */
+NX_API void nx_set_deterministic(bool enabled);
+NX_API bool nx_deterministic_enabled(void);
 /* Number of tensor handles currently alive (created and not yet freed), for leak checks. */
 NX_API int64_t nx_live_tensor_count(void);
 

@@ -98,6 +98,8 @@ nx_status nx_cpu_set_simd_level(const char* level) {
 }
 
 void nx_manual_seed(uint64_t seed) { manual_seed(seed); }
+void nx_set_deterministic(bool enabled) { set_deterministic(enabled); }
+bool nx_deterministic_enabled(void) { return deterministic(); }
 int64_t nx_live_tensor_count(void) { return live_tensors(); }
 
 // ---------------------------------------------------------------- streams

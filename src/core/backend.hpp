@@ -40,6 +40,7 @@ struct AttentionParams {
   double scale;
   bool causal;
   std::vector<double> alibi_slopes;  // empty: no ALiBi; else one per head
+  bool deterministic = false;        // nx_set_deterministic: no order-dependent atomics
 };
 
 class Backend {
@@ -98,6 +99,9 @@ class Backend {
 };
 
 Backend& backend(Device device);
+// nx_set_deterministic: kernels avoid atomics whose order changes the last bits of a result.
+void set_deterministic(bool on);
+bool deterministic();
 Backend& cpu_backend();
 
 }  // namespace nx

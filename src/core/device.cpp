@@ -1,6 +1,8 @@
 #include "core/backend.hpp"
 #include "core/cuda_iface.hpp"
 
+#include <atomic>
+
 namespace nx {
 
 View View::broadcast(const Tensor& t, const Shape& shape) {
@@ -21,5 +23,9 @@ Backend& backend(Device device) {
   fail(NX_ERR_DEVICE, current_api(), ": unknown device type ", int(device.type),
        " (expected NX_CPU=1 or NX_CUDA=2)");
 }
+
+static std::atomic<bool> g_deterministic{false};
+void set_deterministic(bool on) { g_deterministic = on; }
+bool deterministic() { return g_deterministic; }
 
 }  // namespace nx

@@ -109,7 +109,64 @@ __device__ __forceinline__ void ldsm_b_rows_k(uint32_t (&b)[4], const uint16_t* 
 constexpr int kFwdWarps = 4, kFwdRows = 128, kFwdTiles = 2;  // m16 tiles per warp
 constexpr int kFwdKeys = 64;  // keys per tile (128 spills registers at head_dim 64)
 
-template <int D, bool BF16>
+// 2^x in one instruction (ex2.approx, ~2 ulp; flushes results below 2^-126 to zero, which no
+// softmax weight can notice).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// One online-softmax step over a warp's S tile (raw Q K^T in s): ALiBi and masks, the running row
+// max m (log2 units) and sum l, O rescaled, and s replaced by the unnormalized weights
+// 2^(s * scale2 - m). Without ALiBi the max is taken on raw scores (scale2 > 0), so each weight
+// costs one FFMA and one ex2.
+template <bool ALIBI, bool MASK, int MT, int NT, int DT>
+__device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&o)[MT][DT][4], float (&m)[MT][2],
+                                               float (&l)[MT][2], const int (&row_pos)[MT][2], int j0, int t, int tk,
+                                               bool causal, float scale2, float slope2) {
+  const float sc = ALIBI ? 1.f : scale2;  // what still multiplies s in the exponent
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1, key = j0 + n * 8 + t * 2 + (e & 1);
+        float x = s[mt][n][e];
+        if constexpr (ALIBI) x = x * scale2 - slope2 * float(row_pos[mt][r] - key);
+        if constexpr (MASK)
+          if (key >= tk || (causal && key > row_pos[mt][r])) x = -INFINITY;
+        s[mt][n][e] = x;
+        mx[r] = fmaxf(mx[r], x);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m[mt][r], mx[r] * sc);
+      const float base = m_new == -INFINITY ? 0.f : m_new;  // a fully masked row so far stays at zero
+      const float corr = ex2(m[mt][r] - base);
+      m[mt][r] = m_new;
+      l[mt][r] *= corr;
+#pragma unroll
+      for (int i = 0; i < DT; ++i) {
+        o[mt][i][r * 2] *= corr;
+        o[mt][i][r * 2 + 1] *= corr;
+      }
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        const float p0 = ex2(fmaf(s[mt][n][r * 2], sc, -base)), p1 = ex2(fmaf(s[mt][n][r * 2 + 1], sc, -base));
+        l[mt][r] += p0 + p1;
+        s[mt][n][r * 2] = p0;
+        s[mt][n][r * 2 + 1] = p1;
+      }
+    }
+  }
+}
+
+template <int D, bool BF16, bool ALIBI>
 __global__ void __launch_bounds__(kFwdWarps * 32, 2) flash_fwd_tc(TcParams p, const uint16_t* __restrict__ q,
                                                                   const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
                                                                   uint16_t* __restrict__ out, float* __restrict__ lse) {
@@ -148,7 +205,7 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 2) flash_fwd_tc(TcParams p, co
     }
   }
   const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
-  const float slope2 = p.alibi ? p.slopes[h] * log2e : 0.f;
+  const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
   const int key_end = p.causal ? min(tk, offset + min(tq, q0 + kFwdRows)) : tk;
 
   for (int j0 = 0; j0 < key_end; j0 += BC) {
@@ -179,45 +236,10 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 2) flash_fwd_tc(TcParams p, co
         }
       }
     }
-    // scale (log2 units), ALiBi, masks only where the tile crosses the sequence end or the diagonal
+    // masks only where the tile crosses the sequence end or the diagonal
     const bool edge = j0 + BC > tk || (p.causal && j0 + BC - 1 > offset + q0 + wr);
-#pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      float mx[2] = {m[mt][0], m[mt][1]};
-#pragma unroll
-      for (int n = 0; n < BC / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1;
-          const int key = j0 + n * 8 + t * 2 + (e & 1);
-          float x = s[mt][n][e] * scale2;
-          if (p.alibi) x -= slope2 * float(row_pos[mt][r] - key);
-          if (edge && (key >= tk || (p.causal && key > row_pos[mt][r]))) x = -INFINITY;
-          s[mt][n][e] = x;
-          mx[r] = fmaxf(mx[r], x);
-        }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        const float base = mx[r] == -INFINITY ? 0.f : mx[r];  // a fully masked row so far stays at zero
-        const float corr = exp2f(m[mt][r] - base);
-        m[mt][r] = mx[r];
-        l[mt][r] *= corr;
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i) {
-          o[mt][i][r * 2] *= corr;
-          o[mt][i][r * 2 + 1] *= corr;
-        }
-#pragma unroll
-        for (int n = 0; n < BC / 8; ++n) {
-          const float p0 = exp2f(s[mt][n][r * 2] - base), p1 = exp2f(s[mt][n][r * 2 + 1] - base);
-          l[mt][r] += p0 + p1;
-          s[mt][n][r * 2] = p0;
-          s[mt][n][r * 2 + 1] = p1;
-        }
-      }
-    }
+    if (edge) online_softmax<ALIBI, true>(s, o, m, l, row_pos, j0, t, tk, p.causal, scale2, slope2);
+    else online_softmax<ALIBI, false>(s, o, m, l, row_pos, j0, t, tk, p.causal, scale2, slope2);
     cp_async_wait_all();
     __syncthreads();  // V[j] visible; every warp is done with K[j]
     if (j0 + BC < key_end) {
@@ -487,6 +509,202 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_tc(TcParams p, const
   }
 }
 
+// Fused backward (FlashAttention-2 order): a block owns 64 keys of one (batch, kv head), 4 warps of
+// 16 keys, and walks the query tiles of every head sharing that kv head. Per tile:
+//   S^T = K Q^T, dP^T = V dO^T, P^T = 2^(S^T scale2 - lse2), dS^T = P^T (dP^T - delta)
+//   dV += P^T dO and dK += dS^T Q in registers (one writer each),
+//   dQ += dS K through shared memory (dS^T) and f32 vector atomics into dq_acc.
+// Five GEMMs per tile against seven for the two-kernel deterministic path. Q, dO, lse and delta
+// tiles are double-buffered: tile i + 1 loads while tile i is computed.
+constexpr int kBwdTile = 64, kLdS = kBwdTile + kPad;
+
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0));
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait_pending() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void red_add2(float* at, float x, float y) {
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(at), "f"(x), "f"(y) : "memory");
+}
+// A fragment (16 x 16, rows r0.., columns k0..) of X^T, where X is stored [k][r] in shared memory.
+__device__ __forceinline__ void ldsm_a_trans(uint32_t (&a)[4], const uint16_t* x, int ld, int r0, int k0, int lane) {
+  ldsm_x4_trans(a, x + (k0 + lane % 8 + (lane / 16) * 8) * ld + r0 + ((lane / 8) % 2) * 8);
+}
+
+template <int D, bool BF16, bool ALIBI>
+__global__ void __launch_bounds__(kWarps * 32, 2) flash_bwd_fused_tc(TcParams p, const uint16_t* __restrict__ q,
+    const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq_acc,
+    uint16_t* __restrict__ dk, uint16_t* __restrict__ dv) {
+  constexpr int LD = D + kPad, T = kBwdTile;
+  extern __shared__ __align__(16) uint16_t smem[];
+  uint16_t* ks = smem;
+  uint16_t* vs = ks + T * LD;
+  uint16_t* qbuf = vs + T * LD;        // two Q tiles
+  uint16_t* dobuf = qbuf + 2 * T * LD;  // two dO tiles
+  uint16_t* dss = dobuf + 2 * T * LD;   // dS^T [key][query]
+  float* stats = reinterpret_cast<float*>(dss + T * kLdS);  // [buffer][lse | delta][T]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq, group = int(p.heads / p.kv_heads);
+  const int nkb = (tk + T - 1) / T;
+  const int kb = int(blockIdx.x % nkb);
+  const int64_t bhk = blockIdx.x / nkb;
+  const int hk = int(bhk % p.kv_heads), b = int(bhk / p.kv_heads);
+  const int k0 = kb * T;
+  const uint16_t* kg = k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
+  const uint16_t* vg = v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
+  // query tiles that see any of this block's keys (causal: those at or after the first key)
+  const int first_q = p.causal ? max(0, k0 - offset) / T * T : 0;
+  const int tiles_per_head = first_q < tq ? (tq - first_q + T - 1) / T : 0;
+  const int total = tiles_per_head * group;
+  auto stage = [&](int i, int buf) {  // query tile i of the walk (head-major) into buffer buf
+    const int h = hk * group + i / tiles_per_head, q0 = first_q + (i % tiles_per_head) * T;
+    const int64_t base = (int64_t(b) * p.heads + h) * p.tq;
+    stage_tile<D, T>(qbuf + buf * T * LD, q + base * D, q0, p.tq);
+    stage_tile<D, T>(dobuf + buf * T * LD, dout + base * D, q0, p.tq);
+    if (threadIdx.x < T) {
+      const bool ok = q0 + int(threadIdx.x) < tq;
+      const int64_t at = ok ? base + q0 + threadIdx.x : 0;
+      cp_async4(stats + buf * 2 * T + threadIdx.x, lse + at, ok);
+      cp_async4(stats + buf * 2 * T + T + threadIdx.x, delta + at, ok);
+    }
+  };
+  stage_tile<D, T>(ks, kg, k0, p.tk);
+  stage_tile<D, T>(vs, vg, k0, p.tk);
+  if (total > 0) stage(0, 0);
+  cp_async_commit();
+
+  float dka[D / 8][4], dva[D / 8][4];
+#pragma unroll
+  for (int i = 0; i < D / 8; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dka[i][e] = dva[i][e] = 0.f;
+  const int keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
+  const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
+
+  for (int i = 0; i < total; ++i) {
+    const int buf = i & 1, h = hk * group + i / tiles_per_head, q0 = first_q + (i % tiles_per_head) * T;
+    if (i + 1 < total) stage(i + 1, buf ^ 1);
+    cp_async_commit();
+    cp_async_wait_pending<1>();  // everything but the tile just issued has landed
+    __syncthreads();
+    const uint16_t* qs = qbuf + buf * T * LD;
+    const uint16_t* dos = dobuf + buf * T * LD;
+    const float* ls = stats + buf * 2 * T;
+    const float* dl = ls + T;
+
+    // S^T and dP^T (16 keys x 64 queries per warp)
+    float st[T / 8][4], dpt[T / 8][4];
+#pragma unroll
+    for (int n = 0; n < T / 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+      uint32_t ak[4], av[4];
+      ldsm_a(ak, ks, LD, warp * 16, kc * 16, lane);
+      ldsm_a(av, vs, LD, warp * 16, kc * 16, lane);
+#pragma unroll
+      for (int n = 0; n < T / 8; n += 2) {
+        uint32_t bq[4], bo[4];
+        ldsm_b_rows_n(bq, qs, LD, n * 8, kc * 16, lane);
+        mma<BF16>(st[n], ak, bq[0], bq[1]);
+        mma<BF16>(st[n + 1], ak, bq[2], bq[3]);
+        ldsm_b_rows_n(bo, dos, LD, n * 8, kc * 16, lane);
+        mma<BF16>(dpt[n], av, bo[0], bo[1]);
+        mma<BF16>(dpt[n + 1], av, bo[2], bo[3]);
+      }
+    }
+    // P^T and dS^T; masks only on tiles that cross a sequence end or the diagonal
+    const bool edge = q0 + T > tq || k0 + T > tk || (p.causal && k0 + T - 1 > offset + q0);
+    const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
+    uint32_t pa[T / 16][4], dsa[T / 16][4];
+#pragma unroll
+    for (int n = 0; n < T / 8; ++n) {
+      float pv[4], dsv[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n * 8 + t * 2 + (e & 1), query = q0 + col, key = keys[e >> 1], qpos = offset + query;
+        float x = fmaf(st[n][e], scale2, -ls[col] * log2e);
+        if constexpr (ALIBI) x -= slope2 * float(qpos - key);
+        pv[e] = ex2(x);  // rows without keys have lse = +inf: weight 0
+        if (edge && (query >= tq || key >= tk || (p.causal && key > qpos))) pv[e] = 0.f;
+        dsv[e] = pv[e] * (dpt[n][e] - dl[col]);
+      }
+      pa[n / 2][(n % 2) * 2 + 0] = pack2<BF16>(pv[0], pv[1]);
+      pa[n / 2][(n % 2) * 2 + 1] = pack2<BF16>(pv[2], pv[3]);
+      dsa[n / 2][(n % 2) * 2 + 0] = pack2<BF16>(dsv[0], dsv[1]);
+      dsa[n / 2][(n % 2) * 2 + 1] = pack2<BF16>(dsv[2], dsv[3]);
+      // dS^T to shared memory for the dQ product (rows: this warp's keys)
+      *reinterpret_cast<uint32_t*>(dss + (warp * 16 + g) * kLdS + n * 8 + t * 2) = dsa[n / 2][(n % 2) * 2 + 0];
+      *reinterpret_cast<uint32_t*>(dss + (warp * 16 + g + 8) * kLdS + n * 8 + t * 2) = dsa[n / 2][(n % 2) * 2 + 1];
+    }
+    // dV += P^T dO, dK += dS^T Q
+#pragma unroll
+    for (int j = 0; j < T / 16; ++j)
+#pragma unroll
+      for (int dn = 0; dn < D / 8; dn += 2) {
+        uint32_t bo[4], bq[4];
+        ldsm_b_rows_k(bo, dos, LD, j * 16, dn * 8, lane);
+        mma<BF16>(dva[dn], pa[j], bo[0], bo[1]);
+        mma<BF16>(dva[dn + 1], pa[j], bo[2], bo[3]);
+        ldsm_b_rows_k(bq, qs, LD, j * 16, dn * 8, lane);
+        mma<BF16>(dka[dn], dsa[j], bq[0], bq[1]);
+        mma<BF16>(dka[dn + 1], dsa[j], bq[2], bq[3]);
+      }
+    __syncthreads();  // dS^T complete
+    // dQ (warp: 16 queries x D) += dS K, added atomically in f32 (other key blocks add too)
+    uint32_t as[T / 16][4];
+#pragma unroll
+    for (int kc = 0; kc < T / 16; ++kc) ldsm_a_trans(as[kc], dss, kLdS, warp * 16, kc * 16, lane);
+    const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    float* dqh = dq_acc + ((int64_t(b) * p.heads + h) * p.tq) * D;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; dn += 2) {
+      float acc[2][4] = {};
+#pragma unroll
+      for (int kc = 0; kc < T / 16; ++kc) {
+        uint32_t bk[4];
+        ldsm_b_rows_k(bk, ks, LD, kc * 16, dn * 8, lane);
+        mma<BF16>(acc[0], as[kc], bk[0], bk[1]);
+        mma<BF16>(acc[1], as[kc], bk[2], bk[3]);
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        if (rows[r] < tq)
+#pragma unroll
+          for (int u = 0; u < 2; ++u)
+            red_add2(dqh + int64_t(rows[r]) * D + (dn + u) * 8 + t * 2, acc[u][r * 2], acc[u][r * 2 + 1]);
+    }
+  }
+  cp_async_wait_pending<0>();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (keys[r] >= tk) continue;
+    const int64_t at = ((int64_t(b) * p.kv_heads + hk) * p.tk + keys[r]) * D;
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn) {
+      *reinterpret_cast<uint32_t*>(dk + at + dn * 8 + t * 2) = pack2<BF16>(dka[dn][r * 2] * p.scale, dka[dn][r * 2 + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dv + at + dn * 8 + t * 2) = pack2<BF16>(dva[dn][r * 2], dva[dn][r * 2 + 1]);
+    }
+  }
+}
+
+// dq = scale * dq_acc, rounded to the input type.
+template <bool BF16>
+__global__ void dq_from_acc(const float* __restrict__ acc, uint16_t* __restrict__ dq, int64_t n, float scale, bool vec) {
+  for (int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * 4; i < n; i += int64_t(gridDim.x) * blockDim.x * 4) {
+    if (vec && i + 4 <= n) {
+      const float4 x = *reinterpret_cast<const float4*>(acc + i);
+      uint2 packed{pack2<BF16>(x.x * scale, x.y * scale), pack2<BF16>(x.z * scale, x.w * scale)};
+      *reinterpret_cast<uint2*>(dq + i) = packed;
+    } else {
+      for (int64_t j = i; j < min(n, i + 4); ++j) dq[j] = to_bits<BF16>(acc[j] * scale);
+    }
+  }
+}
+
 TcParams tc_params(const AttentionParams& a) {
   TcParams p{};
   p.heads = a.heads; p.kv_heads = a.kv_heads; p.tq = a.tq; p.tk = a.tk;
@@ -516,10 +734,31 @@ void launch_bwd_tc(const AttentionParams& a, const View& q, const View& k, const
 }
 
 template <int D, bool BF16>
+void launch_bwd_fused_tc(const AttentionParams& a, const View& q, const View& k, const View& v, const View& dout,
+                         const float* lse, const float* delta, const View& dq, const View& dk, const View& dv) {
+  TcParams p = tc_params(a);
+  const size_t smem = size_t(6 * kBwdTile * (D + kPad) + kBwdTile * kLdS) * sizeof(uint16_t) + 4 * kBwdTile * sizeof(float);
+  const int64_t n = a.batch * a.heads * a.tq * D;
+  Scratch acc(current_device(), size_t(n) * sizeof(float));
+  NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, size_t(n) * sizeof(float), stream()));
+  auto kernel = a.alibi_slopes.empty() ? flash_bwd_fused_tc<D, BF16, false> : flash_bwd_fused_tc<D, BF16, true>;
+  NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
+  kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdTile - 1) / kBwdTile)), kWarps * 32, smem, stream()>>>(
+      p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<float*>(acc.ptr), static_cast<uint16_t*>(dk.data),
+      static_cast<uint16_t*>(dv.data));
+  NX_CUDA_LAUNCH_CHECK();
+  const bool vec = (reinterpret_cast<uintptr_t>(dq.data) & 7) == 0;
+  dq_from_acc<BF16><<<unsigned(std::min<int64_t>((n / 4 + 255) / 256 + 1, 65535)), 256, 0, stream()>>>(
+      static_cast<const float*>(acc.ptr), static_cast<uint16_t*>(dq.data), n, p.scale, vec);
+  NX_CUDA_LAUNCH_CHECK();
+}
+
+template <int D, bool BF16>
 void launch_tc(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out, const View& lse) {
   TcParams p = tc_params(a);
   const size_t smem = size_t(kFwdRows + 2 * kFwdKeys) * (D + kPad) * sizeof(uint16_t);
-  auto kernel = flash_fwd_tc<D, BF16>;
+  auto kernel = a.alibi_slopes.empty() ? flash_fwd_tc<D, BF16, false> : flash_fwd_tc<D, BF16, true>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int64_t blocks = a.batch * a.heads * ((a.tq + kFwdRows - 1) / kFwdRows);
   kernel<<<unsigned(blocks), kFwdWarps * 32, smem, stream()>>>(p, static_cast<const uint16_t*>(q.data),
@@ -552,10 +791,20 @@ bool attention_backward_tensor_core(const AttentionParams& a, const View& q, con
   const bool half = q.dtype == DType::BF16 || q.dtype == DType::F16;
   if (!half || (a.dim != 64 && a.dim != 128) || a.heads > 128) return false;
   const bool bf16 = q.dtype == DType::BF16;
-  if (a.dim == 64) bf16 ? launch_bwd_tc<64, true>(a, q, k, v, dout, lse, delta, dq, dk, dv)
-                        : launch_bwd_tc<64, false>(a, q, k, v, dout, lse, delta, dq, dk, dv);
-  else bf16 ? launch_bwd_tc<128, true>(a, q, k, v, dout, lse, delta, dq, dk, dv)
-            : launch_bwd_tc<128, false>(a, q, k, v, dout, lse, delta, dq, dk, dv);
+  // Deterministic: dQ by query blocks (two kernels, seven GEMMs per tile); else one kernel with
+  // f32 atomics for dQ (five GEMMs), whose sums may differ in the last bits from run to run.
+  auto go = [&](auto d_tag, auto bf16_tag) {
+    constexpr int D = decltype(d_tag)::value;
+    constexpr bool B16 = decltype(bf16_tag)::value;
+    if (a.deterministic || a.tk >= INT32_MAX) launch_bwd_tc<D, B16>(a, q, k, v, dout, lse, delta, dq, dk, dv);
+    else launch_bwd_fused_tc<D, B16>(a, q, k, v, dout, lse, delta, dq, dk, dv);
+  };
+  using D64 = std::integral_constant<int, 64>;
+  using D128 = std::integral_constant<int, 128>;
+  using Bf = std::true_type;
+  using Fp = std::false_type;
+  if (a.dim == 64) bf16 ? go(D64{}, Bf{}) : go(D64{}, Fp{});
+  else bf16 ? go(D128{}, Bf{}) : go(D128{}, Fp{});
   return true;
 }
 }  // namespace nx::cuda

@@ -51,6 +51,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
   if (p.dim == 0 || p.dim > 256) fail(NX_ERR_SHAPE, current_api(), ": head_dim must be in 1..256, got ", p.dim);
   p.scale = scale > 0 ? scale : 1.0 / std::sqrt(double(p.dim));
   p.causal = causal;
+  p.deterministic = deterministic();
   if (alibi)
     p.alibi_slopes = alibi_slopes(p.heads);
   Backend& be = backend(q.device());

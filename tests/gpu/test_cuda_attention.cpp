@@ -1,4 +1,4 @@
-// Flash attention on the GPU, half precision (the tensor-core forward and the SIMT backward)
+// Flash attention on the GPU, half precision (tensor-core forward and backward, SIMT for others)
 // against the f64 CPU kernels on the same (rounded) inputs, over a grid of shapes: lengths 1,
 // 17, 1000, 4096, q shorter than k, grouped-query heads, causal, ALiBi, head_dim 64/128 (+ 32,
 // 96 through the SIMT path). Bounds are set by the formats: bf16 keeps 8 mantissa bits, f16 11;
@@ -56,6 +56,31 @@ INSTANTIATE_TEST_SUITE_P(Grid, CudaAttention, ::testing::Values(
     AttnCase{3, 4, 4, 1, 17, 64, true, false, DType::BF16}, AttnCase{1, 4, 2, 1, 4096, 128, true, true, DType::F16},
     AttnCase{1, 4, 4, 70, 70, 32, true, false, DType::BF16}, AttnCase{1, 2, 2, 65, 130, 96, false, false, DType::F16},
     AttnCase{2, 8, 8, 129, 129, 128, false, false, DType::F16}));
+
+// The default backward adds dQ with f32 atomics; deterministic mode takes the two-kernel path,
+// which must repeat bit for bit and agree with the atomic one up to rounding.
+TEST(CudaAttentionModes, DeterministicBackwardRepeatsAndAgrees) {
+  NX_REQUIRE_GPU();
+  manual_seed(8);
+  auto make = [&](Shape s) { return to_device(cast(randn(s, DType::F32, kCpu), DType::BF16), kGpu); };
+  Tensor q = make({2, 8, 700, 128}), k = make({2, 2, 700, 128}), v = make({2, 2, 700, 128}), gout = make({2, 8, 700, 128});
+  auto grads = [&](bool det) {
+    set_deterministic(det);
+    auto leaf = [](const Tensor& t) { Tensor l = detach(t); l.impl()->requires_grad = true; return l; };
+    Tensor ql = leaf(q), kl = leaf(k), vl = leaf(v);
+    BackwardOptions opt;
+    opt.accumulate = false;
+    auto g = run_backward(flash_attention(ql, kl, vl, true, true, 0.0), gout, opt, {ql, kl, vl});
+    set_deterministic(false);
+    return g;
+  };
+  auto a = grads(true), b = grads(true), fast = grads(false);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(max_err(a[size_t(i)], b[size_t(i)]), 0.0) << "gradient " << i << " differs between deterministic runs";
+    EXPECT_LT(max_err(fast[size_t(i)], a[size_t(i)]) / std::max(1e-3, max_abs(a[size_t(i)])), 2e-2) << "gradient " << i;
+  }
+}
+
 
 }  // namespace
 }  // namespace nx::gputest
