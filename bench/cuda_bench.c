@@ -11,28 +11,12 @@
 
 #include <nexus.h>
 
-#include "example_util.h" /* CHECK, ex_now: shared with the examples */
+#include "bench_util.h" /* TIME_IT, report; CHECK, ex_now from the examples */
 
 
 typedef nx_status (*op1_fn)(nx_tensor*, nx_tensor, nx_stream);
 
 static nx_stream g_stream;
-
-/* Runs body(iteration) `iters` times after `warmup` runs; returns seconds per iteration. */
-#define TIME_IT(seconds, warmup, iters, body)                 \
-  do {                                                        \
-    for (int w_ = 0; w_ < (warmup); ++w_) { body; }           \
-    CHECK(nx_stream_synchronize(g_stream));                   \
-    double t0_ = ex_now();                                       \
-    for (int i_ = 0; i_ < (iters); ++i_) { body; }            \
-    CHECK(nx_stream_synchronize(g_stream));                   \
-    (seconds) = (ex_now() - t0_) / (iters);                      \
-  } while (0)
-
-static void report(const char* name, double seconds, double bytes, double flops) {
-  printf("{\"name\": \"%s\", \"seconds\": %.9g, \"bytes\": %.17g, \"flops\": %.17g}\n", name, seconds, bytes, flops);
-  fflush(stdout);
-}
 
 static void bench_bandwidth(void) {
   const nx_device gpu = {NX_CUDA, 0};

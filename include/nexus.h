@@ -370,6 +370,40 @@ NX_API nx_status nx_mse_loss(nx_tensor* out, nx_tensor input, nx_tensor target,
 NX_API nx_status nx_bce_with_logits(nx_tensor* out, nx_tensor logits, nx_tensor target,
                                     nx_reduction reduction, nx_stream stream);
 
+/* ---------------------------------------------------------------- fused kernels
+ * One kernel per row forward and one backward, saving only per-row statistics; f32, f64, f16,
+ * bf16 (half types accumulate in f32). Any layout (non-contiguous inputs are copied first).
+ * Differentiable, also to second order (under create_graph the VJPs run as ordinary ops).
+ * Bias + GELU is nx_bias_gelu above. */
+/* RMSNorm over the last axis: x / sqrt(mean(x^2) + eps) * weight. weight [C] or NULL. */
+NX_API nx_status nx_rms_norm(nx_tensor* out, nx_tensor x, nx_tensor weight, double eps, nx_stream stream);
+/* LayerNorm over the last axis (biased variance); weight, bias [C] or NULL. */
+NX_API nx_status nx_layer_norm(nx_tensor* out, nx_tensor x, nx_tensor weight, nx_tensor bias, double eps,
+                               nx_stream stream);
+/* Residual add + norm in one pass: *sum_out = x + residual (what the next residual adds to) and
+ * *out = rms_norm(*sum_out) / layer_norm(*sum_out). residual has x's shape. */
+NX_API nx_status nx_add_rms_norm(nx_tensor* out, nx_tensor* sum_out, nx_tensor x, nx_tensor residual,
+                                 nx_tensor weight, double eps, nx_stream stream);
+NX_API nx_status nx_add_layer_norm(nx_tensor* out, nx_tensor* sum_out, nx_tensor x, nx_tensor residual,
+                                   nx_tensor weight, nx_tensor bias, double eps, nx_stream stream);
+/* Cross-entropy of logits [N, V] against integer targets [N] (i32/i64) without a [N, V]
+ * probability tensor: the forward keeps the per-row log-sum-exp, the backward recomputes
+ * softmax - onehot. Rows whose target is ignore_index do not count. A target outside [0, V)
+ * is NX_ERR_INVALID_ARGUMENT on the CPU and gives a NaN loss on CUDA (no host sync). */
+NX_API nx_status nx_softmax_cross_entropy(nx_tensor* out, nx_tensor logits, nx_tensor target, int64_t ignore_index,
+                                          nx_reduction reduction, nx_stream stream);
+/* SwiGLU's gate: silu(gate) * up, broadcasting. */
+NX_API nx_status nx_swiglu(nx_tensor* out, nx_tensor gate, nx_tensor up, nx_stream stream);
+/* One Adam step (AdamW when decoupled_weight_decay) in place over n tensors at once (one kernel
+ * launch on CUDA): params[i] -= ..., exp_avgs[i] and exp_avg_sqs[i] updated, grads[i] read;
+ * step >= 1 is the step number for the bias corrections. All 4n tensors contiguous, on one
+ * device, of one floating dtype, each of its param's shape; the four counts must be equal.
+ * Not recorded by autodiff (params may require grad). torch.optim.Adam(W) semantics. */
+NX_API nx_status nx_adam_step_multi(const nx_tensor* params, size_t n, const nx_tensor* grads, size_t ngrads,
+                                    const nx_tensor* exp_avgs, size_t nexp_avgs, const nx_tensor* exp_avg_sqs,
+                                    size_t nexp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
+                                    double eps, double weight_decay, bool decoupled_weight_decay, nx_stream stream);
+
 /* ---------------------------------------------------------------- autodiff */
 /* Marks a floating-point tensor as a leaf whose gradient backward accumulates. */
 NX_API nx_status nx_tensor_set_requires_grad(nx_tensor t, bool requires_grad);

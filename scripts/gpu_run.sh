@@ -14,7 +14,7 @@ if [[ $steps == *build* ]]; then
   log "build"
   cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90 -DNEXUS_TORCH_PYTHON="$(command -v python3)" \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests cuda_bench attention_bench quickstart train_gpt parity_fixtures_cuda test_parity} > "$out/build.log" 2>&1 \
+  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests cuda_bench fused_bench attention_bench quickstart train_gpt parity_fixtures_cuda test_parity} > "$out/build.log" 2>&1 \
     || { grep -E 'error' -A3 "$out/build.log" | head -60; exit 1; }
 fi
 if [[ $steps == *test* ]]; then
@@ -39,6 +39,19 @@ fi
 if [[ $steps == *attention* ]]; then
   log "attention bench"
   timeout ${ATTN_TIMEOUT:-420} python3 bench/attention_bench.py build-gpu/bench/attention_bench ${ATTN_WHAT:-all} 2>&1 | tee "$out/attention_bench.txt"
+fi
+if [[ $steps == *fused* ]]; then
+  # fused kernels (issue #7 part 5): their CPU-vs-CUDA tests, then the benchmark against torch
+  log "fused kernels"
+  [ -f build-gpu/build.ninja ] || cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90 \
+    -DNEXUS_TORCH_PYTHON="$(command -v python3)" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+  cmake --build build-gpu --target nexus_gpu_tests fused_bench > "$out/build_fused.log" 2>&1 \
+    || { grep -E 'error' -A3 "$out/build_fused.log" | head -60; exit 1; }
+  build-gpu/tests/gpu/nexus_gpu_tests --gtest_filter='CudaFused*' > "$out/fused_tests.log" 2>&1
+  echo "exit $?" | tee -a "$out/summary.txt"
+  grep -E '^\[  (PASSED|FAILED|SKIPPED)|Failure|error' "$out/fused_tests.log" | head -30 | tee -a "$out/summary.txt"
+  timeout ${FUSED_TIMEOUT:-420} python3 bench/fused_bench.py build-gpu/bench/fused_bench --json "$out/fused_bench.json" 2>&1 \
+    | tee "$out/fused_bench.txt"
 fi
 if [[ $steps == *gpt* ]]; then
   log "train_gpt on the GPU"

@@ -393,6 +393,9 @@ NX_JAVA_HANDLE_ARRAY((const nx_tensor* inputs, size_t ninputs), Tensor)
 NX_JAVA_HANDLE_ARRAY((const nx_tensor* tangents, size_t ninputs), Tensor)
 NX_JAVA_HANDLE_ARRAY((const nx_tensor* tensors, size_t n), Tensor)
 NX_JAVA_HANDLE_ARRAY((const nx_tensor* params, size_t n), Tensor)
+NX_JAVA_HANDLE_ARRAY((const nx_tensor* grads, size_t ngrads), Tensor)
+NX_JAVA_HANDLE_ARRAY((const nx_tensor* exp_avgs, size_t nexp_avgs), Tensor)
+NX_JAVA_HANDLE_ARRAY((const nx_tensor* exp_avg_sqs, size_t nexp_avg_sqs), Tensor)
 NX_JAVA_HANDLE_ARRAY((const nx_module* layers, size_t n), Layer)
 %{
 typedef char nx_java_pointer_is_64_bit[sizeof(void*) == sizeof(jlong) ? 1 : -1];

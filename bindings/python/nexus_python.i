@@ -559,6 +559,8 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
 }
 %apply const char** out { const char** name };
 %apply double* out { double* total_norm };
+/* nx_add_rms_norm / nx_add_layer_norm return (out, sum_out) */
+%apply nx_tensor* out { nx_tensor* sum_out };
 
 %typemap(in, numinputs=0) nx_device* out (nx_device tmp) {
   tmp.type = NX_CPU;
@@ -656,7 +658,10 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
   (const nx_tensor* inputs, size_t ninputs),
   (const nx_tensor* tangents, size_t ninputs),
   (const nx_tensor* tensors, size_t n),
-  (const nx_tensor* params, size_t n)
+  (const nx_tensor* params, size_t n),
+  (const nx_tensor* grads, size_t ngrads),
+  (const nx_tensor* exp_avgs, size_t nexp_avgs),
+  (const nx_tensor* exp_avg_sqs, size_t nexp_avg_sqs)
 };
 %typemap(in) (const nx_module* layers, size_t n) (nx_py_handles hs, int have_hs = 0) {
   have_hs = 1;

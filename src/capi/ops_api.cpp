@@ -321,4 +321,79 @@ nx_status nx_bce_with_logits(nx_tensor* out, nx_tensor logits, nx_tensor target,
   });
 }
 
+// ---------------------------------------------------------------- fused kernels
+nx_status nx_rms_norm(nx_tensor* out, nx_tensor x, nx_tensor weight, double eps, nx_stream stream) {
+  clear_out(out);
+  return guard("nx_rms_norm", [&] {
+    check_out(out);
+    const Tensor& tx = unwrap(x, "x");
+    check_stream(stream, tx.device());
+    *out = wrap(rms_norm(tx, unwrap_optional(weight, "weight"), eps));
+  });
+}
+nx_status nx_layer_norm(nx_tensor* out, nx_tensor x, nx_tensor weight, nx_tensor bias, double eps, nx_stream stream) {
+  clear_out(out);
+  return guard("nx_layer_norm", [&] {
+    check_out(out);
+    const Tensor& tx = unwrap(x, "x");
+    check_stream(stream, tx.device());
+    *out = wrap(layer_norm(tx, unwrap_optional(weight, "weight"), unwrap_optional(bias, "bias"), eps));
+  });
+}
+static nx_status add_norm(const char* api, nx_tensor* out, nx_tensor* sum_out, nx_tensor x, nx_tensor residual,
+                          nx_tensor weight, nx_tensor bias, double eps, bool rms, nx_stream stream) {
+  clear_out(out);
+  clear_out(sum_out);
+  return guard(api, [&] {
+    check_out(out);
+    check_out(sum_out, "sum_out");
+    const Tensor& tx = unwrap(x, "x");
+    const Tensor& tr = unwrap(residual, "residual");
+    check_stream(stream, tx.device());
+    std::vector<Tensor> r = fused_norm(tx, tr, unwrap_optional(weight, "weight"), unwrap_optional(bias, "bias"), eps, rms);
+    nx_tensor y = wrap(r[0]);
+    try {
+      *sum_out = wrap(r[1]);
+    } catch (...) {
+      release(y);
+      throw;
+    }
+    *out = y;
+  });
+}
+nx_status nx_add_rms_norm(nx_tensor* out, nx_tensor* sum_out, nx_tensor x, nx_tensor residual, nx_tensor weight,
+                          double eps, nx_stream stream) {
+  return add_norm("nx_add_rms_norm", out, sum_out, x, residual, weight, nullptr, eps, true, stream);
+}
+nx_status nx_add_layer_norm(nx_tensor* out, nx_tensor* sum_out, nx_tensor x, nx_tensor residual, nx_tensor weight,
+                            nx_tensor bias, double eps, nx_stream stream) {
+  return add_norm("nx_add_layer_norm", out, sum_out, x, residual, weight, bias, eps, false, stream);
+}
+nx_status nx_softmax_cross_entropy(nx_tensor* out, nx_tensor logits, nx_tensor target, int64_t ignore_index,
+                                   nx_reduction reduction, nx_stream stream) {
+  return op2("nx_softmax_cross_entropy", out, logits, target, stream, [&](const Tensor& l, const Tensor& t) {
+    return softmax_cross_entropy(l, t, ignore_index, reduction_arg(reduction));
+  });
+}
+nx_status nx_swiglu(nx_tensor* out, nx_tensor gate, nx_tensor up, nx_stream stream) {
+  return op2("nx_swiglu", out, gate, up, stream, [](const Tensor& g, const Tensor& u) { return swiglu(g, u); });
+}
+nx_status nx_adam_step_multi(const nx_tensor* params, size_t n, const nx_tensor* grads, size_t ngrads,
+                             const nx_tensor* exp_avgs, size_t nexp_avgs, const nx_tensor* exp_avg_sqs,
+                             size_t nexp_avg_sqs, int64_t step, double lr, double beta1, double beta2, double eps,
+                             double weight_decay, bool decoupled_weight_decay, nx_stream stream) {
+  return guard("nx_adam_step_multi", [&] {
+    if (ngrads != n || nexp_avgs != n || nexp_avg_sqs != n)
+      fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": the four arrays must have one count; got params ", n, ", grads ",
+           ngrads, ", exp_avgs ", nexp_avgs, ", exp_avg_sqs ", nexp_avg_sqs);
+    if (n == 0) return;
+    std::vector<Tensor> p = tensor_list(params, n), g = tensor_list(grads, n), m = tensor_list(exp_avgs, n),
+                        v = tensor_list(exp_avg_sqs, n);
+    check_stream(stream, p[0].device());
+    GradModeGuard off(false);  // an optimizer update: parameters that require grad are fine
+    adam_step_multi(p, g, m, v, std::vector<int64_t>(n, step),
+                    AdamParams{lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay});
+  });
+}
+
 }  // extern "C"

@@ -25,8 +25,9 @@ enum class UnaryOp {
   Gelu, GeluTanh, Silu, Softplus, Mish, Clamp, AddScalar, MulScalar, PowScalar, Square,
   Reciprocal, Sign, Erf, Step /* x > 0 */
 };
-// AddRelu .. MulTanh are the fused ops: relu(a+b), gelu(a+b), gelu_tanh(a+b), a*tanh(b).
-enum class BinaryOp { Add, Sub, Mul, Div, Pow, Maximum, Minimum, AddRelu, AddGelu, AddGeluTanh, MulTanh,
+// AddRelu .. SiluMul are the fused ops: relu(a+b), gelu(a+b), gelu_tanh(a+b), a*tanh(b).
+// SiluMul is SwiGLU's gate: silu(a) * b.
+enum class BinaryOp { Add, Sub, Mul, Div, Pow, Maximum, Minimum, AddRelu, AddGelu, AddGeluTanh, MulTanh, SiluMul,
                       Eq, Ne, Lt, Le, Gt, Ge };
 enum class ReduceOp { Sum, Max, Min, ArgMax };
 
@@ -41,6 +42,26 @@ struct AttentionParams {
   bool causal;
   std::vector<double> alibi_slopes;  // empty: no ALiBi; else one per head
   bool deterministic = false;        // nx_set_deterministic: no order-dependent atomics
+};
+
+// Fused kernels (src/ops/fused.cpp). Rows of contiguous [rows, cols] matrices; one pass per row.
+// Statistics (mean, rstd, lse) and weight gradients are f64 for f64 inputs, f32 otherwise
+// ("the accumulation dtype"); x, y, dx share the input dtype (f32, f64, f16, bf16).
+struct NormParams {
+  int64_t rows, cols;
+  double eps;
+  bool rms;  // RMSNorm (no mean, no bias) or LayerNorm
+};
+// One tensor of a multi-tensor Adam step: param, grad, m, v contiguous, one dtype, n elements;
+// bc1, bc2 the bias corrections 1 - beta^t of its own step count.
+struct AdamSlot {
+  void *param, *grad, *m, *v;
+  int64_t n;
+  double bc1, bc2;
+};
+struct AdamParams {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;  // AdamW: p *= 1 - lr wd; else Adam's g += wd p
 };
 
 class Backend {
@@ -92,6 +113,27 @@ class Backend {
   virtual void attention_backward(const AttentionParams& p, const View& q, const View& k, const View& v,
                                   const View& out, const View& dout, const View& lse, const View& dq,
                                   const View& dk, const View& dv) = 0;
+  // y = (x - mean) rstd w + b (rms: x rstd w); w, b may have null data (absent). With residual
+  // data non-null, the row is s = x + residual, written to sum_out, and normalized. mean and rstd
+  // [rows] in the accumulation dtype (mean unused by rms, may be null).
+  virtual void norm_forward(const NormParams& p, const View& y, const View& sum_out, const View& x,
+                            const View& residual, const View& w, const View& b, const View& mean,
+                            const View& rstd) = 0;
+  // dx from dy and the saved statistics; dw, db [cols] (accumulation dtype; null data when not
+  // wanted) summed over rows in a fixed order (deterministic).
+  virtual void norm_backward(const NormParams& p, const View& dx, const View& dw, const View& db, const View& dy,
+                             const View& x, const View& w, const View& mean, const View& rstd) = 0;
+  // Softmax cross-entropy over rows of logits [rows, cols] with i64 target [rows]: lse [rows] and
+  // loss [rows] = lse - logit[target] (0 where target == ignore_index), accumulation dtype.
+  // A target outside [0, cols) gives NaN (CUDA) or throws (CPU).
+  virtual void xent_forward(const View& loss, const View& lse, const View& logits, const View& target,
+                            int64_t rows, int64_t cols, int64_t ignore_index) = 0;
+  // dlogits = scale[row] (softmax - onehot(target)), 0 on ignored rows; scale [rows] in the
+  // accumulation dtype.
+  virtual void xent_backward(const View& dlogits, const View& logits, const View& target, const View& lse,
+                             const View& scale, int64_t rows, int64_t cols, int64_t ignore_index) = 0;
+  // One Adam(W) update of every slot (one launch on CUDA), in place; dtype of all slots.
+  virtual void adam_multi(const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& p) = 0;
   // Whether attention takes f16/bf16 directly (else the op casts to f32 around it).
   virtual bool native_half_attention() const { return false; }
   // Whether matmul takes f16/bf16 operands directly (accumulating in f32).

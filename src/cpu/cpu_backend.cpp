@@ -18,6 +18,16 @@ void attention_forward_cpu(const AttentionParams& p, const View& q, const View& 
                            const View& lse);
 void attention_backward_cpu(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
                             const View& dout, const View& lse, const View& dq, const View& dk, const View& dv);
+// fused.cpp
+void norm_forward_cpu(const NormParams& p, const View& y, const View& sum_out, const View& x, const View& residual,
+                      const View& w, const View& b, const View& mean, const View& rstd);
+void norm_backward_cpu(const NormParams& p, const View& dx, const View& dw, const View& db, const View& dy,
+                       const View& x, const View& w, const View& mean, const View& rstd);
+void xent_forward_cpu(const View& loss, const View& lse, const View& logits, const View& target, int64_t rows,
+                      int64_t cols, int64_t ignore_index);
+void xent_backward_cpu(const View& dlogits, const View& logits, const View& target, const View& lse, const View& scale,
+                       int64_t rows, int64_t cols, int64_t ignore_index);
+void adam_multi_cpu(const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& p);
 
 namespace {
 
@@ -56,6 +66,25 @@ class CpuBackend final : public Backend {
   void attention_backward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
                           const View& dout, const View& lse, const View& dq, const View& dk, const View& dv) override {
     attention_backward_cpu(p, q, k, v, out, dout, lse, dq, dk, dv);
+  }
+  void norm_forward(const NormParams& p, const View& y, const View& s, const View& x, const View& r, const View& w,
+                    const View& b, const View& mean, const View& rstd) override {
+    norm_forward_cpu(p, y, s, x, r, w, b, mean, rstd);
+  }
+  void norm_backward(const NormParams& p, const View& dx, const View& dw, const View& db, const View& dy, const View& x,
+                     const View& w, const View& mean, const View& rstd) override {
+    norm_backward_cpu(p, dx, dw, db, dy, x, w, mean, rstd);
+  }
+  void xent_forward(const View& loss, const View& lse, const View& logits, const View& target, int64_t rows,
+                    int64_t cols, int64_t ignore_index) override {
+    xent_forward_cpu(loss, lse, logits, target, rows, cols, ignore_index);
+  }
+  void xent_backward(const View& dl, const View& logits, const View& target, const View& lse, const View& scale,
+                     int64_t rows, int64_t cols, int64_t ignore_index) override {
+    xent_backward_cpu(dl, logits, target, lse, scale, rows, cols, ignore_index);
+  }
+  void adam_multi(const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& p) override {
+    adam_multi_cpu(slots, dtype, p);
   }
   void upload(void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
   void download(void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }

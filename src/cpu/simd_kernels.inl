@@ -269,6 +269,7 @@ void binary_kernel(BinaryOp op, T* out, const T* a, int64_t sa, const T* b, int6
       });
       break;
     case BinaryOp::MulTanh: map2(out, a, sa, b, sb, n, [](T x, T y) { return x * vtanh(y); }); break;
+    case BinaryOp::SiluMul: map2(out, a, sa, b, sb, n, [](T x, T y) { return x * vsigmoid(x) * y; }); break;
     default: break;  // comparisons are handled by the generic path
   }
 }

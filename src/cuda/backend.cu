@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/cuda_iface.hpp"
+#include "cuda/fused.cuh"
 #include "cuda/kernels.cuh"
 
 namespace nx::cuda {
@@ -78,6 +79,30 @@ class CudaBackend final : public Backend {
                           const View& dout, const View& lse, const View& dq, const View& dk, const View& dv) override {
     use_device(device_);
     cuda::attention_backward(p, q, k, v, out, dout, lse, dq, dk, dv);
+  }
+  void norm_forward(const NormParams& p, const View& y, const View& s, const View& x, const View& r, const View& w,
+                    const View& b, const View& mean, const View& rstd) override {
+    use_device(device_);
+    launch_norm_forward(p, y, s, x, r, w, b, mean, rstd);
+  }
+  void norm_backward(const NormParams& p, const View& dx, const View& dw, const View& db, const View& dy, const View& x,
+                     const View& w, const View& mean, const View& rstd) override {
+    use_device(device_);
+    launch_norm_backward(p, dx, dw, db, dy, x, w, mean, rstd);
+  }
+  void xent_forward(const View& loss, const View& lse, const View& logits, const View& target, int64_t rows,
+                    int64_t cols, int64_t ignore_index) override {
+    use_device(device_);
+    launch_xent_forward(loss, lse, logits, target, rows, cols, ignore_index);
+  }
+  void xent_backward(const View& dl, const View& logits, const View& target, const View& lse, const View& scale,
+                     int64_t rows, int64_t cols, int64_t ignore_index) override {
+    use_device(device_);
+    launch_xent_backward(dl, logits, target, lse, scale, rows, cols, ignore_index);
+  }
+  void adam_multi(const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& p) override {
+    use_device(device_);
+    launch_adam_multi(slots, dtype, p);
   }
   void copy(const View& dst, const View& src) override { use_device(device_); launch_copy(dst, src); }
   void fill(const View& dst, double v) override { use_device(device_); launch_fill(dst, v); }

@@ -88,6 +88,7 @@ __device__ __forceinline__ T binary_op(BinaryOp op, T a, T b) {
         return T(0.5) * s * (T(1) + tanh(inner));
       }
       case BinaryOp::MulTanh: return a * tanh(b);
+      case BinaryOp::SiluMul: return a / (T(1) + exp(-a)) * b;
       default: break;
     }
   }

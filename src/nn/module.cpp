@@ -64,13 +64,25 @@ LayerNorm::LayerNorm(int64_t dim, double e, DType dtype, Device device) : eps(e)
 }
 Tensor LayerNorm::forward(const Tensor& x) {
   auto p = named_parameters();
-  return fn::layer_norm(x, *p[0].second, *p[1].second, eps);
+  return nx::layer_norm(x, *p[0].second, *p[1].second, eps);  // fused; fn::layer_norm is the composite reference
 }
 
 RMSNorm::RMSNorm(int64_t dim, double e, DType dtype, Device device) : eps(e) {
   add_parameter("weight", ones({dim}, dtype, device));
 }
-Tensor RMSNorm::forward(const Tensor& x) { return fn::rms_norm(x, *named_parameters()[0].second, eps); }
+Tensor RMSNorm::forward(const Tensor& x) { return nx::rms_norm(x, *named_parameters()[0].second, eps); }
+
+// {norm(x + residual), x + residual} in one fused pass for our norms; other modules add first.
+static std::vector<Tensor> add_norm(Module& norm, const Tensor& x, const Tensor& residual) {
+  if (auto* r = dynamic_cast<RMSNorm*>(&norm))
+    return fused_norm(x, residual, *r->named_parameters()[0].second, Tensor(), r->eps, true);
+  if (auto* l = dynamic_cast<LayerNorm*>(&norm)) {
+    auto p = l->named_parameters();
+    return fused_norm(x, residual, *p[0].second, *p[1].second, l->eps, false);
+  }
+  Tensor s = add(x, residual);
+  return {norm.forward(s), s};
+}
 
 Activation::Activation(std::string n) : name(std::move(n)) {
   fn::activation(name, zeros({1}, DType::F32, Device{}));  // validates the name now
@@ -108,7 +120,7 @@ SwiGLU::SwiGLU(int64_t dim, int64_t hidden, DType dtype, Device device) {
   w3 = add_module("w3", std::make_shared<Linear>(dim, hidden, false, dtype, device));
 }
 Tensor SwiGLU::forward(const Tensor& x) {
-  return w2->forward(mul(unary(UnaryOp::Silu, w1->forward(x)), w3->forward(x)));
+  return w2->forward(swiglu(w1->forward(x), w3->forward(x)));
 }
 
 MultiHeadAttention::MultiHeadAttention(const AttentionConfig& c, DType dtype, Device device) : cfg(c) {
@@ -172,8 +184,9 @@ TransformerBlock::TransformerBlock(const BlockConfig& c, DType dtype, Device dev
 }
 
 Tensor TransformerBlock::forward_cached(const Tensor& x, KVCache* cache) {
-  Tensor h = add(x, drop->forward(attn->forward_cached(norm1->forward(x), cache)));
-  return add(h, drop->forward(ffn->forward(norm2->forward(h))));
+  // h = x + attention, and norm2(h), in one pass (the fused residual add + norm)
+  std::vector<Tensor> nh = add_norm(*norm2, drop->forward(attn->forward_cached(norm1->forward(x), cache)), x);
+  return add(nh[1], drop->forward(ffn->forward(nh[0])));
 }
 
 GPT::GPT(const GPTConfig& c, DType dt, Device dev) : cfg(c), dtype(dt), device(dev) {

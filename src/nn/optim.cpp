@@ -63,9 +63,43 @@ Adam::Adam(std::vector<Tensor> params, double lr_, double b1, double b2, double 
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": betas must be in [0, 1), got ", b1, ", ", b2);
 }
 
+// The parameters with a gradient, when they can go through the multi-tensor kernel: one
+// device, one dtype, contiguous params, grads and moments of the param's dtype. Empty otherwise.
+std::vector<size_t> Adam::fusable() const {
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor g = grad_of(i);
+    if (!g.defined()) continue;
+    const Tensor& p = params_[i];
+    const Tensor& first = params_[idx.empty() ? i : idx[0]];
+    auto fits = [&](const Tensor& t) { return !t.defined() || (t.dtype() == p.dtype() && t.is_contiguous() && t.shape() == p.shape() && t.device() == p.device()); };
+    if (p.device() != first.device() || p.dtype() != first.dtype() || !p.is_contiguous() || !fits(g) || !fits(m_[i]) ||
+        !fits(v_[i]) || m_[i].defined() != v_[i].defined())
+      return {};
+    idx.push_back(i);
+  }
+  return idx;
+}
+
 void Adam::step() {
   GradModeGuard off(false);
   ++steps;
+  std::vector<size_t> idx = fusable();
+  if (!idx.empty()) {
+    std::vector<Tensor> ps, gs, ms, vs;
+    std::vector<int64_t> ts;
+    for (size_t i : idx) {
+      if (t_[i] == 0 && m_[i].defined()) t_[i] = steps - 1;  // state loaded from a file without "step.<i>"
+      if (!m_[i].defined()) { m_[i] = zeros_like(params_[i]); v_[i] = zeros_like(params_[i]); }
+      ps.push_back(params_[i]);
+      gs.push_back(grad_of(i));
+      ms.push_back(m_[i]);
+      vs.push_back(v_[i]);
+      ts.push_back(++t_[i]);
+    }
+    adam_step_multi(ps, gs, ms, vs, ts, AdamParams{lr, beta1, beta2, eps, weight_decay, decoupled});
+    return;
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = grad_of(i);
     if (!g.defined()) continue;
@@ -98,8 +132,9 @@ std::map<std::string, Tensor> Adam::state() const {
 void Adam::load_state(const std::map<std::string, Tensor>& s) {
   for (size_t i = 0; i < m_.size(); ++i) {
     auto m = s.find("m." + std::to_string(i)), v = s.find("v." + std::to_string(i));
-    m_[i] = m == s.end() ? Tensor() : to_device(m->second, params_[i].device());
-    v_[i] = v == s.end() ? Tensor() : to_device(v->second, params_[i].device());
+    // copies: the fused step updates the moments in place, which must not write into the caller's tensors
+    m_[i] = m == s.end() ? Tensor() : clone(to_device(m->second, params_[i].device()));
+    v_[i] = v == s.end() ? Tensor() : clone(to_device(v->second, params_[i].device()));
     auto t = s.find("step." + std::to_string(i));
     t_[i] = 0;
     if (t != s.end()) copy_to_host(cast(t->second, DType::I64), &t_[i], sizeof(int64_t));

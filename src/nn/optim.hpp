@@ -41,7 +41,9 @@ class SGD : public Optimizer {
   std::vector<Tensor> buf_;
 };
 
-// Adam, or AdamW when decoupled (weight decay applied to the weights, not the gradient).
+// Adam, or AdamW when decoupled (weight decay applied to the weights, not the gradient). When
+// every parameter with a gradient is contiguous, on one device and of one dtype, a step is one
+// multi-tensor kernel (nx::adam_step_multi) updating the moments in place; else per tensor.
 class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled);
@@ -57,6 +59,7 @@ class Adam : public Optimizer {
   // Steps taken by each parameter (torch.optim's per-parameter state['step']): a parameter
   // without a gradient at some step is skipped, and its bias corrections do not advance.
   std::vector<int64_t> t_;
+  std::vector<size_t> fusable() const;
 };
 
 // Scales all gradients so that their global L2 norm is at most max_norm; returns the norm before.

@@ -169,6 +169,7 @@ static const char* binary_name(BinaryOp op) {
     case BinaryOp::AddGelu: return "BiasGeluBackward";
     case BinaryOp::AddGeluTanh: return "BiasGeluTanhBackward";
     case BinaryOp::MulTanh: return "MulTanhBackward";
+    case BinaryOp::SiluMul: return "SwiGLUBackward";
     default: return "CompareBackward";
   }
 }
@@ -216,6 +217,13 @@ static Grads binary_vjp(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
       Tensor t = unary(UnaryOp::Tanh, b);
       if (needs[0]) ga = mul(g, t);
       if (needs[1]) gb = mul(mul(g, a), add_scalar(neg(square(t)), 1.0));
+      break;
+    }
+    case BinaryOp::SiluMul: {
+      // d/da silu(a) b = b s (1 + a (1 - s)), s = sigmoid(a); d/db = silu(a)
+      Tensor s = unary(UnaryOp::Sigmoid, a);
+      if (needs[0]) ga = mul(mul(g, b), mul(s, add_scalar(mul(a, add_scalar(neg(s), 1.0)), 1.0)));
+      if (needs[1]) gb = mul(g, mul(a, s));
       break;
     }
     default: break;

@@ -52,6 +52,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   check_floating(logits, "logits");
   if (logits.dim() != 2)
     fail(NX_ERR_SHAPE, current_api(), ": logits must be [N, C], got ", shape_str(logits.shape()));
+  // Without label smoothing: the fused kernel (no [N, C] log-probabilities kept).
+  if (label_smoothing == 0.0 && is_floating(logits.dtype()) && (target.dtype() == DType::I32 || target.dtype() == DType::I64)) {
+    check_reduction(reduction);
+    return softmax_cross_entropy(logits, target, ignore_index, reduction);
+  }
   return classification_loss(log_softmax(logits, 1), target, ignore_index, label_smoothing, reduction);
 }
 

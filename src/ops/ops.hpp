@@ -112,6 +112,23 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_in
 Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction);
 Tensor bce_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction);
 
+// ---- fused kernels (fused.cpp): one kernel per row forward and backward, statistics saved
+// RMSNorm / LayerNorm over the last axis; weight, bias [C] optional (undefined tensors).
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps);
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+// {norm(x + residual), x + residual} (the sum feeds the next residual); residual optional.
+std::vector<Tensor> fused_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
+                               double eps, bool rms);
+// Cross-entropy of logits [N, V] against integer target [N] without keeping the probabilities:
+// the forward saves the per-row log-sum-exp, the backward recomputes softmax - onehot.
+Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction);
+// silu(gate) * up (SwiGLU's gate), broadcasting.
+Tensor swiglu(const Tensor& gate, const Tensor& up);
+// One Adam(W) step in place over every (param, grad, m, v), one kernel launch on CUDA; steps[i]
+// is the step number (>= 1) of param i, for its bias corrections. No autodiff.
+void adam_step_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
+                     const std::vector<Tensor>& v, const std::vector<int64_t>& steps, const AdamParams& p);
+
 // ---- shared checks (checks.cpp)
 void check_same_device(const Tensor& a, const Tensor& b, const char* what_a, const char* what_b);
 void check_floating(const Tensor& x, const char* what);

@@ -463,6 +463,70 @@ static void test_bad_values(void** state) {
   nx_tensor_free(t);
 }
 
+/* The fused ops of the "fused kernels" section: NULL handles, shapes, dtypes, targets, counts. */
+static void test_fused_errors(void** state) {
+  (void)state;
+  const int64_t s23[2] = {2, 3}, s3[1] = {3}, s4[1] = {4}, s2[1] = {2}, s32[2] = {3, 2};
+  nx_tensor x = filled(s23, 2, NX_F32, 1), w3 = filled(s3, 1, NX_F32, 1), w4 = filled(s4, 1, NX_F32, 1),
+            x64 = filled(s23, 2, NX_F64, 1), xi = filled(s23, 2, NX_I64, 1), x32 = filled(s32, 2, NX_F32, 1), out, sum;
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_rms_norm(&out, NULL, w3, 1e-5, NULL), "nx_rms_norm", "x is NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_rms_norm(NULL, x, w3, 1e-5, NULL), "nx_rms_norm", "out is NULL");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_rms_norm(&out, x, w4, 1e-5, NULL), "nx_rms_norm", "weight", "[3]", "[4]");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_rms_norm(&out, xi, NULL, 1e-5, NULL), "nx_rms_norm", "i64");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_rms_norm(&out, x, NULL, -1.0, NULL), "nx_rms_norm", "eps", "-1");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_layer_norm(&out, x, w3, w4, 1e-5, NULL), "nx_layer_norm", "bias", "[4]");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_layer_norm(&out, x, xi, NULL, 1e-5, NULL), "nx_layer_norm", "weight");
+  sum = SENTINEL;
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_add_rms_norm(&out, &sum, x, x32, w3, 1e-5, NULL), "nx_add_rms_norm", "residual",
+                 "[3,2]", "[2,3]");
+  assert_null(sum);
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_add_layer_norm(&out, &sum, x, NULL, w3, w3, 1e-5, NULL),
+                 "nx_add_layer_norm", "residual is NULL");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_add_rms_norm(&out, NULL, x, x, w3, 1e-5, NULL), "nx_add_rms_norm",
+                 "sum_out is NULL");
+  /* cross-entropy: shapes, dtypes, out-of-range targets (CPU), reduction */
+  const int64_t tv[2] = {0, 3}, ok[2] = {0, 2};
+  nx_tensor t_hi = make_tensor(tv, s2, 1, NX_I64), t_ok = make_tensor(ok, s2, 1, NX_I64), t3 = filled(s3, 1, NX_I64, 0);
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_softmax_cross_entropy(&out, x, t_hi, -100, NX_REDUCTION_MEAN, NULL),
+                 "nx_softmax_cross_entropy", "target 3", "row 1", "[0, 3)");
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_softmax_cross_entropy(&out, x, t3, -100, NX_REDUCTION_MEAN, NULL),
+                 "nx_softmax_cross_entropy", "[2,3]", "[3]");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_softmax_cross_entropy(&out, x, x, -100, NX_REDUCTION_MEAN, NULL),
+                 "nx_softmax_cross_entropy", "target", "f32");
+  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_softmax_cross_entropy(&out, xi, t_ok, -100, NX_REDUCTION_MEAN, NULL),
+                 "nx_softmax_cross_entropy", "logits");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_softmax_cross_entropy(&out, x, t_ok, -100, (nx_reduction)7, NULL),
+                 "nx_softmax_cross_entropy", "7");
+  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_softmax_cross_entropy(&out, x, NULL, -100, NX_REDUCTION_MEAN, NULL),
+                 "nx_softmax_cross_entropy", "NULL");
+  NX_OK_(nx_softmax_cross_entropy(&out, x, t_hi, 3, NX_REDUCTION_SUM, NULL)); /* 3 is ignored: fine */
+  assert_true(fabs(scalar_of(out) - log(3.0)) < 1e-6);
+  nx_tensor_free(out);
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_swiglu(&out, x, x32, NULL), "nx_swiglu", "[2,3]", "[3,2]");
+  /* multi-tensor Adam: counts, NULL arrays and elements, dtypes, shapes, step, hyperparameters */
+  nx_tensor p[1] = {x}, g64[1] = {x64}, g32[1] = {x32}, nul[1] = {NULL}, m[1] = {NULL}, v[1] = {NULL};
+  NX_OK_(nx_tensor_zeros(&m[0], s23, 2, NX_F32, CPU, NULL));
+  NX_OK_(nx_tensor_zeros(&v[0], s23, 2, NX_F32, CPU, NULL));
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_adam_step_multi(p, 1, p, 2, m, 1, v, 1, 1, 1e-3, 0.9, 0.999, 1e-8, 0, true, NULL),
+             "nx_adam_step_multi", "grads 2");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_adam_step_multi(NULL, 1, p, 1, m, 1, v, 1, 1, 1e-3, 0.9, 0.999, 1e-8, 0, true, NULL),
+             "nx_adam_step_multi", "NULL");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_adam_step_multi(p, 1, nul, 1, m, 1, v, 1, 1, 1e-3, 0.9, 0.999, 1e-8, 0, true, NULL),
+             "nx_adam_step_multi", "NULL");
+  EXPECT_ERR(NX_ERR_DTYPE, nx_adam_step_multi(p, 1, g64, 1, m, 1, v, 1, 1, 1e-3, 0.9, 0.999, 1e-8, 0, true, NULL),
+             "nx_adam_step_multi", "grad 0", "f64");
+  EXPECT_ERR(NX_ERR_SHAPE, nx_adam_step_multi(p, 1, g32, 1, m, 1, v, 1, 1, 1e-3, 0.9, 0.999, 1e-8, 0, true, NULL),
+             "nx_adam_step_multi", "[3,2]", "[2,3]");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_adam_step_multi(p, 1, p, 1, m, 1, v, 1, 0, 1e-3, 0.9, 0.999, 1e-8, 0, true, NULL),
+             "nx_adam_step_multi", "step", "0");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_adam_step_multi(p, 1, p, 1, m, 1, v, 1, 1, 1e-3, 1.5, 0.999, 1e-8, 0, true, NULL),
+             "nx_adam_step_multi", "betas", "1.5");
+  NX_OK_(nx_adam_step_multi(p, 1, p, 1, m, 1, v, 1, 1, 1e-3, 0.9, 0.999, 1e-8, 0, true, NULL));
+  nx_tensor_free(x); nx_tensor_free(w3); nx_tensor_free(w4); nx_tensor_free(x64); nx_tensor_free(xi);
+  nx_tensor_free(x32); nx_tensor_free(t_hi); nx_tensor_free(t_ok); nx_tensor_free(t3); nx_tensor_free(m[0]);
+  nx_tensor_free(v[0]);
+}
+
 static void test_out_of_range_indices(void** state) {
   (void)state;
   const int64_t s45[2] = {4, 5}, s3[1] = {3}, s2[1] = {2}, s22[2] = {2, 2};
@@ -629,6 +693,7 @@ int main(void) {
       NX_TEST(test_huge_shapes),
       NX_TEST(test_bad_values),
       NX_TEST(test_out_of_range_indices),
+      NX_TEST(test_fused_errors),
       NX_TEST(test_bad_reduction_enum),
       NX_TEST(test_other_objects),
       NX_TEST(test_last_error_is_thread_local),

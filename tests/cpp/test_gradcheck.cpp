@@ -60,6 +60,8 @@ const char* const kRequiredOps[] = {
     "index_select", "gather", "embedding", "index_add", "scatter_add",
     // losses
     "cross_entropy", "nll_loss", "mse_loss", "bce_with_logits",
+    // fused kernels (fused.cpp; SwiGLU's gate is BinaryOp::SiluMul)
+    "fused_rms_norm", "fused_layer_norm", "add_rms_norm", "add_layer_norm", "softmax_cross_entropy", "swiglu",
 };
 
 std::set<std::string>& verified() {
@@ -770,6 +772,44 @@ GRAD_CASE(SecondOrder) {
                 {leaf(g, {2, 3}, U(-1, 1)), leaf(g, {4, 3}, U(-1, 1)), leaf(g, {4, 2}, U(-1, 1))});
   for (const char* op : {"tanh", "exp", "sigmoid", "log", "gelu", "softplus", "sin", "rsqrt", "silu", "erf", "mul", "div",
                          "pow", "matmul", "softmax", "log_softmax", "mlp"})
+    EXPECT_TRUE(second_order_verified().count(op)) << op;
+}
+
+// The fused ops: first order through the fused backward kernels, second order through the
+// op-written VJPs used under create_graph. Non-contiguous inputs, optional weights, ignored rows.
+GRAD_CASE(FusedOps) {
+  std::mt19937_64 g(71);
+  auto s = U(-1.5, 1.5);
+  using V = const std::vector<Tensor>&;
+  auto rms = [](V x) { return std::vector<Tensor>{nx::rms_norm(x[0], x[1], 1e-6)}; };
+  auto ln = [](V x) { return std::vector<Tensor>{nx::layer_norm(x[0], x[1], x[2], 1e-5)}; };
+  auto add_rms = [](V x) { return nx::fused_norm(x[0], x[1], x[2], Tensor(), 1e-6, true); };
+  auto add_ln = [](V x) { return nx::fused_norm(x[0], x[1], x[2], x[3], 1e-5, false); };
+  gradcheck("fused_rms_norm", rms, {leaf(g, {3, 5}, s, true), leaf(g, {5}, s)});
+  gradcheck("fused_rms_norm", one([](V x) { return nx::rms_norm(x[0], Tensor(), 1e-6); }), {leaf(g, {2, 2, 4}, s)});
+  gradcheck("fused_layer_norm", ln, {leaf(g, {4, 6}, s, true), leaf(g, {6}, s), leaf(g, {6}, s)});
+  gradcheck("fused_layer_norm", one([](V x) { return nx::layer_norm(x[0], Tensor(), Tensor(), 1e-5); }),
+            {leaf(g, {2, 3, 5}, s)});
+  gradcheck("add_rms_norm", add_rms, {leaf(g, {3, 4}, s), leaf(g, {3, 4}, s, true), leaf(g, {4}, s)});
+  gradcheck("add_layer_norm", add_ln, {leaf(g, {3, 4}, s, true), leaf(g, {3, 4}, s), leaf(g, {4}, s), leaf(g, {4}, s)});
+  // ignored rows (target 2 with ignore_index 2) and every reduction; i32 targets too
+  Tensor t = nxt::make_i64({1, 2, 0, 3, 2}, {5});
+  for (auto r : {nx::Reduction::Mean, nx::Reduction::Sum, nx::Reduction::None})
+    gradcheck("softmax_cross_entropy", one([t, r](V x) { return nx::softmax_cross_entropy(x[0], t, 2, r); }),
+              {leaf(g, {5, 6}, s, true)});
+  Tensor t32 = nx::cast(nxt::make_i64({0, 3, 1}, {3}), DType::I32);
+  gradcheck("softmax_cross_entropy", one([t32](V x) { return nx::softmax_cross_entropy(x[0], t32, -100, nx::Reduction::Mean); }),
+            {leaf(g, {3, 4}, s)});
+  gradcheck("swiglu", one([](V x) { return nx::swiglu(x[0], x[1]); }), {leaf(g, {3, 4}, U(-3, 3), true), leaf(g, {3, 4}, s)});
+  gradcheck("swiglu", one([](V x) { return nx::swiglu(x[0], x[1]); }), {leaf(g, {2, 3, 4}, s), leaf(g, {4}, s)});
+  // second order
+  gradgradcheck("fused_rms_norm", rms, {leaf(g, {2, 4}, s), leaf(g, {4}, s)});
+  gradgradcheck("fused_layer_norm", ln, {leaf(g, {2, 4}, s), leaf(g, {4}, s), leaf(g, {4}, s)});
+  gradgradcheck("add_rms_norm", add_rms, {leaf(g, {2, 3}, s), leaf(g, {2, 3}, s), leaf(g, {3}, s)});
+  gradgradcheck("softmax_cross_entropy", one([t](V x) { return nx::softmax_cross_entropy(x[0], t, 2, nx::Reduction::Mean); }),
+                {leaf(g, {5, 4}, s)});
+  gradgradcheck("swiglu", one([](V x) { return nx::swiglu(x[0], x[1]); }), {leaf(g, {2, 3}, s), leaf(g, {2, 3}, s)});
+  for (const char* op : {"fused_rms_norm", "fused_layer_norm", "add_rms_norm", "softmax_cross_entropy", "swiglu"})
     EXPECT_TRUE(second_order_verified().count(op)) << op;
 }
 

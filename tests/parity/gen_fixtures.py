@@ -573,6 +573,54 @@ def composite_cases():
 
 
 # ---------------------------------------------------------------- SafeTensors writer
+# ---------------------------------------------------------------- fused kernels
+def rms_ref(x, w, eps):  # torch 1.13 has no F.rms_norm
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def fused_cases():
+    """The fused ops (nx_rms_norm, nx_layer_norm, nx_add_*_norm, nx_softmax_cross_entropy,
+    nx_swiglu) forward and backward, and one multi-tensor Adam(W) step against torch.optim."""
+    for dt in (F32, F64):
+        case("rms_norm", [randn(4, 3, 16, dt=dt), positive(16, dt=dt)], lambda x, w: rms_ref(x, w, 1e-6),
+             grad=(0, 1), eps=1e-6)
+        case("rms_norm", [randn(20, 6, dt=dt), positive(20, dt=dt)], lambda x, w: rms_ref(x, w, 1e-5),
+             grad=(0, 1), tr={0: (0, 1)}, eps=1e-5)
+        case("layer_norm", [randn(5, 33, dt=dt, scale=3.0), positive(33, dt=dt), randn(33, dt=dt)],
+             lambda x, w, b: F.layer_norm(x, (33,), w, b, 1e-5), grad=(0, 1, 2), eps=1e-5)
+        case("add_rms_norm", [randn(3, 24, dt=dt), randn(3, 24, dt=dt), positive(24, dt=dt)],
+             lambda x, r, w: (rms_ref(x + r, w, 1e-6), x + r), grad=(0, 1, 2), eps=1e-6)
+        case("add_layer_norm", [randn(3, 24, dt=dt), randn(24, 3, dt=dt), positive(24, dt=dt), randn(24, dt=dt)],
+             lambda x, r, w, b: (F.layer_norm(x + r, (24,), w, b, 1e-5), x + r), grad=(0, 1, 2, 3),
+             tr={1: (0, 1)}, eps=1e-5)
+        t = torch.tensor([3, -100, 0, 999, 998, 7])
+        for r, red in ((0, "mean"), (1, "sum"), (2, "none")):
+            case("softmax_cross_entropy", [randn(6, 1000, dt=dt, scale=4.0), t],
+                 lambda x, t, red=red: F.cross_entropy(x, t, ignore_index=-100, reduction=red),
+                 grad=(0,), ignore=-100, reduction=r)
+        case("swiglu", [randn(4, 10, dt=dt, scale=3.0), randn(4, 10, dt=dt)], lambda a, b: F.silu(a) * b, grad=(0, 1))
+        case("swiglu", [randn(10, 4, dt=dt, scale=3.0), randn(10, dt=dt)], lambda a, b: F.silu(a) * b, grad=(0, 1),
+             tr={0: (0, 1)})
+    for decoupled in (True, False):
+        p, g, m, v = randn(5, 7), randn(5, 7), randn(5, 7, scale=0.1), positive(5, 7, lo=0.0, hi=0.1)
+        p2, g2, m2, v2 = randn(300), randn(300), randn(300, scale=0.1), positive(300, lo=0.0, hi=0.1)
+
+        def adam(p, g, m, v, p2, g2, m2, v2, decoupled=decoupled):
+            outs = []
+            for pp, gg, mm, vv in ((p, g, m, v), (p2, g2, m2, v2)):
+                pp = pp.detach().clone().requires_grad_(True)
+                pp.grad = gg.detach().clone()
+                cls = torch.optim.AdamW if decoupled else torch.optim.Adam
+                opt = cls([pp], lr=0.01, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
+                opt.state[pp] = {"step": torch.tensor(2.0), "exp_avg": mm.detach().clone(),
+                                 "exp_avg_sq": vv.detach().clone()}
+                opt.step()  # step 3
+                outs += [pp.detach(), opt.state[pp]["exp_avg"], opt.state[pp]["exp_avg_sq"]]
+            return outs
+        case("adam_step_multi", [p, g, m, v, p2, g2, m2, v2], adam, step=3, lr=0.01, beta1=0.9, beta2=0.95,
+             eps=1e-8, wd=0.1, decoupled=decoupled)
+
+
 def write_safetensors(path, named, meta):
     header, chunks, at = {}, [], 0
     for name, t in named.items():
@@ -622,6 +670,7 @@ def main():
     strided_cases()
     large_cases()
     composite_cases()
+    fused_cases()
     metadata["ncases"] = str(ncases)
     metadata["torch_version"] = torch.__version__
     write_safetensors(args.out, tensors, metadata)

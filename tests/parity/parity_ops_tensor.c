@@ -98,6 +98,38 @@ static nx_status op_bce_with_logits(const parity_case* c, const nx_tensor* x, nx
   return nx_bce_with_logits(&out[0], x[0], x[1], reduction(c), NULL);
 }
 
+/* ---------------------------------------------------------------- fused kernels */
+static nx_status op_rms_norm(const parity_case* c, const nx_tensor* x, nx_tensor* out) {
+  return nx_rms_norm(&out[0], x[0], x[1], meta_real(c, "eps"), NULL);
+}
+static nx_status op_layer_norm(const parity_case* c, const nx_tensor* x, nx_tensor* out) {
+  return nx_layer_norm(&out[0], x[0], x[1], x[2], meta_real(c, "eps"), NULL);
+}
+static nx_status op_add_rms_norm(const parity_case* c, const nx_tensor* x, nx_tensor* out) {
+  return nx_add_rms_norm(&out[0], &out[1], x[0], x[1], x[2], meta_real(c, "eps"), NULL);
+}
+static nx_status op_add_layer_norm(const parity_case* c, const nx_tensor* x, nx_tensor* out) {
+  return nx_add_layer_norm(&out[0], &out[1], x[0], x[1], x[2], x[3], meta_real(c, "eps"), NULL);
+}
+static nx_status op_softmax_cross_entropy(const parity_case* c, const nx_tensor* x, nx_tensor* out) {
+  return nx_softmax_cross_entropy(&out[0], x[0], x[1], meta_int(c, "ignore"), reduction(c), NULL);
+}
+static nx_status op_swiglu(const parity_case* c, const nx_tensor* x, nx_tensor* out) {
+  (void)c;
+  return nx_swiglu(&out[0], x[0], x[1], NULL);
+}
+/* x = p, g, m, v of two tensors; out = the updated p, m, v of each (updated in place on clones). */
+static nx_status op_adam_step_multi(const parity_case* c, const nx_tensor* x, nx_tensor* out) {
+  nx_status st = NX_OK;
+  const int state[6] = {0, 2, 3, 4, 6, 7}; /* p, m, v of each tensor */
+  for (int i = 0; i < 6; ++i) TRY(st, nx_clone(&out[i], x[state[i]], NULL));
+  if (st != NX_OK) return st;
+  nx_tensor p[2] = {out[0], out[3]}, g[2] = {x[1], x[5]}, m[2] = {out[1], out[4]}, v[2] = {out[2], out[5]};
+  return nx_adam_step_multi(p, 2, g, 2, m, 2, v, 2, meta_int(c, "step"), meta_real(c, "lr"), meta_real(c, "beta1"),
+                            meta_real(c, "beta2"), meta_real(c, "eps"), meta_real(c, "wd"), meta_int(c, "decoupled") != 0,
+                            NULL);
+}
+
 /* ---------------------------------------------------------------- composites */
 /* x, w1, b1, w2, b2, target: cross_entropy(linear(relu(linear(x, w1, b1)), w2, b2), target). */
 static nx_status op_mlp(const parity_case* c, const nx_tensor* x, nx_tensor* out) {
@@ -139,6 +171,8 @@ const parity_op parity_tensor_ops[] = {
     OP(unsqueeze), OP(flatten), OP(contiguous), OP(clone), OP(cat), OP(stack), OP(split), OP(cast),
     OP(index_select), OP(gather), OP(embedding), OP(one_hot),
     OP(cross_entropy), OP(nll_loss), OP(mse_loss), OP(bce_with_logits),
+    OP(rms_norm), OP(layer_norm), OP(add_rms_norm), OP(add_layer_norm), OP(softmax_cross_entropy), OP(swiglu),
+    OP(adam_step_multi),
     {"mlp", op_mlp, true}, {"attention", op_attention, true},
     {NULL, NULL, false},
 };

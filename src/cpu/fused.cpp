@@ -1,0 +1,229 @@
+// CPU fused kernels (see the fused section of src/core/backend.hpp): RMSNorm/LayerNorm forward
+// and backward, softmax cross-entropy, multi-tensor Adam. Rows go to OpenMP threads; every sum
+// is accumulated in f64 whatever the storage dtype (gradcheck runs these in f64 and the half
+// types must not lose more than their own rounding). Weight gradients are summed per fixed block
+// of rows and the blocks combined in order, so results do not depend on the thread count.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/backend.hpp"
+#include "core/error.hpp"
+
+namespace nx::cpu {
+namespace {
+
+inline double ld(float v) { return v; }
+inline double ld(double v) { return v; }
+inline double ld(Half v) { return f16_to_f32(v.bits); }
+inline double ld(BFloat16 v) { return bf16_to_f32(v.bits); }
+inline void st(float* p, double v) { *p = float(v); }
+inline void st(double* p, double v) { *p = v; }
+inline void st(Half* p, double v) { p->bits = f32_to_f16(float(v)); }
+inline void st(BFloat16* p, double v) { p->bits = f32_to_bf16(float(v)); }
+
+template <class F>
+void dispatch_float(DType d, const char* what, F&& f) {
+  switch (d) {
+    case DType::F32: f(float{}); break;
+    case DType::F64: f(double{}); break;
+    case DType::F16: f(Half{}); break;
+    case DType::BF16: f(BFloat16{}); break;
+    default: fail(NX_ERR_DTYPE, current_api(), ": ", what, " needs a floating dtype, got ", dtype_name(d));
+  }
+}
+
+// Statistics and weight gradients: f64 for f64 inputs, f32 otherwise (the accumulation dtype).
+template <class T> using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class T> const T* cp(const View& v) { return static_cast<const T*>(v.data); }
+template <class T> T* mp(const View& v) { return static_cast<T*>(v.data); }
+
+template <class T>
+void norm_forward_t(const NormParams& p, const View& y, const View& sum_out, const View& x, const View& residual,
+                    const View& w, const View& b, const View& mean, const View& rstd) {
+  using A = Acc<T>;
+  const int64_t cols = p.cols;
+  const T *wp = cp<T>(w), *bp = cp<T>(b), *rp = cp<T>(residual);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < p.rows; ++r) {
+    const T* xr = cp<T>(x) + r * cols;
+    if (rp) {  // the sum is rounded to T first, as the unfused add would be, then normalized
+      T* sr = mp<T>(sum_out) + r * cols;
+      for (int64_t j = 0; j < cols; ++j) st(sr + j, ld(xr[j]) + ld(rp[r * cols + j]));
+      xr = sr;
+    }
+    double mu = 0;
+    if (!p.rms) {
+      for (int64_t j = 0; j < cols; ++j) mu += ld(xr[j]);
+      mu /= double(cols);
+    }
+    double ss = 0;  // two passes (the row is in cache): no cancellation in E[x^2] - mu^2
+    for (int64_t j = 0; j < cols; ++j) {
+      const double d = ld(xr[j]) - mu;
+      ss += d * d;
+    }
+    const double rs = 1.0 / std::sqrt(ss / double(cols) + p.eps);
+    T* yr = mp<T>(y) + r * cols;
+    for (int64_t j = 0; j < cols; ++j) {
+      double v = (ld(xr[j]) - mu) * rs;
+      if (wp) v *= ld(wp[j]);
+      if (bp) v += ld(bp[j]);
+      st(yr + j, v);
+    }
+    if (mean.data) mp<A>(mean)[r] = A(mu);
+    mp<A>(rstd)[r] = A(rs);
+  }
+}
+
+template <class T>
+void norm_backward_t(const NormParams& p, const View& dx, const View& dw, const View& db, const View& dy,
+                     const View& x, const View& w, const View& mean, const View& rstd) {
+  using A = Acc<T>;
+  const int64_t rows = p.rows, cols = p.cols;
+  const T* wp = cp<T>(w);
+  const bool want_w = dw.data != nullptr, want_b = db.data != nullptr;
+  // fixed blocks of rows for the weight gradients (deterministic order)
+  const int64_t block = std::max<int64_t>(16, (rows + 255) / 256), nblocks = (rows + block - 1) / block;
+  std::vector<double> pw(want_w ? size_t(nblocks * cols) : 0), pb(want_b ? size_t(nblocks * cols) : 0);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t blk = 0; blk < nblocks; ++blk) {
+    for (int64_t r = blk * block; r < std::min(rows, (blk + 1) * block); ++r) {
+      const T *xr = cp<T>(x) + r * cols, *gr = cp<T>(dy) + r * cols;
+      const double mu = p.rms ? 0.0 : double(cp<A>(mean)[r]), rs = double(cp<A>(rstd)[r]);
+      double sum_g = 0, sum_gx = 0;  // sums of g = dy w and of g xhat over the row
+      for (int64_t j = 0; j < cols; ++j) {
+        const double xh = (ld(xr[j]) - mu) * rs, g = ld(gr[j]) * (wp ? ld(wp[j]) : 1.0);
+        sum_g += g;
+        sum_gx += g * xh;
+        if (want_w) pw[size_t(blk * cols + j)] += ld(gr[j]) * xh;
+        if (want_b) pb[size_t(blk * cols + j)] += ld(gr[j]);
+      }
+      const double mg = p.rms ? 0.0 : sum_g / double(cols), mgx = sum_gx / double(cols);
+      if (!dx.data) continue;
+      T* dr = mp<T>(dx) + r * cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        const double xh = (ld(xr[j]) - mu) * rs, g = ld(gr[j]) * (wp ? ld(wp[j]) : 1.0);
+        st(dr + j, rs * (g - mg - xh * mgx));
+      }
+    }
+  }
+  auto combine = [&](const std::vector<double>& part, const View& out) {
+#pragma omp parallel for schedule(static)
+    for (int64_t j = 0; j < cols; ++j) {
+      double s = 0;
+      for (int64_t blk = 0; blk < nblocks; ++blk) s += part[size_t(blk * cols + j)];
+      mp<A>(out)[j] = A(s);
+    }
+  };
+  if (want_w) combine(pw, dw);
+  if (want_b) combine(pb, db);
+}
+
+template <class T>
+void xent_forward_t(const View& loss, const View& lse, const View& logits, const View& target, int64_t rows,
+                    int64_t cols, int64_t ignore_index) {
+  using A = Acc<T>;
+  const int64_t* tg = cp<int64_t>(target);
+  int64_t bad_row = -1;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = cp<T>(logits) + r * cols;
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t j = 0; j < cols; ++j) m = std::max(m, ld(xr[j]));
+    double s = 0;
+    for (int64_t j = 0; j < cols; ++j) s += std::exp(ld(xr[j]) - m);
+    const double l = m + std::log(s);
+    mp<A>(lse)[r] = A(l);
+    const int64_t t = tg[r];
+    double v = 0;
+    if (t != ignore_index) {
+      if (t < 0 || t >= cols) {
+#pragma omp critical
+        bad_row = bad_row < 0 ? r : std::min(bad_row, r);
+        v = std::numeric_limits<double>::quiet_NaN();
+      } else {
+        v = l - ld(xr[t]);
+      }
+    }
+    mp<A>(loss)[r] = A(v);
+  }
+  if (bad_row >= 0)
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": target ", tg[bad_row], " of row ", bad_row,
+         " is outside [0, ", cols, ") and is not ignore_index (", ignore_index, ")");
+}
+
+template <class T>
+void xent_backward_t(const View& dlogits, const View& logits, const View& target, const View& lse,
+                     const View& scale, int64_t rows, int64_t cols, int64_t ignore_index) {
+  using A = Acc<T>;
+  const int64_t* tg = cp<int64_t>(target);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = cp<T>(logits) + r * cols;
+    T* dr = mp<T>(dlogits) + r * cols;
+    const int64_t t = tg[r];
+    const double l = double(cp<A>(lse)[r]), sc = t == ignore_index ? 0.0 : double(cp<A>(scale)[r]);
+    for (int64_t j = 0; j < cols; ++j) st(dr + j, sc * (std::exp(ld(xr[j]) - l) - (j == t ? 1.0 : 0.0)));
+  }
+}
+
+template <class T>
+void adam_multi_t(const std::vector<AdamSlot>& slots, const AdamParams& p) {
+  using A = Acc<T>;  // f32 math for f32 and half parameters, like the per-tensor path
+  constexpr int64_t kChunk = 1 << 16;
+  struct Chunk { size_t slot; int64_t begin, end; };
+  std::vector<Chunk> chunks;
+  for (size_t i = 0; i < slots.size(); ++i)
+    for (int64_t b = 0; b < slots[i].n; b += kChunk) chunks.push_back({i, b, std::min(slots[i].n, b + kChunk)});
+  const A b1 = A(p.beta1), b2 = A(p.beta2), eps = A(p.eps), wd = A(p.weight_decay);
+  const A decay = A(1 - p.lr * p.weight_decay);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t c = 0; c < chunks.size(); ++c) {
+    const AdamSlot& s = slots[chunks[c].slot];
+    T *pp = static_cast<T*>(s.param), *mp_ = static_cast<T*>(s.m), *vp = static_cast<T*>(s.v);
+    const T* gp = static_cast<const T*>(s.grad);
+    const A step = A(p.lr / s.bc1), inv_sqrt_bc2 = A(1 / std::sqrt(s.bc2));
+    for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i) {
+      A g = A(ld(gp[i])), w = A(ld(pp[i]));
+      if (wd != A(0) && !p.decoupled) g += wd * w;
+      if (wd != A(0) && p.decoupled) w *= decay;
+      const A m = b1 * A(ld(mp_[i])) + (A(1) - b1) * g;
+      const A v = b2 * A(ld(vp[i])) + (A(1) - b2) * g * g;
+      st(mp_ + i, m);
+      st(vp + i, v);
+      st(pp + i, w - step * (m / (std::sqrt(v) * inv_sqrt_bc2 + eps)));
+    }
+  }
+}
+
+}  // namespace
+
+void norm_forward_cpu(const NormParams& p, const View& y, const View& sum_out, const View& x, const View& residual,
+                      const View& w, const View& b, const View& mean, const View& rstd) {
+  dispatch_float(x.dtype, "norm", [&](auto tag) { norm_forward_t<decltype(tag)>(p, y, sum_out, x, residual, w, b, mean, rstd); });
+}
+void norm_backward_cpu(const NormParams& p, const View& dx, const View& dw, const View& db, const View& dy,
+                       const View& x, const View& w, const View& mean, const View& rstd) {
+  dispatch_float(x.dtype, "norm backward", [&](auto tag) { norm_backward_t<decltype(tag)>(p, dx, dw, db, dy, x, w, mean, rstd); });
+}
+void xent_forward_cpu(const View& loss, const View& lse, const View& logits, const View& target, int64_t rows,
+                      int64_t cols, int64_t ignore_index) {
+  dispatch_float(logits.dtype, "cross-entropy", [&](auto tag) {
+    xent_forward_t<decltype(tag)>(loss, lse, logits, target, rows, cols, ignore_index);
+  });
+}
+void xent_backward_cpu(const View& dlogits, const View& logits, const View& target, const View& lse, const View& scale,
+                       int64_t rows, int64_t cols, int64_t ignore_index) {
+  dispatch_float(logits.dtype, "cross-entropy backward", [&](auto tag) {
+    xent_backward_t<decltype(tag)>(dlogits, logits, target, lse, scale, rows, cols, ignore_index);
+  });
+}
+void adam_multi_cpu(const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& p) {
+  dispatch_float(dtype, "adam", [&](auto tag) { adam_multi_t<decltype(tag)>(slots, p); });
+}
+
+}  // namespace nx::cpu

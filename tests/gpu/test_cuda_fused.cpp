@@ -1,0 +1,150 @@
+// The fused kernels on CUDA against the CPU on the same inputs, forward and gradients: norms
+// (aligned and odd widths, non-contiguous inputs, residual add), softmax cross-entropy over a
+// 50257-wide vocabulary, SwiGLU's gate and the multi-tensor Adam step; f32 and bf16 (f64 where
+// cheap). bf16 compares against the CPU's bf16 result, which also accumulates in wider precision.
+#include <functional>
+
+#include "gpu_test_util.hpp"
+
+namespace nx::gputest {
+namespace {
+
+double tol_of(DType dt) { return dt == DType::F64 ? 1e-10 : dt == DType::F32 ? 2e-5 : 2e-2; }
+
+Tensor uniform(const Shape& shape, DType dt, double lo, double hi, uint64_t seed) {
+  manual_seed(seed);
+  return detach(cast(add_scalar(mul_scalar(rand(shape, DType::F32, kCpu), hi - lo), lo), dt));
+}
+Tensor leaf_on(const Tensor& t, Device d) {
+  Tensor c = detach(to_device(t, d));
+  c.impl()->requires_grad = true;
+  return c;
+}
+
+// Runs f on CPU leaves and on CUDA copies of them; compares outputs and the gradients of
+// sum(out * w) for fixed random weights w.
+void compare(const std::string& name, const std::vector<Tensor>& inputs, DType dt,
+             const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& f, bool transpose_first = false,
+             double atol = -1) {
+  SCOPED_TRACE(name);
+  std::vector<Tensor> grads[2], outs[2];
+  for (int dev = 0; dev < 2; ++dev) {
+    const Device d = dev ? kGpu : kCpu;
+    std::vector<Tensor> leaves, fed;
+    for (const Tensor& t : inputs) leaves.push_back(is_floating(t.dtype()) ? leaf_on(t, d) : to_device(t, d));
+    fed = leaves;
+    if (transpose_first) fed[0] = transpose(leaves[0], 0, 1);  // a non-contiguous view
+    outs[dev] = f(fed);
+    Tensor loss;
+    for (size_t k = 0; k < outs[dev].size(); ++k) {
+      Tensor w = to_device(uniform(outs[dev][k].shape(), outs[dev][k].dtype(), -1, 1, 77 + k), d);
+      Tensor term = sum(cast(mul(outs[dev][k], w), DType::F64), {}, false);
+      loss = loss.defined() ? add(loss, term) : term;
+    }
+    run_backward(loss, Tensor(), BackwardOptions{});
+    for (const Tensor& l : leaves) grads[dev].push_back(l.impl()->grad ? Tensor(l.impl()->grad) : Tensor());
+  }
+  const double tol = tol_of(dt), at = atol >= 0 ? atol : tol;
+  for (size_t k = 0; k < outs[0].size(); ++k) EXPECT_TRUE(close(outs[1][k], outs[0][k], at, tol)) << "output " << k;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!grads[0][i].defined()) continue;
+    ASSERT_TRUE(grads[1][i].defined()) << "grad " << i;
+    EXPECT_TRUE(close(grads[1][i], grads[0][i], at, tol)) << "grad " << i;
+  }
+}
+
+TEST(CudaFused, Norms) {
+  NX_REQUIRE_GPU();
+  for (DType dt : {DType::F32, DType::BF16, DType::F64}) {
+    for (int64_t cols : {4096, 1000, 37}) {
+      const int64_t rows = 67;
+      Tensor x = uniform({rows, cols}, dt, -2, 2, 1), r = uniform({rows, cols}, dt, -1, 1, 2);
+      Tensor w = uniform({cols}, dt, 0.5, 1.5, 3), b = uniform({cols}, dt, -0.5, 0.5, 4);
+      const std::string tag = std::string(dtype_name(dt)) + " cols " + std::to_string(cols);
+      compare("rms_norm " + tag, {x, w}, dt, [](auto& v) { return std::vector<Tensor>{rms_norm(v[0], v[1], 1e-6)}; });
+      compare("layer_norm " + tag, {x, w, b}, dt,
+              [](auto& v) { return std::vector<Tensor>{layer_norm(v[0], v[1], v[2], 1e-5)}; });
+      compare("add_rms_norm " + tag, {x, r, w}, dt, [](auto& v) { return fused_norm(v[0], v[1], v[2], Tensor(), 1e-6, true); });
+      compare("add_layer_norm " + tag, {x, r, w, b}, dt,
+              [](auto& v) { return fused_norm(v[0], v[1], v[2], v[3], 1e-5, false); });
+    }
+    // a transposed (non-contiguous) input, no weight
+    Tensor xt = uniform({48, 33}, dt, -2, 2, 5);
+    compare(std::string("rms_norm transposed ") + dtype_name(dt), {xt}, dt,
+            [](auto& v) { return std::vector<Tensor>{rms_norm(v[0], Tensor(), 1e-6)}; }, true);
+  }
+}
+
+TEST(CudaFused, NormManyRowsUsesFixedGrid) {
+  NX_REQUIRE_GPU();  // more rows than the backward's 1024 blocks: each block strides over rows
+  Tensor x = uniform({3000, 96}, DType::F32, -2, 2, 6), w = uniform({96}, DType::F32, 0.5, 1.5, 7);
+  compare("rms_norm 3000 rows", {x, w}, DType::F32, [](auto& v) { return std::vector<Tensor>{rms_norm(v[0], v[1], 1e-6)}; });
+}
+
+TEST(CudaFused, SoftmaxCrossEntropyLargeVocabulary) {
+  NX_REQUIRE_GPU();
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const int64_t rows = 9, vocab = 50257;
+    Tensor logits = uniform({rows, vocab}, dt, -8, 8, 11);
+    std::vector<int64_t> tv{0, 50256, 17, -100, 25000, 3, -100, 50255, 1};
+    Tensor t = from_data(tv.data(), {rows}, DType::I64, kCpu);
+    for (auto red : {Reduction::Mean, Reduction::Sum, Reduction::None})
+      compare(std::string("xent ") + dtype_name(dt), {logits, t}, dt,
+              [red](auto& v) { return std::vector<Tensor>{softmax_cross_entropy(v[0], v[1], -100, red)}; }, false,
+              dt == DType::F32 ? 1e-9 : -1);  // the gradients are ~1e-5: compare them relatively
+  }
+  // odd width, transposed logits
+  Tensor lt = uniform({40, 13}, DType::F32, -3, 3, 12);
+  std::vector<int64_t> tv(13);
+  for (size_t i = 0; i < tv.size(); ++i) tv[i] = int64_t(i * 7 % 40);
+  Tensor t = from_data(tv.data(), {13}, DType::I64, kCpu);
+  compare("xent transposed", {lt, t}, DType::F32,
+          [](auto& v) { return std::vector<Tensor>{softmax_cross_entropy(v[0], v[1], -100, Reduction::Mean)}; }, true);
+}
+
+TEST(CudaFused, CrossEntropyTargetOutOfRangeIsNaN) {
+  NX_REQUIRE_GPU();
+  Tensor logits = to_device(uniform({2, 5}, DType::F32, -1, 1, 13), kGpu);
+  std::vector<int64_t> tv{1, 5};
+  Tensor t = from_data(tv.data(), {2}, DType::I64, kGpu);
+  auto v = values(softmax_cross_entropy(logits, t, -100, Reduction::None));
+  EXPECT_FALSE(std::isnan(v[0]));
+  EXPECT_TRUE(std::isnan(v[1]));
+}
+
+TEST(CudaFused, SwiGLU) {
+  NX_REQUIRE_GPU();
+  for (DType dt : {DType::F32, DType::BF16}) {
+    Tensor a = uniform({33, 65}, dt, -4, 4, 21), b = uniform({33, 65}, dt, -2, 2, 22);
+    compare(std::string("swiglu ") + dtype_name(dt), {a, b}, dt, [](auto& v) { return std::vector<Tensor>{swiglu(v[0], v[1])}; });
+  }
+}
+
+TEST(CudaFused, AdamMultiTensor) {
+  NX_REQUIRE_GPU();
+  for (DType dt : {DType::F32, DType::BF16, DType::F64}) {
+    for (bool decoupled : {true, false}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (decoupled ? " AdamW" : " Adam"));
+      const std::vector<int64_t> sizes{200003, 1, 65536, 4097, 7};
+      std::vector<Tensor> t[2][4];
+      std::vector<int64_t> steps;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        Tensor init[4] = {uniform({sizes[i]}, dt, -1, 1, 30 + i), uniform({sizes[i]}, dt, -1, 1, 40 + i),
+                          uniform({sizes[i]}, dt, -0.1, 0.1, 50 + i), uniform({sizes[i]}, dt, 0, 0.1, 60 + i)};
+        for (int k = 0; k < 4; ++k) {
+          t[0][k].push_back(clone(init[k]));
+          t[1][k].push_back(to_device(init[k], kGpu));
+        }
+        steps.push_back(int64_t(i) + 2);
+      }
+      const AdamParams hp{3e-3, 0.9, 0.95, 1e-8, 0.1, decoupled};
+      for (int dev = 0; dev < 2; ++dev) adam_step_multi(t[dev][0], t[dev][1], t[dev][2], t[dev][3], steps, hp);
+      const double tol = dt == DType::BF16 ? 1e-2 : tol_of(dt);
+      for (size_t i = 0; i < sizes.size(); ++i)
+        for (int k : {0, 2, 3}) EXPECT_TRUE(close(t[1][k][i], t[0][k][i], tol, tol)) << "tensor " << i << " part " << k;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace nx::gputest
