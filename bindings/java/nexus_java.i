@@ -624,6 +624,13 @@ NX_JAVA_RET_TENSORS(nx_text_loader_next)
 %typemap(javaout) nx_status nx_tokenizer_decode {
     return new String($jnicall, java.nio.charset.StandardCharsets.UTF_8);
   }
+/* nx_comm_id_to_hex(id) -> String, through the same buffer typemaps (the hex is ASCII) */
+%typemap(jni) nx_status nx_comm_id_to_hex "jbyteArray"
+%typemap(jtype) nx_status nx_comm_id_to_hex "byte[]"
+%typemap(jstype) nx_status nx_comm_id_to_hex "String"
+%typemap(javaout) nx_status nx_comm_id_to_hex {
+    return new String($jnicall, java.nio.charset.StandardCharsets.US_ASCII);
+  }
 
 /* nx_safetensors_save(path, String[] names, Tensor[] tensors) */
 %typemap(jni) const char* const* names "jobjectArray"
