@@ -154,7 +154,7 @@ TEST(Dist, DdpOfSizeOneGivesPlainGradients) {
   OK(nx_comm_id_create(&id));
   OK(nx_comm_create(&c, &id, 0, 1, gpu(0)));
   nx_ddp ddp;
-  OK(nx_ddp_create(&ddp, params.data(), params.size(), c, 256, nullptr));
+  OK(nx_ddp_create(&ddp, params.data(), params.size(), c, 64, nullptr));  // 4 buckets
   size_t buckets = 0;
   OK(nx_ddp_bucket_count(ddp, &buckets));
   EXPECT_GE(buckets, 3u);
@@ -261,7 +261,7 @@ nx_tensor forward_backward(Gpt& g, nx_text_loader loader, nx_device d, int64_t b
 
 TEST(Dist, DataParallelMatchesOneGpuWithNTimesTheBatch) {
   REQUIRE_GPUS(2);
-  const int n = world(), steps = 12;
+  const int n = world(), steps = 20;
   nx_tensor tokens = corpus();
 
   std::vector<double> want;
