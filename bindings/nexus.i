@@ -47,6 +47,8 @@ NX_HANDLE(nx_module_s, nx_module_free)
 NX_HANDLE(nx_optimizer_s, nx_optimizer_free)
 NX_HANDLE(nx_tokenizer_s, nx_tokenizer_free)
 NX_HANDLE(nx_text_loader_s, nx_text_loader_free)
+NX_HANDLE(nx_comm_s, nx_comm_free)
+NX_HANDLE(nx_ddp_s, nx_ddp_free)
 /* Arrays of handles written by the engine are converted by the typemaps, which free them. */
 %ignore nx_tensor_array_free;
 

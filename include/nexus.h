@@ -684,6 +684,78 @@ NX_API nx_status nx_text_loader_next(nx_text_loader loader, nx_tensor* inputs, n
 NX_API nx_status nx_text_loader_batches_per_epoch(nx_text_loader loader, int64_t* out);
 NX_API void nx_text_loader_free(nx_text_loader loader);
 
+/* ---------------------------------------------------------------- communication (nx_comm) */
+/* Collectives between ranks, one rank per CUDA device, through NCCL; ranks may be processes (one
+ * per GPU, the usual setup) or threads. Every rank calls the same collectives in the same order.
+ * Without a GPU, or in a build without NCCL, the functions that make a communicator or its id
+ * fail with NX_ERR_DEVICE. NCCL_NVLS_ENABLE is set to 0 before NCCL starts unless already set. */
+typedef struct nx_comm_s* nx_comm;
+#define NX_COMM_ID_BYTES 128
+/* The bootstrap id of one communicator (NCCL's unique id), made by one rank, given to all. */
+typedef struct {
+  uint8_t bytes[NX_COMM_ID_BYTES];
+} nx_comm_id;
+/* A fresh id. The calling process runs NCCL's bootstrap listener and must stay alive until every
+ * rank has called nx_comm_create. */
+NX_API nx_status nx_comm_id_create(nx_comm_id* out);
+/* The id as 2 * NX_COMM_ID_BYTES lowercase hex digits and a NUL in buf (e.g. for an environment
+ * variable); *len receives the digit count. A too small buffer gives NX_ERR_INVALID_ARGUMENT. */
+NX_API nx_status nx_comm_id_to_hex(const nx_comm_id* id, char* buf, size_t capacity, size_t* len);
+NX_API nx_status nx_comm_id_from_hex(nx_comm_id* out, const char* hex);
+/* Writes the id to path atomically (a temporary file, then rename), for ranks that share a file
+ * system; load waits up to timeout_s seconds for the file to appear (NX_ERR_IO after that). */
+NX_API nx_status nx_comm_id_save(const nx_comm_id* id, const char* path);
+NX_API nx_status nx_comm_id_load(nx_comm_id* out, const char* path, double timeout_s);
+/* Joins communicator id as rank (0 <= rank < size) on a CUDA device; blocks until all size ranks
+ * have joined. Free with nx_comm_free. */
+NX_API nx_status nx_comm_create(nx_comm* out, const nx_comm_id* id, int32_t rank, int32_t size, nx_device device);
+/* nx_comm_create from the environment a launcher sets: NEXUS_RANK, NEXUS_WORLD_SIZE, the id as
+ * hex in NEXUS_COMM_ID or in the file named by NEXUS_COMM_ID_FILE (waited for up to 60 s), and
+ * the device cuda:NEXUS_LOCAL_RANK (default: NEXUS_RANK). */
+NX_API nx_status nx_comm_create_from_env(nx_comm* out);
+/* nx_comm_create under MPI (MPI_Init already called; rank 0 broadcasts the id over
+ * MPI_COMM_WORLD; device cuda:(rank % device count)). Only in builds configured with
+ * -DNEXUS_MPI=ON; otherwise NX_ERR_NOT_IMPLEMENTED. */
+NX_API nx_status nx_comm_create_mpi(nx_comm* out);
+NX_API nx_status nx_comm_rank(nx_comm comm, int32_t* out);
+NX_API nx_status nx_comm_size(nx_comm comm, int32_t* out);
+NX_API nx_status nx_comm_device(nx_comm comm, nx_device* out);
+NX_API void nx_comm_free(nx_comm comm);
+typedef enum { NX_REDUCE_SUM = 0, NX_REDUCE_AVG, NX_REDUCE_MAX, NX_REDUCE_MIN, NX_REDUCE_PROD } nx_reduce_op;
+/* The collectives move data and are not recorded by autodiff. They are enqueued on stream (a
+ * stream of the communicator's device; NULL: its default stream) and return before they finish.
+ * In-place ones (all_reduce, broadcast) need a contiguous tensor on the communicator's device
+ * and bump its version counter. bool tensors cannot be reduced (NX_ERR_DTYPE). */
+NX_API nx_status nx_comm_all_reduce(nx_tensor t, nx_comm comm, nx_reduce_op op, nx_stream stream);
+/* Overwrites t on every rank with root's t (same shape and dtype on every rank). */
+NX_API nx_status nx_comm_broadcast(nx_tensor t, nx_comm comm, int32_t root, nx_stream stream);
+/* x [n * size, ...] reduced over the ranks; rank r receives block r, [n, ...]. */
+NX_API nx_status nx_comm_reduce_scatter(nx_tensor* out, nx_tensor x, nx_comm comm, nx_reduce_op op,
+                                        nx_stream stream);
+/* x [n, ...] from every rank, concatenated in rank order: [n * size, ...]. */
+NX_API nx_status nx_comm_all_gather(nx_tensor* out, nx_tensor x, nx_comm comm, nx_stream stream);
+
+/* Data-parallel training: each rank runs the same model on its shard of the batch and the
+ * gradients are averaged over the ranks, overlapped with backward. Create it once the parameters
+ * exist: it broadcasts them from rank 0 (enqueued on stream) and groups them into buckets of
+ * about bucket_bytes (0: 25 MiB). During nx_backward each bucket is all-reduced on an internal
+ * stream as soon as its gradients are final. After every backward call nx_ddp_finish(stream):
+ * work enqueued on stream afterwards (clipping, the optimizer step) sees the averaged
+ * gradients. A parameter without a gradient on some rank counts as zero. One backward per
+ * finish (accumulate micro-batches with a larger batch instead). The parameters may belong to
+ * one nx_ddp at a time; free it with nx_ddp_free (the communicator may be freed first). */
+typedef struct nx_ddp_s* nx_ddp;
+NX_API nx_status nx_ddp_create(nx_ddp* out, const nx_tensor* params, size_t n, nx_comm comm, size_t bucket_bytes,
+                               nx_stream stream);
+NX_API nx_status nx_ddp_finish(nx_ddp ddp, nx_stream stream);
+NX_API nx_status nx_ddp_bucket_count(nx_ddp ddp, size_t* out);
+NX_API void nx_ddp_free(nx_ddp ddp);
+/* Shards a text loader for data parallelism: with the same tokens, batch, seq and seed on every
+ * rank, rank r of world receives rows [r * batch, (r + 1) * batch) of the batch of batch * world
+ * windows one loader would give, so world ranks together see exactly what one process with
+ * world times the batch sees. */
+NX_API nx_status nx_text_loader_shard(nx_text_loader loader, int32_t rank, int32_t world);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (see ../shared/gpu/README.md): build the CUDA configuration, run the GPU
 # tests, compute-sanitizer and the CUDA benchmarks; logs go to $OUT (or ./gpu-out).
-# usage: scripts/gpu_run.sh [targets...]   (default: everything GPU-related)
+# usage: scripts/gpu_run.sh [targets...]   (default: everything GPU-related; `dist` runs the multi-GPU
+# tests, a 2-rank train_gpt and bench/dist_bench.sh, and is not in the default)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-gpu-out}
@@ -14,7 +15,7 @@ if [[ $steps == *build* ]]; then
   log "build"
   cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90 -DNEXUS_TORCH_PYTHON="$(command -v python3)" \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests cuda_bench fused_bench attention_bench quickstart train_gpt parity_fixtures_cuda test_parity} > "$out/build.log" 2>&1 \
+  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests cuda_bench fused_bench attention_bench dist_bench quickstart train_gpt parity_fixtures_cuda test_parity} > "$out/build.log" 2>&1 \
     || { grep -E 'error' -A3 "$out/build.log" | head -60; exit 1; }
 fi
 if [[ $steps == *test* ]]; then
@@ -27,7 +28,7 @@ if [[ $steps == *sanitize* ]]; then
   for tool in memcheck racecheck; do
     log "compute-sanitizer $tool"
     compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/gpu/nexus_gpu_tests \
-      --gtest_filter="${SAN_FILTER:--*OutOfMemory*}" > "$out/sanitizer_$tool.log" 2>&1
+      --gtest_filter="${SAN_FILTER:--*OutOfMemory*:Dist.*}" > "$out/sanitizer_$tool.log" 2>&1
     echo "exit $?" | tee -a "$out/summary.txt"
     grep -E 'ERROR SUMMARY|Invalid|Race' "$out/sanitizer_$tool.log" | sort | uniq -c | head -5 | tee -a "$out/summary.txt"
   done
@@ -57,4 +58,19 @@ if [[ $steps == *gpt* ]]; then
   log "train_gpt on the GPU"
   scripts/get_data.sh >/dev/null 2>&1 || true
   [ -s data/mobydick.txt ] && timeout ${GPT_TIMEOUT:-300} build-gpu/train_gpt data/mobydick.txt "${GPT_STEPS:-1500}" "$out/gpt" 2> "$out/gpt_progress.txt" | tee "$out/train_gpt.txt"
+fi
+if [[ $steps == *dist* ]]; then
+  log "dist: tests (Dist.*) on $(nvidia-smi -L | wc -l) GPU(s)"
+  build-gpu/tests/gpu/nexus_gpu_tests --gtest_filter='Dist.*' > "$out/dist_tests.log" 2>&1
+  echo "exit $?" | tee -a "$out/summary.txt"
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure' "$out/dist_tests.log" | head -20 | tee -a "$out/summary.txt"
+  scripts/get_data.sh >/dev/null 2>&1 || true
+  ngpu=$(nvidia-smi -L | wc -l)
+  if [ -s data/mobydick.txt ] && (( ngpu >= 2 )); then
+    log "train_gpt --gpus 2"
+    timeout ${GPT_TIMEOUT:-300} build-gpu/train_gpt --gpus 2 data/mobydick.txt "${GPT_STEPS:-300}" "$out/gpt_dist" \
+      2> "$out/gpt_dist_progress.txt" | tee "$out/train_gpt_dist.txt"
+  fi
+  log "dist bench (GPT-2 124M step)"
+  timeout ${DIST_BENCH_TIMEOUT:-400} bench/dist_bench.sh build-gpu ${DIST_BENCH_ARGS:-8 20 f32} 2>&1 | tee "$out/dist_bench.txt"
 fi

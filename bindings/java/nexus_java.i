@@ -117,6 +117,9 @@ static void nx_java_throw_arg(JNIEnv* jenv, const char* what) {
 %rename(Optimizer) nx_optimizer_s;
 %rename(Tokenizer) nx_tokenizer_s;
 %rename(TextLoader) nx_text_loader_s;
+%rename(Comm) nx_comm_s;
+%rename(DataParallel) nx_ddp_s;
+%rename(CommId) nx_comm_id;
 %rename(Status) nx_status;
 %rename(DType) nx_dtype;
 %rename(DeviceType) nx_device_type;
@@ -175,6 +178,8 @@ NX_JAVA_HANDLE(nx_module_s, Layer)
 NX_JAVA_HANDLE(nx_optimizer_s, Optimizer)
 NX_JAVA_HANDLE(nx_tokenizer_s, Tokenizer)
 NX_JAVA_HANDLE(nx_text_loader_s, TextLoader)
+NX_JAVA_HANDLE(nx_comm_s, Comm)
+NX_JAVA_HANDLE(nx_ddp_s, DataParallel)
 
 /* Tensor conveniences (the C functions stay available as Nexus.tensor_*). */
 %typemap(javacode) struct nx_tensor_s %{
@@ -254,6 +259,7 @@ NX_JAVA_HANDLE(nx_text_loader_s, TextLoader)
 %typemap(javaout) nx_status FUNC { return $jnicall; }
 %enddef
 %define NX_JAVA_RET_LONG(FUNC) NX_JAVA_RET_PRIM(FUNC, jlong, long) %enddef
+%define NX_JAVA_RET_INT(FUNC) NX_JAVA_RET_PRIM(FUNC, jint, int) %enddef
 %define NX_JAVA_RET_BOOL(FUNC) NX_JAVA_RET_PRIM(FUNC, jboolean, boolean) %enddef
 %define NX_JAVA_RET_DOUBLE(FUNC) NX_JAVA_RET_PRIM(FUNC, jdouble, double) %enddef
 %define NX_JAVA_RET_STRING(FUNC) NX_JAVA_RET_PRIM(FUNC, jstring, String) %enddef
@@ -284,6 +290,8 @@ NX_JAVA_OUT_HANDLE(nx_module)
 NX_JAVA_OUT_HANDLE(nx_optimizer)
 NX_JAVA_OUT_HANDLE(nx_tokenizer)
 NX_JAVA_OUT_HANDLE(nx_text_loader)
+NX_JAVA_OUT_HANDLE(nx_comm)
+NX_JAVA_OUT_HANDLE(nx_ddp)
 
 %define NX_JAVA_OUT_VALUE(TYPE, INIT, JNITYPE)
 %typemap(in, numinputs=0) TYPE* out (TYPE tmp = INIT) { $1 = ($1_ltype)&tmp; }
@@ -291,6 +299,7 @@ NX_JAVA_OUT_HANDLE(nx_text_loader)
 %enddef
 NX_JAVA_OUT_VALUE(size_t, 0, jlong)
 NX_JAVA_OUT_VALUE(int64_t, 0, jlong)
+NX_JAVA_OUT_VALUE(int32_t, 0, jint)
 NX_JAVA_OUT_VALUE(bool, false, jboolean)
 NX_JAVA_OUT_VALUE(double, 0.0, jdouble)
 NX_JAVA_OUT_VALUE(nx_dtype, NX_F32, jint)
@@ -617,6 +626,13 @@ NX_JAVA_RET_TENSORS(nx_text_loader_next)
 %typemap(jstype) nx_status nx_tokenizer_decode "String"
 %typemap(javaout) nx_status nx_tokenizer_decode {
     return new String($jnicall, java.nio.charset.StandardCharsets.UTF_8);
+  }
+/* nx_comm_id_to_hex(id) -> String, through the same buffer typemaps (the hex is ASCII) */
+%typemap(jni) nx_status nx_comm_id_to_hex "jbyteArray"
+%typemap(jtype) nx_status nx_comm_id_to_hex "byte[]"
+%typemap(jstype) nx_status nx_comm_id_to_hex "String"
+%typemap(javaout) nx_status nx_comm_id_to_hex {
+    return new String($jnicall, java.nio.charset.StandardCharsets.US_ASCII);
   }
 
 /* nx_safetensors_save(path, String[] names, Tensor[] tensors) */

@@ -530,6 +530,8 @@ NX_PY_OUT_HANDLE(nx_module, nx_module_s, nx_module_free)
 NX_PY_OUT_HANDLE(nx_optimizer, nx_optimizer_s, nx_optimizer_free)
 NX_PY_OUT_HANDLE(nx_tokenizer, nx_tokenizer_s, nx_tokenizer_free)
 NX_PY_OUT_HANDLE(nx_text_loader, nx_text_loader_s, nx_text_loader_free)
+NX_PY_OUT_HANDLE(nx_comm, nx_comm_s, nx_comm_free)
+NX_PY_OUT_HANDLE(nx_ddp, nx_ddp_s, nx_ddp_free)
 
 %define NX_PY_OUT_VALUE(TYPE, INIT, CONVERT)
 %typemap(in, numinputs=0) TYPE* out (TYPE tmp = INIT) { $1 = ($1_ltype)&tmp; }
@@ -541,6 +543,7 @@ NX_PY_OUT_HANDLE(nx_text_loader, nx_text_loader_s, nx_text_loader_free)
 %enddef
 NX_PY_OUT_VALUE(size_t, 0, PyLong_FromSize_t(tmp$argnum))
 NX_PY_OUT_VALUE(int64_t, 0, PyLong_FromLongLong((long long)tmp$argnum))
+NX_PY_OUT_VALUE(int32_t, 0, PyLong_FromLong((long)tmp$argnum))
 NX_PY_OUT_VALUE(bool, false, PyBool_FromLong(tmp$argnum))
 NX_PY_OUT_VALUE(double, 0.0, PyFloat_FromDouble(tmp$argnum))
 NX_PY_OUT_VALUE(nx_dtype, NX_F32, PyLong_FromLong((long)tmp$argnum))

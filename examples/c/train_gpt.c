@@ -1,11 +1,13 @@
 /* Trains a small GPT on a real English corpus (Moby Dick by default) through the C API, then
  * writes text with the KV cache. Reports validation loss before and after, shows a progress bar
  * (step, loss, tokens/s, ETA), saves a SafeTensors checkpoint and a PNG of the loss curves.
- *   usage: train_gpt [corpus.txt] [steps] [out_dir]
+ *   usage: train_gpt [--gpus N] [corpus.txt] [steps] [out_dir]
+ * --gpus N trains data-parallel on N GPUs, one process per GPU (dist_util.h), each with the
+ * batch below, so the global batch is N times larger; rank 0 prints and saves.
  * Environment: NEXUS_DEVICE=cpu forces the CPU; NEXUS_GPT_SIZE=small|medium picks the model. */
 #include <sys/stat.h>
 
-#include "example_util.h"
+#include "dist_util.h"
 
 typedef struct {
   int64_t dim, layers, heads, context, batch, vocab;
@@ -38,9 +40,19 @@ static double evaluate(nx_module model, nx_text_loader val, nx_device dev, int b
 }
 
 int main(int argc, char** argv) {
+  int gpus = ex_take_gpus(&argc, argv);
+  if (gpus > 0 && !getenv("NEXUS_RANK")) return ex_launch_ranks(argv, gpus);
+  nx_comm comm = ex_rank_comm();
+  int32_t rank = 0, world = 1;
+  if (comm) {
+    CHECK(nx_comm_rank(comm, &rank));
+    CHECK(nx_comm_size(comm, &world));
+  }
   const char* corpus_path = argc > 1 ? argv[1] : "data/mobydick.txt";
   const char* out_dir = argc > 3 ? argv[3] : "out";
   nx_device dev = ex_default_device();
+  if (comm) CHECK(nx_comm_device(comm, &dev));
+  if (rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;  /* rank 0 speaks for all */
   const char* size_name = getenv("NEXUS_GPT_SIZE");
   int gpu = dev.type == NX_CUDA;
   Size sz = gpu || (size_name && !strcmp(size_name, "medium"))
@@ -61,7 +73,7 @@ int main(int argc, char** argv) {
   CHECK(nx_tokenizer_bpe_train(&tok, text, len, sz.vocab));
   char tok_path[1024];
   snprintf(tok_path, sizeof tok_path, "%s/tokenizer.txt", out_dir);
-  CHECK(nx_tokenizer_save(tok, tok_path));
+  if (rank == 0) CHECK(nx_tokenizer_save(tok, tok_path));
   nx_tensor ids;
   CHECK(nx_tokenizer_encode(&ids, tok, text, len));
   int64_t ntok;
@@ -76,6 +88,7 @@ int main(int argc, char** argv) {
   CHECK(nx_slice(&val_ids, ids, 0, split, ntok, 1, NULL));
   nx_text_loader train, val;
   CHECK(nx_text_loader_create(&train, train_ids, sz.batch, sz.context, 1));
+  CHECK(nx_text_loader_shard(train, rank, world));
   CHECK(nx_text_loader_create(&val, val_ids, sz.batch, sz.context, 2));
 
   nx_transformer_config cfg = {sizeof(nx_transformer_config), sz.vocab, sz.context, sz.dim, sz.layers, sz.heads, 0, 0,
@@ -91,8 +104,12 @@ int main(int argc, char** argv) {
     CHECK(nx_tensor_numel(params[i], &n));
     count += n;
   }
-  printf("GPT: %lld layers, dim %lld, %lld heads, context %lld, %.2fM parameters, on %s\n", (long long)sz.layers,
-         (long long)sz.dim, (long long)sz.heads, (long long)sz.context, count / 1e6, gpu ? "cuda:0" : "cpu");
+  printf("GPT: %lld layers, dim %lld, %lld heads, context %lld, %.2fM parameters, on %s x %d (batch %lld per rank)\n",
+         (long long)sz.layers, (long long)sz.dim, (long long)sz.heads, (long long)sz.context, count / 1e6,
+         gpu ? "cuda" : "cpu", world, (long long)sz.batch);
+  /* Same initial weights everywhere (broadcast from rank 0); gradients averaged during backward. */
+  nx_ddp ddp = NULL;
+  if (comm) CHECK(nx_ddp_create(&ddp, params, nparams, comm, 0, NULL));
   nx_optimizer opt;
   CHECK(nx_adam_create(&opt, params, nparams, sz.lr, 0.9, 0.95, 1e-8, 0.1, true));
 
@@ -112,19 +129,28 @@ int main(int argc, char** argv) {
     CHECK(nx_cross_entropy(&loss, flat, yflat, -100, 0.0, NX_REDUCTION_MEAN, NULL));
     CHECK(nx_optimizer_zero_grad(opt));
     CHECK(nx_backward(loss, NULL, NULL));
+    if (ddp) CHECK(nx_ddp_finish(ddp, NULL));
     CHECK(nx_clip_grad_norm(NULL, params, nparams, 1.0, NULL));
     CHECK(nx_optimizer_set_lr(opt, nx_lr_cosine_warmup(sz.lr, step, steps / 20 + 1, steps, sz.lr * 0.1)));
     CHECK(nx_optimizer_step(opt, NULL));
     double l;
-    CHECK(nx_tensor_item(loss, &l, NULL));
+    if (comm) { /* the loss of the global batch: the mean of the ranks' means */
+      nx_tensor mean;
+      CHECK(nx_clone(&mean, loss, NULL));
+      CHECK(nx_comm_all_reduce(mean, comm, NX_REDUCE_AVG, NULL));
+      CHECK(nx_tensor_item(mean, &l, NULL));
+      nx_tensor_free(mean);
+    } else {
+      CHECK(nx_tensor_item(loss, &l, NULL));
+    }
     smooth = step ? 0.9 * smooth + 0.1 * l : l;
     train_curve[step] = l;
     val_curve[step] = NAN;
     if ((step + 1) % eval_every == 0 || step + 1 == steps) val_curve[step] = evaluate(model, val, dev, eval_batches);
     char extra[96];
-    double tps = (double)(step + 1) * sz.batch * sz.context / (ex_now() - start);
+    double tps = (double)(step + 1) * sz.batch * world * sz.context / (ex_now() - start);
     snprintf(extra, sizeof extra, "loss %.3f  %.0f tok/s", smooth, tps);
-    ex_progress(step + 1, steps, start, extra);
+    if (rank == 0) ex_progress(step + 1, steps, start, extra);
     nx_tensor_free(x); nx_tensor_free(y); nx_tensor_free(logits); nx_tensor_free(flat); nx_tensor_free(yflat);
     nx_tensor_free(loss);
   }
@@ -132,37 +158,39 @@ int main(int argc, char** argv) {
   printf("validation loss after %lld steps: %.4f (before: %.4f); %.1f s\n", (long long)steps, val_after, val_before,
          ex_now() - start);
 
-  char path[1024];
-  snprintf(path, sizeof path, "%s/gpt_checkpoint.safetensors", out_dir);
-  CHECK(nx_module_save(model, path));
-  snprintf(path, sizeof path, "%s/gpt_optimizer.safetensors", out_dir);
-  CHECK(nx_optimizer_save(opt, path));
-  snprintf(path, sizeof path, "%s/loss_curve.png", out_dir);
-  if (ex_plot_png(path, train_curve, val_curve, (int)steps, 640, 360) == 0)
-    printf("checkpoint, optimizer state and loss curve (blue: train, orange: validation) written to %s/\n", out_dir);
+  if (rank == 0) { /* rank 0 saves and samples for everyone */
+    char path[1024];
+    snprintf(path, sizeof path, "%s/gpt_checkpoint.safetensors", out_dir);
+    CHECK(nx_module_save(model, path));
+    snprintf(path, sizeof path, "%s/gpt_optimizer.safetensors", out_dir);
+    CHECK(nx_optimizer_save(opt, path));
+    snprintf(path, sizeof path, "%s/loss_curve.png", out_dir);
+    if (ex_plot_png(path, train_curve, val_curve, (int)steps, 640, 360) == 0)
+      printf("checkpoint, optimizer state and loss curve (blue: train, orange: validation) written to %s/\n", out_dir);
 
-  const char* prompt_text = "The whale";
-  nx_tensor prompt;
-  CHECK(nx_tokenizer_encode(&prompt, tok, prompt_text, strlen(prompt_text)));
-  int64_t np;
-  CHECK(nx_tensor_numel(prompt, &np));
-  int64_t* pids;
-  CHECK(nx_tensor_data_ptr(prompt, (void**)&pids));
-  nx_sample_config sc = {sizeof(nx_sample_config), 0.8, 40, 0.95, 7};
-  nx_tensor generated;
-  int64_t new_tokens = sz.context - np;
-  CHECK(nx_gpt_generate(&generated, model, pids, (size_t)np, new_tokens, &sc, NULL));
-  int64_t* gids;
-  int64_t ng;
-  CHECK(nx_tensor_numel(generated, &ng));
-  CHECK(nx_tensor_data_ptr(generated, (void**)&gids));
-  char sample[65536];
-  size_t slen;
-  CHECK(nx_tokenizer_decode(tok, gids, (size_t)ng, sample, sizeof sample - 1, &slen));
-  sample[slen] = 0;
-  printf("--- sample (temperature 0.8, top-k 40, top-p 0.95, KV cache) ---\n%s\n---\n", sample);
+    const char* prompt_text = "The whale";
+    nx_tensor prompt;
+    CHECK(nx_tokenizer_encode(&prompt, tok, prompt_text, strlen(prompt_text)));
+    int64_t np;
+    CHECK(nx_tensor_numel(prompt, &np));
+    int64_t* pids;
+    CHECK(nx_tensor_data_ptr(prompt, (void**)&pids));
+    nx_sample_config sc = {sizeof(nx_sample_config), 0.8, 40, 0.95, 7};
+    nx_tensor generated;
+    int64_t new_tokens = sz.context - np;
+    CHECK(nx_gpt_generate(&generated, model, pids, (size_t)np, new_tokens, &sc, NULL));
+    int64_t* gids;
+    int64_t ng;
+    CHECK(nx_tensor_numel(generated, &ng));
+    CHECK(nx_tensor_data_ptr(generated, (void**)&gids));
+    char sample[65536];
+    size_t slen;
+    CHECK(nx_tokenizer_decode(tok, gids, (size_t)ng, sample, sizeof sample - 1, &slen));
+    sample[slen] = 0;
+    printf("--- sample (temperature 0.8, top-k 40, top-p 0.95, KV cache) ---\n%s\n---\n", sample);
 
-  nx_tensor_free(generated); nx_tensor_free(prompt);
+    nx_tensor_free(generated); nx_tensor_free(prompt);
+  }
   free(train_curve); free(val_curve);
   nx_optimizer_free(opt);
   nx_tensor_array_free(params, nparams);
@@ -170,5 +198,7 @@ int main(int argc, char** argv) {
   nx_text_loader_free(train); nx_text_loader_free(val);
   nx_tensor_free(train_ids); nx_tensor_free(val_ids); nx_tensor_free(ids);
   nx_tokenizer_free(tok);
+  nx_ddp_free(ddp);
+  nx_comm_free(comm);
   return 0;
 }

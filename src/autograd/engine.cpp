@@ -138,17 +138,36 @@ std::vector<Tensor> run_backward(const Tensor& root, Tensor grad, const Backward
 
   if (!root.grad_fn()) {  // the root is itself a leaf
     deliver_leaf(root.impl_ptr(), grad);
+    if (opt.accumulate && root.impl()->grad_ready) root.impl()->grad_ready();
     return result;
   }
 
   auto order = topological_nodes(root.grad_fn());
+  // Leaves with a grad_ready hook: count the edges that may still deliver to each; the hook fires
+  // when the last of them has been visited (skipped nodes included) and a gradient arrived.
+  std::unordered_map<TensorImpl*, size_t> hook_edges;
+  std::unordered_set<TensorImpl*> hook_delivered;
+  if (opt.accumulate)
+    for (const auto& node : order)
+      for (const auto& e : node->next)
+        if (e.leaf && e.leaf->grad_ready) ++hook_edges[e.leaf.get()];
+  auto retire_edges = [&](const Node& node) {
+    for (const auto& e : node.next) {
+      if (!e.leaf) continue;
+      auto h = hook_edges.find(e.leaf.get());
+      if (h != hook_edges.end() && --h->second == 0 && hook_delivered.count(e.leaf.get())) e.leaf->grad_ready();
+    }
+  };
   std::unordered_map<Node*, std::vector<Tensor>> pending;
   pending[root.grad_fn().get()].resize(root.grad_fn()->out_shapes.size());
   pending[root.grad_fn().get()][root.impl()->output_nr] = grad;
 
   for (const auto& node : order) {
     auto it = pending.find(node.get());
-    if (it == pending.end()) continue;  // reached only through inputs that need no grad
+    if (it == pending.end()) {  // reached only through inputs that need no grad
+      retire_edges(*node);
+      continue;
+    }
     std::vector<Tensor> gouts = std::move(it->second);
     pending.erase(it);
     for (uint32_t k = 0; k < gouts.size(); ++k) {
@@ -192,8 +211,10 @@ std::vector<Tensor> run_backward(const Tensor& root, Tensor grad, const Backward
         add_into(slots[e.output_nr], g);
       } else {
         deliver_leaf(e.leaf, g);
+        if (hook_edges.count(e.leaf.get())) hook_delivered.insert(e.leaf.get());
       }
     }
+    retire_edges(*node);
   }
   return result;
 }

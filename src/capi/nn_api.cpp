@@ -516,6 +516,12 @@ nx_status nx_text_loader_batches_per_epoch(nx_text_loader loader, int64_t* out) 
     *out = loader->batches.batches_per_epoch();
   });
 }
+nx_status nx_text_loader_shard(nx_text_loader loader, int32_t rank, int32_t world) {
+  return guard("nx_text_loader_shard", [&] {
+    if (!loader || loader->magic != kLoaderMagic) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": loader is not live");
+    loader->batches.shard(rank, world);
+  });
+}
 void nx_text_loader_free(nx_text_loader loader) {
   if (!loader || loader->magic != kLoaderMagic) return;
   loader->magic = kDeadMagic;

@@ -4,6 +4,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -47,6 +48,9 @@ struct TensorImpl {
   std::shared_ptr<Node> grad_fn;      // producer in the graph (null for leaves)
   uint32_t output_nr = 0;             // which output of grad_fn this is
   std::shared_ptr<TensorImpl> grad;   // accumulated gradient of a leaf
+  // Called by backward once this leaf's gradient for that backward is final (its last incoming
+  // edge was visited): data parallelism starts reducing it while backward goes on.
+  std::function<void()> grad_ready;
 };
 
 int64_t numel_of(const Shape& shape);

@@ -170,9 +170,11 @@ void TextBatches::reshuffle() {
 }
 
 void TextBatches::next(int64_t* inputs, int64_t* targets) {
-  for (int64_t b = 0; b < batch_; ++b) {
+  for (int64_t gb = 0; gb < batch_ * world_; ++gb) {
     if (cursor_ == order_.size()) reshuffle();
     int64_t s = order_[cursor_++];
+    const int64_t b = gb - rank_ * batch_;  // row in this rank's block
+    if (b < 0 || b >= batch_) continue;
     for (int64_t i = 0; i < seq_; ++i) {
       inputs[b * seq_ + i] = tokens_[size_t(s + i)];
       targets[b * seq_ + i] = tokens_[size_t(s + i + 1)];
@@ -180,6 +182,16 @@ void TextBatches::next(int64_t* inputs, int64_t* targets) {
   }
 }
 
-int64_t TextBatches::batches_per_epoch() const { return std::max<int64_t>(1, int64_t(order_.size()) / batch_); }
+int64_t TextBatches::batches_per_epoch() const {
+  return std::max<int64_t>(1, int64_t(order_.size()) / (batch_ * world_));
+}
+
+void TextBatches::shard(int64_t rank, int64_t world) {
+  if (world < 1 || rank < 0 || rank >= world)
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": rank ", rank, " and world size ", world,
+         " do not fit (need world >= 1 and 0 <= rank < world)");
+  rank_ = rank;
+  world_ = world;
+}
 
 }  // namespace nx

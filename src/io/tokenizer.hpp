@@ -32,6 +32,10 @@ class TextBatches {
   // Fills [batch, seq] inputs and targets (host arrays of batch * seq each).
   void next(int64_t* inputs, int64_t* targets);
   int64_t batches_per_epoch() const;
+  // Data parallelism: every rank walks the same shuffled order (same seed) in global batches of
+  // batch * world windows and keeps rows [rank * batch, (rank + 1) * batch), so world ranks see
+  // exactly the windows one process with batch * world would.
+  void shard(int64_t rank, int64_t world);
   int64_t batch() const { return batch_; }
   int64_t seq() const { return seq_; }
 
@@ -41,6 +45,7 @@ class TextBatches {
   uint64_t state_;
   std::vector<int64_t> order_;
   size_t cursor_ = 0;
+  int64_t rank_ = 0, world_ = 1;
   void reshuffle();
 };
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "capi_test_util.hpp"
 #include "nexus.h"
 
 namespace {
@@ -16,15 +17,7 @@ const nx_device kGpu = {NX_CUDA, 0};
 
 #define REQUIRE_GPU() \
   do { if (nx_cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device"; } while (0)
-#define OK(call) ASSERT_EQ((call), NX_OK) << nx_last_error_message()
 
-std::vector<float> host(nx_tensor t) {
-  int64_t n = 0;
-  EXPECT_EQ(nx_tensor_numel(t, &n), NX_OK);
-  std::vector<float> v(static_cast<size_t>(n));
-  EXPECT_EQ(nx_tensor_copy_to_host(t, v.data(), v.size() * sizeof(float), nullptr), NX_OK) << nx_last_error_message();
-  return v;
-}
 
 TEST(CudaRuntime, DeviceCountAndTransfersRoundTrip) {
   REQUIRE_GPU();

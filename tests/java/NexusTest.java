@@ -155,6 +155,18 @@ public class NexusTest {
       check(Nexus.tokenizer_decode(tok, v).equals("héllo"), "decode(encode(s)) == s");
     }
 
+    // communicator ids: hex round trip; a bad rank is refused before any GPU is needed
+    CommId id = new CommId();
+    String hex = "5a".repeat(Nexus.NX_COMM_ID_BYTES);
+    Nexus.comm_id_from_hex(id, hex);
+    check(Nexus.comm_id_to_hex(id).equals(hex), "comm id hex round trip");
+    try (Comm c = Nexus.comm_create(id, 2, 2, new Device(DeviceType.CUDA, 0))) {
+      check(false, "rank 2 of 2 must fail");
+    } catch (NexusException e) {
+      check(e.status() == Status.ERR_INVALID_ARGUMENT && e.getMessage().contains("rank 2 is outside [0, 2)"),
+            "comm_create rank check: " + e.getMessage());
+    }
+
     // closing twice is harmless; a closed handle is reported, not dereferenced
     Tensor z = Nexus.tensor_zeros(new long[] {2}, DType.F32, cpu, null);
     z.close();

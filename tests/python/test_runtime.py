@@ -187,3 +187,17 @@ def test_example_script_runs(capsys, monkeypatch, device):
     runpy.run_path(os.path.join(ROOT, "examples", "python", "quickstart.py"), run_name="__main__")
     out = capsys.readouterr().out
     assert "loss" in out and "ShapeError" in out
+
+
+def test_comm_id_and_errors_from_python():
+    """nx_comm_id round-trips through hex; bad ranks and missing GPUs raise the matching classes."""
+    cid = C.nx_comm_id()
+    C.nx_comm_id_from_hex(cid, "0f" * C.NX_COMM_ID_BYTES)
+    assert C.nx_comm_id_to_hex(cid) == b"0f" * C.NX_COMM_ID_BYTES
+    with pytest.raises(ng.InvalidArgumentError, match="rank 3 is outside"):
+        C.nx_comm_create(cid, 3, 2, "cuda:0")
+    with pytest.raises(ng.InvalidArgumentError, match="comm is NULL"):
+        C.nx_comm_rank(None)
+    if C.nx_cuda_device_count() == 0:
+        with pytest.raises(ng.DeviceError):
+            C.nx_comm_id_create(C.nx_comm_id())
