@@ -225,6 +225,118 @@ __global__ void decode_kernel(Params p, const T* q, const T* k, const T* v, A* p
   }
 }
 
+// Flash-decoding for bf16/f16 caches: a block of 4 warps takes one split of the keys of one
+// (batch, head). A key row is D/8 lanes of 16-byte loads (a warp covers 32/(D/8) rows at once) and
+// every lane keeps U rows of K and of V in flight before using any, so the loop streams the cache
+// at memory speed. Scores are in log2 units (q pre-scaled by scale * log2 e); each step folds U
+// keys into the running (max, sum, acc) with one rescale. Partials go to decode_combine.
+template <class T, int D, int NQ, int U>
+__global__ void __launch_bounds__(128) decode_half_kernel(Params p, const T* __restrict__ q, const T* __restrict__ k,
+                                                          const T* __restrict__ v, float* __restrict__ part_acc,
+                                                          float* __restrict__ part_ml, int splits) {
+  constexpr int LPR = D / 8, RPW = 32 / LPR, ROWS = 4 * RPW;  // lanes per row, rows per warp, per block
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane / LPR, li = lane % LPR;
+  const int split = blockIdx.x % splits;
+  const int64_t bh = blockIdx.x / splits;
+  const int h = int(bh % p.heads), b = int(bh / p.heads), hk = h / int(p.heads / p.kv_heads);
+  const int64_t per_split = (p.tk + splits - 1) / splits, j_begin = split * per_split,
+                j_end = min(p.tk, j_begin + per_split), offset = p.tk - p.tq;
+  const T* kh = k + (int64_t(b) * p.kv_heads + hk) * p.tk * D + li * 8;
+  const T* vh = v + (int64_t(b) * p.kv_heads + hk) * p.tk * D + li * 8;
+  const float log2e = 1.4426950408889634f, slope2 = p.alibi ? float(p.slopes[h]) * log2e : 0.f;
+  const unsigned group_mask = (LPR == 32 ? 0xffffffffu : ((1u << LPR) - 1u) << (sub * LPR));
+  auto widen = [](const uint4& raw, float (&f)[8]) {
+    const uint16_t* e = reinterpret_cast<const uint16_t*>(&raw);
+#pragma unroll
+    for (int x = 0; x < 8; ++x) f[x] = to_acc(T{e[x]});
+  };
+  float qf[NQ][8], acc[NQ][8], m[NQ], l[NQ];
+#pragma unroll
+  for (int i = 0; i < NQ; ++i) {
+    const int64_t qi = min(int64_t(i), p.tq - 1);
+    widen(*reinterpret_cast<const uint4*>(q + ((int64_t(b) * p.heads + h) * p.tq + qi) * D + li * 8), qf[i]);
+#pragma unroll
+    for (int x = 0; x < 8; ++x) {
+      qf[i][x] *= float(p.scale) * log2e;
+      acc[i][x] = 0.f;
+    }
+    m[i] = -INFINITY;
+    l[i] = 0.f;
+  }
+  for (int64_t j0 = j_begin + warp * RPW + sub; j0 < j_end; j0 += int64_t(ROWS) * U) {
+    uint4 kr[U], vr[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t j = j0 + int64_t(u) * ROWS;
+      const bool ok = j < j_end;
+      kr[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(kh + j * D)) : make_uint4(0, 0, 0, 0);
+      vr[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(vh + j * D)) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int i = 0; i < NQ; ++i) {
+      if (i >= p.tq) break;
+      const int64_t qpos = offset + i;
+      float s[U], mx = m[i];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        float kf[8];
+        widen(kr[u], kf);
+        float dot = 0.f;
+#pragma unroll
+        for (int x = 0; x < 8; ++x) dot = fmaf(qf[i][x], kf[x], dot);
+#pragma unroll
+        for (int o = LPR / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(group_mask, dot, o);
+        const int64_t j = j0 + int64_t(u) * ROWS;
+        if (p.alibi) dot -= slope2 * float(qpos - j);
+        s[u] = (j >= j_end || (p.causal && j > qpos)) ? -INFINITY : dot;
+        mx = fmaxf(mx, s[u]);
+      }
+      if (mx == -INFINITY) continue;  // nothing visible yet (uniform within the row's lanes)
+      const float corr = exp2f(m[i] - mx);
+      m[i] = mx;
+      l[i] *= corr;
+#pragma unroll
+      for (int x = 0; x < 8; ++x) acc[i][x] *= corr;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const float w = exp2f(s[u] - mx);
+        float vf[8];
+        widen(vr[u], vf);
+        l[i] += w;
+#pragma unroll
+        for (int x = 0; x < 8; ++x) acc[i][x] = fmaf(w, vf[x], acc[i][x]);
+      }
+    }
+  }
+  // merge the ROWS row-groups of the block through shared memory
+  __shared__ float sm[NQ][ROWS], sl[NQ][ROWS], sacc[NQ][ROWS][D];
+  const int grp = warp * RPW + sub;
+#pragma unroll
+  for (int i = 0; i < NQ; ++i) {
+    if (li == 0) { sm[i][grp] = m[i]; sl[i][grp] = l[i]; }
+#pragma unroll
+    for (int x = 0; x < 8; ++x) sacc[i][grp][li * 8 + x] = acc[i][x];
+  }
+  __syncthreads();
+  for (int i = 0; i < NQ && i < p.tq; ++i) {
+    float M = -INFINITY;
+    for (int r = 0; r < ROWS; ++r) M = fmaxf(M, sm[i][r]);
+    const float base = M == -INFINITY ? 0.f : M;
+    const int64_t slot = (bh * p.tq + i) * splits + split;
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+      float a = 0.f;
+      for (int r = 0; r < ROWS; ++r) a += sacc[i][r][d] * exp2f(sm[i][r] - base);
+      part_acc[slot * D + d] = a;
+    }
+    if (threadIdx.x == 0) {
+      float L = 0.f;
+      for (int r = 0; r < ROWS; ++r) L += sl[i][r] * exp2f(sm[i][r] - base);
+      part_ml[slot * 2] = M / log2e;  // natural units for decode_combine
+      part_ml[slot * 2 + 1] = L;
+    }
+  }
+}
+
 template <class T, class A>
 __global__ void decode_combine(Params p, const A* part_acc, const A* part_ml, int splits, T* out, A* lse) {
   const int64_t row = blockIdx.x;  // (b, h, i)
@@ -453,6 +565,37 @@ int sm_count_attn() {
   return n;
 }
 
+// The bf16/f16 flash-decoding path for head_dim 64, 128 or 256 (16-byte aligned rows).
+template <class T>
+bool decode_half_typed(const Params& p, const View& q, const View& k, const View& v, const View& out, const View& lse) {
+  if (p.dim != 64 && p.dim != 128 && p.dim != 256) return false;
+  for (const View* x : {&q, &k, &v})
+    if (reinterpret_cast<uintptr_t>(x->data) & 15) return false;
+  // enough splits for several waves of blocks, each split at least 256 keys
+  const int64_t want = (16 * int64_t(sm_count_attn()) + p.batch * p.heads - 1) / (p.batch * p.heads);
+  const int splits = int(std::max<int64_t>(1, std::min<int64_t>(want, (p.tk + 255) / 256)));
+  Scratch part_acc(current_device(), size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(float));
+  Scratch part_ml(current_device(), size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(float));
+  auto go = [&](auto d_tag, auto nq_tag) {
+    constexpr int D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value;
+    decode_half_kernel<T, D, NQ, 8><<<unsigned(p.batch * p.heads * splits), 128, 0, stream()>>>(
+        p, static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
+        static_cast<float*>(part_acc.ptr), static_cast<float*>(part_ml.ptr), splits);
+  };
+  auto by_nq = [&](auto d_tag) {
+    if (p.tq == 1) go(d_tag, std::integral_constant<int, 1>{});
+    else if (p.tq == 2) go(d_tag, std::integral_constant<int, 2>{});
+    else go(d_tag, std::integral_constant<int, 4>{});
+  };
+  if (p.dim == 64) by_nq(std::integral_constant<int, 64>{});
+  else if (p.dim == 128) by_nq(std::integral_constant<int, 128>{});
+  else by_nq(std::integral_constant<int, 256>{});
+  NX_CUDA_LAUNCH_CHECK();
+  decode_combine<T, float><<<unsigned(p.batch * p.heads * p.tq), 128, 0, stream()>>>(p, static_cast<const float*>(part_acc.ptr),
+      static_cast<const float*>(part_ml.ptr), splits, static_cast<T*>(out.data), static_cast<float*>(lse.data));
+  NX_CUDA_LAUNCH_CHECK();
+  return true;
+}
 }  // namespace
 
 bool attention_tensor_core(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
@@ -473,6 +616,9 @@ void attention_forward(const AttentionParams& a, const View& q, const View& k, c
       constexpr int PER = decltype(per_tag)::value;
       if (p.tq <= 4 && bh_blocks < 2 * sm_count_attn() && p.tk >= 256) {
         // flash-decoding: enough splits to give every SM several blocks
+        if constexpr (sizeof(T) == 2) {
+          if (decode_half_typed<T>(p, q, k, v, out, lse)) return;
+        }
         const int splits = int(std::min<int64_t>((p.tk + 255) / 256, std::max<int64_t>(1, 4 * sm_count_attn() / (p.batch * p.heads))));
         Scratch part_acc(current_device(), size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(A));
         Scratch part_ml(current_device(), size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(A));

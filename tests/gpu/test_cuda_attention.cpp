@@ -55,7 +55,9 @@ INSTANTIATE_TEST_SUITE_P(Grid, CudaAttention, ::testing::Values(
     AttnCase{1, 2, 2, 4096, 4096, 64, false, true, DType::F16}, AttnCase{2, 4, 1, 100, 1000, 128, true, true, DType::BF16},
     AttnCase{3, 4, 4, 1, 17, 64, true, false, DType::BF16}, AttnCase{1, 4, 2, 1, 4096, 128, true, true, DType::F16},
     AttnCase{1, 4, 4, 70, 70, 32, true, false, DType::BF16}, AttnCase{1, 2, 2, 65, 130, 96, false, false, DType::F16},
-    AttnCase{2, 8, 8, 129, 129, 128, false, false, DType::F16}));
+    AttnCase{2, 8, 8, 129, 129, 128, false, false, DType::F16},
+    // few-query decode against a long cache (split keys): 3 and 2 queries, head_dim 64 and 256
+    AttnCase{2, 8, 2, 3, 3000, 64, true, true, DType::BF16}, AttnCase{1, 2, 2, 2, 1000, 256, false, false, DType::F16}));
 
 // The default backward adds dQ with f32 atomics; deterministic mode takes the two-kernel path,
 // which must repeat bit for bit and agree with the atomic one up to rounding.
