@@ -614,11 +614,11 @@ void attention_forward(const AttentionParams& a, const View& q, const View& k, c
     using A = decltype(atag);
     dispatch_per(p.dim, [&](auto per_tag) {
       constexpr int PER = decltype(per_tag)::value;
+      if constexpr (sizeof(T) == 2) {  // flash-decoding of half caches, whatever the batch
+        if (p.tq <= 4 && p.tk >= 256 && decode_half_typed<T>(p, q, k, v, out, lse)) return;
+      }
       if (p.tq <= 4 && bh_blocks < 2 * sm_count_attn() && p.tk >= 256) {
         // flash-decoding: enough splits to give every SM several blocks
-        if constexpr (sizeof(T) == 2) {
-          if (decode_half_typed<T>(p, q, k, v, out, lse)) return;
-        }
         const int splits = int(std::min<int64_t>((p.tk + 255) / 256, std::max<int64_t>(1, 4 * sm_count_attn() / (p.batch * p.heads))));
         Scratch part_acc(current_device(), size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(A));
         Scratch part_ml(current_device(), size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(A));

@@ -59,20 +59,20 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
   Tensor qc, kc, vc;
   {
     GradModeGuard off(false);
-    qc = contiguous(cast(detach(q), cd));
-    kc = contiguous(cast(detach(k), cd));
-    vc = contiguous(cast(detach(v), cd));
+    qc = contiguous(cast_if_needed(detach(q), cd));  // no copy of inputs already in place
+    kc = contiguous(cast_if_needed(detach(k), cd));
+    vc = contiguous(cast_if_needed(detach(v), cd));
   }
   Tensor out = Tensor::empty(q.shape(), cd, q.device());
   // f64 keeps an f64 log-sum-exp: the backward's exp(s - lse) needs it to 1e-16.
   Tensor lse = Tensor::empty({p.batch, p.heads, p.tq}, cd == DType::F64 ? DType::F64 : DType::F32, q.device());
   if (out.numel()) be.attention_forward(p, View::of(qc), View::of(kc), View::of(vc), View::of(out), View::of(lse));
-  Tensor result = cd == q.dtype() ? out : cast(out, q.dtype());
+  Tensor result = cast_if_needed(out, q.dtype());
   return record1("FlashAttentionBackward", detach(result), {q, k, v}, {qc, kc, vc, out, lse},
                  [p](const std::vector<Tensor>& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
     GradModeGuard off(false);
     const DType cd = s[0].dtype();
-    Tensor dout = contiguous(cast(detach(g[0]), cd));
+    Tensor dout = contiguous(cast_if_needed(detach(g[0]), cd));
     Tensor dq = Tensor::empty(s[0].shape(), cd, s[0].device());
     Tensor dk = Tensor::empty(s[1].shape(), cd, s[0].device());
     Tensor dv = Tensor::empty(s[2].shape(), cd, s[0].device());
@@ -83,7 +83,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
       dq = zeros_like(dq); dk = zeros_like(dk); dv = zeros_like(dv);
     }
     const DType want = g[0].dtype();
-    return std::vector<Tensor>{cast(dq, want), cast(dk, want), cast(dv, want)};
+    return std::vector<Tensor>{cast_if_needed(dq, want), cast_if_needed(dk, want), cast_if_needed(dv, want)};
   });
 }
 

@@ -121,6 +121,8 @@ Tensor clone(const Tensor& x) {
   });
 }
 
+Tensor cast_if_needed(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : cast(x, dtype); }
+
 Tensor contiguous(const Tensor& x) {
   if (!x.is_contiguous()) return clone(x);
   Tensor out = detach(x);

@@ -17,7 +17,7 @@ DType acc_dtype(DType d) { return d == DType::F64 ? DType::F64 : DType::F32; }
 // A detached contiguous copy in dtype dt (no copy when t already is one).
 Tensor prep(const Tensor& t, DType dt) {
   GradModeGuard off(false);
-  return contiguous(cast(detach(t), dt));
+  return contiguous(cast_if_needed(detach(t), dt));
 }
 View view_or_null(const Tensor& t) { return t.defined() ? View::of(t) : View{nullptr, {}, {}, DType::F32}; }
 

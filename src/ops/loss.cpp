@@ -31,7 +31,7 @@ Tensor classification_loss(const Tensor& lp, const Tensor& target, int64_t ignor
          shape_str(target.shape()));
   if (eps < 0 || eps > 1)
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": label_smoothing must be in [0, 1], got ", eps);
-  Tensor t64 = cast(detach(target), DType::I64);
+  Tensor t64 = cast_if_needed(detach(target), DType::I64);
   Tensor keep = binary(BinaryOp::Ne, t64, full_like(t64, double(ignore_index)));
   Tensor safe = where(keep, t64, zeros_like(t64));  // ignored rows gather class 0, then get masked
   Tensor picked = squeeze(gather(lp, 1, unsqueeze(safe, 1)), 1);

@@ -30,6 +30,8 @@ Tensor to_device(const Tensor& t, Device device);
 
 // ---- casts and copies (creation.cpp)
 Tensor cast(const Tensor& x, DType dtype);
+// x itself when it already has dtype (no copy), else cast(x, dtype).
+Tensor cast_if_needed(const Tensor& x, DType dtype);
 Tensor contiguous(const Tensor& x);
 Tensor clone(const Tensor& x);
 Tensor detach(const Tensor& x);

@@ -76,7 +76,7 @@ TEST(Dist, CommunicatorOfSizeOneIsTheIdentity) {
   // Error paths that need a live communicator.
   nx_tensor cpu_t = tensor(v, {6}, kCpu), tr, flag, scalar;
   EXPECT_EQ(nx_comm_all_reduce(cpu_t, c, NX_REDUCE_SUM, nullptr), NX_ERR_DEVICE);
-  EXPECT_NE(std::string(nx_last_error_message()).find("t is on cpu but the communicator is on cuda:0"), std::string::npos)
+  EXPECT_NE(std::string(nx_last_error_message()).find("t is on cpu:0 but the communicator is on cuda:0"), std::string::npos)
       << nx_last_error_message();
   OK(nx_transpose(&tr, t, 0, 1, nullptr));
   EXPECT_EQ(nx_comm_all_reduce(tr, c, NX_REDUCE_SUM, nullptr), NX_ERR_INVALID_ARGUMENT);
