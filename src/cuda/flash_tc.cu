@@ -12,6 +12,7 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <cstdlib>
 
 #include "cuda/kernels.cuh"
 
@@ -532,26 +533,26 @@ __device__ __forceinline__ void ldsm_a_trans(uint32_t (&a)[4], const uint16_t* x
   ldsm_x4_trans(a, x + (k0 + lane % 8 + (lane / 16) * 8) * ld + r0 + ((lane / 8) % 2) * 8);
 }
 
-template <int D, bool BF16, bool ALIBI>
-__global__ void __launch_bounds__(kWarps * 32, 2) flash_bwd_fused_tc(TcParams p, const uint16_t* __restrict__ q,
+template <int D, bool BF16, bool ALIBI, int NW>
+__global__ void __launch_bounds__(NW * 32) flash_bwd_fused_tc(TcParams p, const uint16_t* __restrict__ q,
     const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
     const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq_acc,
     uint16_t* __restrict__ dk, uint16_t* __restrict__ dv) {
-  constexpr int LD = D + kPad, T = kBwdTile;
+  constexpr int LD = D + kPad, T = kBwdTile, KB = 16 * NW;  // query rows per tile, keys per block
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* ks = smem;
-  uint16_t* vs = ks + T * LD;
-  uint16_t* qbuf = vs + T * LD;        // two Q tiles
+  uint16_t* vs = ks + KB * LD;
+  uint16_t* qbuf = vs + KB * LD;        // two Q tiles
   uint16_t* dobuf = qbuf + 2 * T * LD;  // two dO tiles
   uint16_t* dss = dobuf + 2 * T * LD;   // dS^T [key][query]
-  float* stats = reinterpret_cast<float*>(dss + T * kLdS);  // [buffer][lse | delta][T]
+  float* stats = reinterpret_cast<float*>(dss + KB * kLdS);  // [buffer][lse | delta][T]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq, group = int(p.heads / p.kv_heads);
-  const int nkb = (tk + T - 1) / T;
+  const int nkb = (tk + KB - 1) / KB;
   const int kb = int(blockIdx.x % nkb);
   const int64_t bhk = blockIdx.x / nkb;
   const int hk = int(bhk % p.kv_heads), b = int(bhk / p.kv_heads);
-  const int k0 = kb * T;
+  const int k0 = kb * KB;
   const uint16_t* kg = k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
   const uint16_t* vg = v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
   // query tiles that see any of this block's keys (causal: those at or after the first key)
@@ -570,8 +571,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) flash_bwd_fused_tc(TcParams p,
       cp_async4(stats + buf * 2 * T + T + threadIdx.x, delta + at, ok);
     }
   };
-  stage_tile<D, T>(ks, kg, k0, p.tk);
-  stage_tile<D, T>(vs, vg, k0, p.tk);
+  stage_tile<D, KB>(ks, kg, k0, p.tk);
+  stage_tile<D, KB>(vs, vg, k0, p.tk);
   if (total > 0) stage(0, 0);
   cp_async_commit();
 
@@ -617,7 +618,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) flash_bwd_fused_tc(TcParams p,
       }
     }
     // P^T and dS^T; masks only on tiles that cross a sequence end or the diagonal
-    const bool edge = q0 + T > tq || k0 + T > tk || (p.causal && k0 + T - 1 > offset + q0);
+    const bool edge = q0 + T > tq || k0 + KB > tk || (p.causal && k0 + KB - 1 > offset + q0);
     const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
     uint32_t pa[T / 16][4], dsa[T / 16][4];
 #pragma unroll
@@ -654,19 +655,22 @@ __global__ void __launch_bounds__(kWarps * 32, 2) flash_bwd_fused_tc(TcParams p,
         mma<BF16>(dka[dn + 1], dsa[j], bq[2], bq[3]);
       }
     __syncthreads();  // dS^T complete
-    // dQ (warp: 16 queries x D) += dS K, added atomically in f32 (other key blocks add too)
-    uint32_t as[T / 16][4];
+    // dQ += dS K, added atomically in f32 (other key blocks add too). Warp w takes 16 queries
+    // ((w % 4) * 16..) and D / (NW / 4) columns of the 64 x D tile, over all KB keys.
+    constexpr int CS = NW / 4, DW = D / CS;
+    const int qr0 = (warp % 4) * 16, c0 = (warp / 4) * DW;
+    uint32_t as[KB / 16][4];
 #pragma unroll
-    for (int kc = 0; kc < T / 16; ++kc) ldsm_a_trans(as[kc], dss, kLdS, warp * 16, kc * 16, lane);
-    const int rows[2] = {q0 + warp * 16 + g, q0 + warp * 16 + g + 8};
+    for (int kc = 0; kc < KB / 16; ++kc) ldsm_a_trans(as[kc], dss, kLdS, qr0, kc * 16, lane);
+    const int rows[2] = {q0 + qr0 + g, q0 + qr0 + g + 8};
     float* dqh = dq_acc + ((int64_t(b) * p.heads + h) * p.tq) * D;
 #pragma unroll
-    for (int dn = 0; dn < D / 8; dn += 2) {
+    for (int dn = 0; dn < DW / 8; dn += 2) {
       float acc[2][4] = {};
 #pragma unroll
-      for (int kc = 0; kc < T / 16; ++kc) {
+      for (int kc = 0; kc < KB / 16; ++kc) {
         uint32_t bk[4];
-        ldsm_b_rows_k(bk, ks, LD, kc * 16, dn * 8, lane);
+        ldsm_b_rows_k(bk, ks, LD, kc * 16, c0 + dn * 8, lane);
         mma<BF16>(acc[0], as[kc], bk[0], bk[1]);
         mma<BF16>(acc[1], as[kc], bk[2], bk[3]);
       }
@@ -675,7 +679,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) flash_bwd_fused_tc(TcParams p,
         if (rows[r] < tq)
 #pragma unroll
           for (int u = 0; u < 2; ++u)
-            red_add2(dqh + int64_t(rows[r]) * D + (dn + u) * 8 + t * 2, acc[u][r * 2], acc[u][r * 2 + 1]);
+            red_add2(dqh + int64_t(rows[r]) * D + c0 + (dn + u) * 8 + t * 2, acc[u][r * 2], acc[u][r * 2 + 1]);
     }
   }
   cp_async_wait_pending<0>();
@@ -733,20 +737,36 @@ void launch_bwd_tc(const AttentionParams& a, const View& q, const View& k, const
   NX_CUDA_LAUNCH_CHECK();
 }
 
+// Keys per block of the fused backward: 16 per warp. 8 warps (128 keys) halve the dQ atomics and
+// the Q/dO tile reads per key against 4 warps (64 keys).
+int bwd_warps() {
+  static const int n = [] {
+    const char* e = std::getenv("NEXUS_FLASH_BWD_WARPS");  // tuning knob for benchmarks: 4 or 8
+    return e && std::atoi(e) == 4 ? 4 : 8;
+  }();
+  return n;
+}
+
 template <int D, bool BF16>
 void launch_bwd_fused_tc(const AttentionParams& a, const View& q, const View& k, const View& v, const View& dout,
                          const float* lse, const float* delta, const View& dq, const View& dk, const View& dv) {
   TcParams p = tc_params(a);
-  const size_t smem = size_t(6 * kBwdTile * (D + kPad) + kBwdTile * kLdS) * sizeof(uint16_t) + 4 * kBwdTile * sizeof(float);
   const int64_t n = a.batch * a.heads * a.tq * D;
   Scratch acc(current_device(), size_t(n) * sizeof(float));
   NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, size_t(n) * sizeof(float), stream()));
-  auto kernel = a.alibi_slopes.empty() ? flash_bwd_fused_tc<D, BF16, false> : flash_bwd_fused_tc<D, BF16, true>;
-  NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
-  kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdTile - 1) / kBwdTile)), kWarps * 32, smem, stream()>>>(
-      p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<float*>(acc.ptr), static_cast<uint16_t*>(dk.data),
-      static_cast<uint16_t*>(dv.data));
+  auto go = [&](auto nw_tag) {
+    constexpr int NW = decltype(nw_tag)::value, KB = 16 * NW;
+    const size_t smem = size_t((2 * KB + 4 * kBwdTile) * (D + kPad) + KB * kLdS) * sizeof(uint16_t) +
+                        4 * kBwdTile * sizeof(float);
+    auto kernel = a.alibi_slopes.empty() ? flash_bwd_fused_tc<D, BF16, false, NW> : flash_bwd_fused_tc<D, BF16, true, NW>;
+    NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + KB - 1) / KB)), NW * 32, smem, stream()>>>(
+        p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<float*>(acc.ptr), static_cast<uint16_t*>(dk.data),
+        static_cast<uint16_t*>(dv.data));
+  };
+  if (bwd_warps() == 4) go(std::integral_constant<int, 4>{});
+  else go(std::integral_constant<int, 8>{});
   NX_CUDA_LAUNCH_CHECK();
   const bool vec = (reinterpret_cast<uintptr_t>(dq.data) & 7) == 0;
   dq_from_acc<BF16><<<unsigned(std::min<int64_t>((n / 4 + 255) / 256 + 1, 65535)), 256, 0, stream()>>>(
