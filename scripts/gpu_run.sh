@@ -54,6 +54,18 @@ if [[ $steps == *fused* ]]; then
   timeout ${FUSED_TIMEOUT:-420} python3 bench/fused_bench.py build-gpu/bench/fused_bench --json "$out/fused_bench.json" 2>&1 \
     | tee "$out/fused_bench.txt"
 fi
+if [[ $steps == *parity_attn* ]]; then
+  # flash attention against torch on this GPU (f64 math reference, SDPA's own error beside ours)
+  log "attention parity vs torch"
+  cmake -S . -B build-gpu-py -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90 -DNEXUS_PYTHON=ON -DNEXUS_TESTS=OFF \
+    -DPython3_EXECUTABLE="$(command -v python3)" > "$out/configure_py.log" 2>&1 && \
+  cmake --build build-gpu-py --target nexus_python nexus_python_package > "$out/build_py.log" 2>&1 \
+    || { tail -30 "$out/configure_py.log" "$out/build_py.log"; exit 1; }
+  PYTHONPATH=build-gpu-py/python timeout ${PARITY_TIMEOUT:-400} python3 tests/gpu/attention_parity_torch.py \
+    > "$out/attention_parity.txt" 2>&1
+  echo "exit $?" | tee -a "$out/summary.txt"
+  tail -5 "$out/attention_parity.txt" | tee -a "$out/summary.txt"
+fi
 if [[ $steps == *gpt* ]]; then
   log "train_gpt on the GPU"
   scripts/get_data.sh >/dev/null 2>&1 || true
