@@ -224,7 +224,7 @@ __global__ void softmax_regs_kernel(const A* src, A* dst, int64_t cols, bool log
 template <int P>
 __global__ void __launch_bounds__(512) softmax_rows_pipelined(const float4* src, float4* dst, int64_t rows,
                                                                int cols4, bool log_out) {
-  __shared__ float red[2][16];
+  __shared__ float red[2][32];  // per parity: 16 warp maxima, then 16 warp sums
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
   auto load = [&](int64_t row, float4 (&v)[P]) {
 #pragma unroll
@@ -236,39 +236,52 @@ __global__ void __launch_bounds__(512) softmax_rows_pipelined(const float4* src,
   float4 cur[P];
   int64_t row = blockIdx.x;
   if (row < rows) load(row, cur);
+  const float log2e = 1.4426950408889634f;
   for (int parity = 0; row < rows; row += gridDim.x, parity ^= 1) {
     float4 next[P];
     if (row + gridDim.x < rows) load(row + gridDim.x, next);
+    // each thread: its own max m and sum s of 2^((x - m) log2 e); then one block reduction of the
+    // (m, s) pairs (one barrier per row instead of two)
     float m = -INFINITY;
 #pragma unroll
     for (int k = 0; k < P; ++k) m = fmaxf(m, fmaxf(fmaxf(cur[k].x, cur[k].y), fmaxf(cur[k].z, cur[k].w)));
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    // two alternating slots: a fast warp may write the next row's value while slow ones still read
-    if (lane == 0) red[parity][warp] = m;
-    __syncthreads();
-    m = red[parity][0];
-    for (int w = 1; w < nwarps; ++w) m = fmaxf(m, red[parity][w]);
-    if (m == -INFINITY) m = 0.f;
+    const float base = m == -INFINITY ? 0.f : m * log2e;  // an all -inf slice adds nothing
     float s = 0.f;
 #pragma unroll
     for (int k = 0; k < P; ++k) {
-      float4 d = make_float4(cur[k].x - m, cur[k].y - m, cur[k].z - m, cur[k].w - m);
-      float4 e = make_float4(expf(d.x), expf(d.y), expf(d.z), expf(d.w));
-      s += (e.x + e.y) + (e.z + e.w);
-      cur[k] = log_out ? d : e;
+      float4& c = cur[k];
+      if (!log_out) {
+        c = make_float4(exp2f(fmaf(c.x, log2e, -base)), exp2f(fmaf(c.y, log2e, -base)),
+                        exp2f(fmaf(c.z, log2e, -base)), exp2f(fmaf(c.w, log2e, -base)));
+        s += (c.x + c.y) + (c.z + c.w);
+      } else {
+        s += (exp2f(fmaf(c.x, log2e, -base)) + exp2f(fmaf(c.y, log2e, -base))) +
+             (exp2f(fmaf(c.z, log2e, -base)) + exp2f(fmaf(c.w, log2e, -base)));
+      }
     }
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    __syncthreads();  // every warp has read red[parity] as maxima before it is reused for sums
-    if (lane == 0) red[parity][warp] = s;
+    float wm = m, ws = s;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float om = __shfl_xor_sync(0xffffffffu, wm, o), os = __shfl_xor_sync(0xffffffffu, ws, o);
+      const float mm = fmaxf(wm, om);
+      ws = mm == -INFINITY ? 0.f : ws * exp2f((wm - mm) * log2e) + os * exp2f((om - mm) * log2e);
+      wm = mm;
+    }
+    // two alternating slots: a fast warp may write the next row's pair while slow ones still read
+    if (lane == 0) { red[parity][warp] = wm; red[parity][16 + warp] = ws; }
     __syncthreads();
-    s = 0.f;
-    for (int w = 0; w < nwarps; ++w) s += red[parity][w];
-    const float inv = 1.f / s, ls = logf(s);
+    float M = -INFINITY;
+    for (int w = 0; w < nwarps; ++w) M = fmaxf(M, red[parity][w]);
+    float S = 0.f;
+    if (M != -INFINITY)
+      for (int w = 0; w < nwarps; ++w) S += red[parity][16 + w] * exp2f((red[parity][w] - M) * log2e);
+    const float ls = M + logf(S);                                         // log-softmax: x - ls
+    const float scale = (m == -INFINITY ? 0.f : exp2f((m - M) * log2e)) / S;  // softmax: e * scale
 #pragma unroll
     for (int k = 0; k < P; ++k) {
       const int i = threadIdx.x + k * blockDim.x;
-      float4 y = log_out ? make_float4(cur[k].x - ls, cur[k].y - ls, cur[k].z - ls, cur[k].w - ls)
-                         : make_float4(cur[k].x * inv, cur[k].y * inv, cur[k].z * inv, cur[k].w * inv);
+      const float4 c = cur[k];
+      float4 y = log_out ? make_float4(c.x - ls, c.y - ls, c.z - ls, c.w - ls)
+                         : make_float4(c.x * scale, c.y * scale, c.z * scale, c.w * scale);
       if (i < cols4) __stcs(dst + row * cols4 + i, y);
     }
 #pragma unroll
