@@ -3,6 +3,10 @@
 // over the part that is 16-byte aligned (a scalar head and tail cover the rest, so odd widths
 // such as a 50257-token vocabulary still vectorize). Arithmetic in A = float (double for f64).
 #pragma once
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
 #include "cuda/common.cuh"
 
 namespace nx::cuda {
@@ -78,6 +82,74 @@ __device__ __forceinline__ void map_row(T* y, const T* x, int64_t cols, F&& f) {
     yv[i] = out;
   }
   for (int64_t j = tail + threadIdx.x; j < cols; j += blockDim.x) y[j] = from_acc<T>(f(j, to_acc<A>(x[j])));
+}
+
+// 16-byte loads and stores of a Pack (p 16-byte aligned): streaming (evict-first, for data read
+// or written once), read-only through L1 (for a weight every row reuses), and plain.
+template <class T> __device__ __forceinline__ Pack<T> ld_stream(const T* p) {
+  const uint4 u = __ldcs(reinterpret_cast<const uint4*>(p));
+  Pack<T> r;
+  memcpy(&r, &u, 16);
+  return r;
+}
+template <class T> __device__ __forceinline__ Pack<T> ld_cached(const T* p) {
+  const uint4 u = __ldg(reinterpret_cast<const uint4*>(p));
+  Pack<T> r;
+  memcpy(&r, &u, 16);
+  return r;
+}
+template <class T> __device__ __forceinline__ void st_stream(T* p, const Pack<T>& v) {
+  uint4 u;
+  memcpy(&u, &v, 16);
+  __stcs(reinterpret_cast<uint4*>(p), u);
+}
+template <class T> __device__ __forceinline__ void st_plain(T* p, const Pack<T>& v) {
+  *reinterpret_cast<Pack<T>*>(p) = v;
+}
+
+// Sums of NV values over the block, returned to every thread in place: one barrier. slot: NV * 32
+// values of shared memory. Callers alternate between two slots across consecutive calls (a
+// thread writes slot a in call k+2 only after passing call k+1's barrier, which every thread
+// reaches after reading slot a in call k), so no trailing barrier is needed. Fixed order.
+template <class A, int NV>
+__device__ __forceinline__ void block_sums(A (&v)[NV], A* slot) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    for (int o = 16; o > 0; o >>= 1) v[k] += __shfl_xor_sync(0xffffffffu, v[k], o);
+    if (lane == 0) slot[k * 32 + warp] = v[k];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < NV; ++k) {
+    A total = A(0);
+    for (int w = 0; w < nwarps; ++w) total += slot[k * 32 + w];
+    v[k] = total;
+  }
+}
+
+// Blocks of a persistent grid over rows: as many as fit on the device at once (occupancy of
+// kernel at threads), then evened out so every block gets the same number of rows (+-1).
+// The occupancy query is cached per (kernel, threads, device) in each host thread.
+template <class K>
+int64_t persistent_grid(K kernel, int threads, int64_t rows) {
+  struct Entry { const void* kernel; int threads, device; int64_t most; };
+  thread_local std::vector<Entry> cache;
+  int dev = 0;
+  NX_CUDA_CHECK(cudaGetDevice(&dev));
+  int64_t most = 0;
+  for (const Entry& e : cache)
+    if (e.kernel == reinterpret_cast<const void*>(kernel) && e.threads == threads && e.device == dev) most = e.most;
+  if (!most) {
+    int sms = 0, per_sm = 0;
+    NX_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    NX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+    most = int64_t(std::max(1, sms)) * std::max(1, per_sm);
+    cache.push_back({reinterpret_cast<const void*>(kernel), threads, dev, most});
+  }
+  if (rows <= most) return std::max<int64_t>(rows, 1);
+  const int64_t per_block = (rows + most - 1) / most;
+  return (rows + per_block - 1) / per_block;
 }
 
 // Sum over the block, returned to every thread. scratch: 32 values of shared memory; the

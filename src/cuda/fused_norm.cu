@@ -1,14 +1,22 @@
 // RMSNorm / LayerNorm over rows of a contiguous [rows, cols] matrix.
 //   forward:  s = x (+ residual); mu = mean(s) (LayerNorm); rstd = 1/sqrt(mean((s - mu)^2) + eps);
-//             y = (s - mu) rstd w + b. One block per row; the row is re-read from L1/L2 for the
-//             second statistic and the output (DRAM sees it once), and the variance is taken
-//             around the mean (no E[x^2] - mu^2 cancellation).
+//             y = (s - mu) rstd w + b. The variance is taken around the mean (no E[x^2] - mu^2
+//             cancellation).
 //   backward: xhat = (s - mu) rstd, g = dy w; dx = rstd (g - mean(g) - xhat mean(g xhat)) (no
-//             mean(g) term for RMSNorm). A fixed grid of G blocks strides over the rows; each
-//             block sums dw = dy xhat and db = dy for its rows in shared memory (each column owned
-//             by one thread: no atomics), writes them as row b of a [G, cols] partial, and a
-//             second kernel adds the G partials in order: deterministic, one read of dy and x.
+//             mean(g) term for RMSNorm); dw = sum over rows of dy xhat, db = sum of dy.
+// Fast path (rows whose width is a multiple of 16 bytes, every pointer 16-byte aligned, up to
+// 8 packs of 16 bytes per thread): a persistent grid (occupancy-sized, every block the same
+// number of rows) where block b owns rows b, b + G, ...; a thread holds its P packs of the row in
+// registers (thread t: packs t, t + blockDim, ...), so DRAM sees each input once and each output
+// once, and the next row's loads are issued before the current row's block reductions, so reads
+// stay in flight through the barriers. w and b are read through L1 (every row reuses them). In
+// the backward a thread owns the same columns in every row, so it sums dw and db for its
+// block's rows in registers and writes row b of a [G, cols] partial; a second kernel adds the G
+// partials in a fixed order: deterministic (for a given device: G follows its occupancy).
+// Other shapes (odd widths, offset views, very wide rows) take the one-block-per-row kernels
+// below, which re-read the row through L1/L2 and use the same [G, cols] partials.
 #include <algorithm>
+#include <functional>
 
 #include "cuda/fused.cuh"
 
@@ -16,6 +24,203 @@ namespace nx::cuda {
 namespace {
 
 using namespace fused;
+
+constexpr int kRegThreads = 512;
+
+template <class T, int P>
+__device__ __forceinline__ void load_row(Pack<T> (&v)[P], const T* row, int nvec) {
+  constexpr int N = Pack<T>::N;
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    const int i = threadIdx.x + k * blockDim.x;
+    if (i < nvec) v[k] = ld_stream(row + int64_t(i) * N);
+  }
+}
+
+// Forward over rows held in registers; RES: s = x + residual (rounded to T) is written and
+// normalized. P packs per thread cover cols = nvec * N.
+template <class T, int P, bool RES>
+__global__ void __launch_bounds__(kRegThreads) norm_fwd_regs(NormParams p, T* y, T* s, const T* x, const T* res,
+                                                              const T* w, const T* b, typename AccT<T>::type* mean,
+                                                              typename AccT<T>::type* rstd) {
+  using A = typename AccT<T>::type;
+  constexpr int N = Pack<T>::N;
+  __shared__ A red[2][32];
+  const int64_t cols = p.cols, rows = p.rows, step = gridDim.x;
+  const int nvec = int(cols / N);
+  Pack<T> cur[P], nxt[P], rcur[P], rnxt[P];
+  int64_t row = blockIdx.x;
+  if (row < rows) {
+    load_row<T, P>(cur, x + row * cols, nvec);
+    if (RES) load_row<T, P>(rcur, res + row * cols, nvec);
+  }
+  for (int slot = 0; row < rows; row += step) {
+    if (row + step < rows) {  // the next row's reads go out before this row's reductions
+      load_row<T, P>(nxt, x + (row + step) * cols, nvec);
+      if (RES) load_row<T, P>(rnxt, res + (row + step) * cols, nvec);
+    }
+    if (RES) {
+#pragma unroll
+      for (int k = 0; k < P; ++k) {
+        const int i = threadIdx.x + k * blockDim.x;
+        if (i >= nvec) continue;
+#pragma unroll
+        for (int e = 0; e < N; ++e) cur[k].v[e] = from_acc<T>(to_acc<A>(cur[k].v[e]) + to_acc<A>(rcur[k].v[e]));
+        st_plain(s + row * cols + int64_t(i) * N, cur[k]);  // read again: the next residual, the backward
+      }
+    }
+    A mu = A(0);
+    if (!p.rms) {
+      A acc[1] = {A(0)};
+#pragma unroll
+      for (int k = 0; k < P; ++k)
+        if (threadIdx.x + k * blockDim.x < nvec)
+#pragma unroll
+          for (int e = 0; e < N; ++e) acc[0] += to_acc<A>(cur[k].v[e]);
+      block_sums<A, 1>(acc, red[slot]);
+      slot ^= 1;
+      mu = acc[0] / A(cols);
+    }
+    A acc[1] = {A(0)};
+#pragma unroll
+    for (int k = 0; k < P; ++k)
+      if (threadIdx.x + k * blockDim.x < nvec)
+#pragma unroll
+        for (int e = 0; e < N; ++e) {
+          const A d = to_acc<A>(cur[k].v[e]) - mu;
+          acc[0] += d * d;
+        }
+    block_sums<A, 1>(acc, red[slot]);
+    slot ^= 1;
+    const A rs = A(1) / sqrt(acc[0] / A(cols) + A(p.eps));
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int i = threadIdx.x + k * blockDim.x;
+      if (i >= nvec) continue;
+      Pack<T> wp, bp, out;
+      if (w) wp = ld_cached(w + int64_t(i) * N);
+      if (b) bp = ld_cached(b + int64_t(i) * N);
+#pragma unroll
+      for (int e = 0; e < N; ++e) {
+        A o = (to_acc<A>(cur[k].v[e]) - mu) * rs;
+        if (w) o *= to_acc<A>(wp.v[e]);
+        if (b) o += to_acc<A>(bp.v[e]);
+        out.v[e] = from_acc<T>(o);
+      }
+      st_stream(y + row * cols + int64_t(i) * N, out);
+    }
+    if (threadIdx.x == 0) {
+      if (mean) mean[row] = mu;
+      rstd[row] = rs;
+    }
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      cur[k] = nxt[k];
+      if (RES) rcur[k] = rnxt[k];
+    }
+  }
+}
+
+// Backward over rows held in registers (x and dy: one read each, dx: one write). Thread t owns
+// the columns of packs t, t + blockDim, ... in every row: it sums dy xhat (and dy, LN) for its
+// block's rows in registers and writes them as row blockIdx.x of part_w (part_b) [G, cols].
+// MINB = 3 (blocks of at most 256 threads, at most 85 registers: three blocks per SM instead of
+// two) for f16/bf16 RMSNorm at P = 2, which fits there without spills: half-width rows carry half
+// the bytes per row in flight, so they need the extra resident rows more.
+template <class T, int P, bool LN, int MINB = 1>
+__global__ void __launch_bounds__(MINB == 1 ? kRegThreads : 256, MINB) norm_bwd_regs(NormParams p, T* dx, const T* dy, const T* x, const T* w,
+                                                              const typename AccT<T>::type* mean,
+                                                              const typename AccT<T>::type* rstd,
+                                                              typename AccT<T>::type* part_w,
+                                                              typename AccT<T>::type* part_b) {
+  using A = typename AccT<T>::type;
+  constexpr int N = Pack<T>::N;
+  __shared__ A red[2][2 * 32];
+  const int64_t cols = p.cols, rows = p.rows, step = gridDim.x;
+  const int nvec = int(cols / N);
+  Pack<T> xc[P], gc[P], xn[P], gn[P];
+  A dwa[P][N], dba[LN ? P : 1][N];
+#pragma unroll
+  for (int k = 0; k < P; ++k)
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      dwa[k][e] = A(0);
+      if constexpr (LN) dba[k][e] = A(0);
+    }
+  int64_t row = blockIdx.x;
+  A mu = A(0), rs = A(0), mu_n = A(0), rs_n = A(0);
+  if (row < rows) {
+    load_row<T, P>(xc, x + row * cols, nvec);
+    load_row<T, P>(gc, dy + row * cols, nvec);
+    rs = rstd[row];
+    if (LN) mu = mean[row];
+  }
+  for (int slot = 0; row < rows; row += step, slot ^= 1) {
+    if (row + step < rows) {
+      load_row<T, P>(xn, x + (row + step) * cols, nvec);
+      load_row<T, P>(gn, dy + (row + step) * cols, nvec);
+      rs_n = rstd[row + step];
+      if (LN) mu_n = mean[row + step];
+    }
+    A acc[LN ? 2 : 1] = {};
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int i = threadIdx.x + k * blockDim.x;
+      if (i >= nvec) continue;
+      Pack<T> wp;
+      if (w) wp = ld_cached(w + int64_t(i) * N);
+#pragma unroll
+      for (int e = 0; e < N; ++e) {
+        const A xh = (to_acc<A>(xc[k].v[e]) - mu) * rs, d = to_acc<A>(gc[k].v[e]);
+        const A g = w ? d * to_acc<A>(wp.v[e]) : d;
+        acc[0] += g * xh;  // sum of g xhat
+        dwa[k][e] += d * xh;
+        if constexpr (LN) {
+          acc[1] += g;
+          dba[k][e] += d;
+        }
+      }
+    }
+    block_sums<A, LN ? 2 : 1>(acc, red[slot]);
+    const A mgx = acc[0] / A(cols);
+    A mg = A(0);
+    if constexpr (LN) mg = acc[1] / A(cols);
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      const int i = threadIdx.x + k * blockDim.x;
+      if (i >= nvec) continue;
+      Pack<T> wp, out;
+      if (w) wp = ld_cached(w + int64_t(i) * N);
+#pragma unroll
+      for (int e = 0; e < N; ++e) {
+        const A xh = (to_acc<A>(xc[k].v[e]) - mu) * rs, d = to_acc<A>(gc[k].v[e]);
+        const A g = w ? d * to_acc<A>(wp.v[e]) : d;
+        out.v[e] = from_acc<T>(rs * (g - mg - xh * mgx));
+      }
+      st_stream(dx + row * cols + int64_t(i) * N, out);
+    }
+#pragma unroll
+    for (int k = 0; k < P; ++k) {
+      xc[k] = xn[k];
+      gc[k] = gn[k];
+    }
+    mu = mu_n;
+    rs = rs_n;
+  }
+#pragma unroll
+  for (int k = 0; k < P; ++k) {
+    const int i = threadIdx.x + k * blockDim.x;
+    if (i >= nvec) continue;
+    const int64_t at = int64_t(blockIdx.x) * cols + int64_t(i) * N;
+#pragma unroll
+    for (int e = 0; e < N; ++e) {
+      if (part_w) part_w[at + e] = dwa[k][e];
+      if constexpr (LN) {
+        if (part_b) part_b[at + e] = dba[k][e];
+      }
+    }
+  }
+}
 
 template <class T>
 __global__ void norm_fwd_kernel(NormParams p, T* y, T* s, const T* x, const T* res, const T* w, const T* b,
@@ -97,16 +302,58 @@ __global__ void norm_bwd_kernel(NormParams p, T* dx, const T* dy, const T* x, co
   }
 }
 
+// out[j] = sum over i < g of part[i, j]: block (32, 16) owns 32 columns; thread (c, r) adds rows
+// r, r + 16, ... in order, then thread (c, 0) adds the 16 sums in order. Deterministic.
 template <class A>
-__global__ void sum_partials_kernel(A* out, const A* part, int64_t g, int64_t cols) {
-  for (int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; j < cols; j += int64_t(gridDim.x) * blockDim.x) {
-    A s = A(0);
-    for (int64_t i = 0; i < g; ++i) s += part[i * cols + j];  // coalesced across j, fixed order
-    out[j] = s;
+__global__ void __launch_bounds__(512) sum_partials_kernel(A* out, const A* part, int64_t g, int64_t cols) {
+  __shared__ A sh[16][33];
+  const int64_t j = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  A s = A(0);
+  if (j < cols) {
+#pragma unroll 8
+    for (int64_t i = threadIdx.y; i < g; i += 16) s += part[i * cols + j];
+  }
+  sh[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < cols) {
+    A t = A(0);
+    for (int r = 0; r < 16; ++r) t += sh[r][threadIdx.x];
+    out[j] = t;
   }
 }
 
 int row_threads(int64_t cols) { return cols >= 2048 ? 256 : cols >= 512 ? 128 : 64; }
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// Threads and packs per thread for rows of nvec packs held in registers: about `target` packs per
+// thread, blocks of 32..512 threads, P a power of two up to max_p; P = 0 when the row is too wide.
+struct RegShape { int threads, packs; };
+RegShape reg_shape(int64_t nvec, int target, int max_p) {
+  const int64_t t = std::min<int64_t>(kRegThreads, std::max<int64_t>(32, ((nvec + target - 1) / target + 31) / 32 * 32));
+  const int64_t per = (nvec + t - 1) / t;
+  int p = 1;
+  while (p < per) p *= 2;
+  return {int(t), p <= max_p ? p : 0};
+}
+
+// f(integral_constant<P>) for p in {1, 2, 4, 8}, instantiating only P <= MaxP (p <= MaxP).
+template <int MaxP, class F>
+void with_packs(int p, F&& f) {
+  if (p <= 1) f(std::integral_constant<int, 1>{});
+  else if (p <= 2 || MaxP < 4) f(std::integral_constant<int, (MaxP < 2 ? MaxP : 2)>{});
+  else if (p <= 4 || MaxP < 8) f(std::integral_constant<int, (MaxP < 4 ? MaxP : 4)>{});
+  else f(std::integral_constant<int, MaxP>{});
+}
+
+// Packs of 16 bytes per thread: the register kernels aim for `target` and take at most `max`
+// (else the row goes to the fallback). The limits keep every instantiation within its 128
+// registers without spills (ptxas -v, sm_90): forward 39..128 registers, P = 8 only without a
+// residual; backward 40..124 (f32, f64 up to P = 4; f16/bf16 up to P = 2, whose dw and db
+// partials take 8 registers per pack each; 80 with MINB = 3).
+constexpr int kFwdTarget = 4, kBwdTarget = 2;
+template <class T> constexpr int fwd_max(bool res) { return res ? 4 : 8; }
+template <class T> constexpr int bwd_max() { return sizeof(T) == 2 ? 2 : 4; }
 
 }  // namespace
 
@@ -116,6 +363,25 @@ void launch_norm_forward(const NormParams& p, const View& y, const View& sum_out
   dispatch_float(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     using A = typename AccT<T>::type;
+    constexpr int N = Pack<T>::N;
+    const RegShape rsh = reg_shape(p.cols / N, kFwdTarget, fwd_max<T>(residual.data != nullptr));
+    const bool fast = p.cols % N == 0 && rsh.packs && aligned16(y.data) && aligned16(x.data) && aligned16(sum_out.data) &&
+                      aligned16(residual.data) && aligned16(w.data) && aligned16(b.data);
+    if (fast) {
+      auto go = [&](auto kernel) {
+          const int64_t grid = persistent_grid(kernel, rsh.threads, p.rows);
+          kernel<<<unsigned(grid), rsh.threads, 0, stream()>>>(
+              p, static_cast<T*>(y.data), static_cast<T*>(sum_out.data), static_cast<const T*>(x.data),
+              static_cast<const T*>(residual.data), static_cast<const T*>(w.data), static_cast<const T*>(b.data),
+              static_cast<A*>(mean.data), static_cast<A*>(rstd.data));
+      };
+      if (residual.data)
+        with_packs<fwd_max<T>(true)>(rsh.packs, [&](auto pc) { go(norm_fwd_regs<T, decltype(pc)::value, true>); });
+      else
+        with_packs<fwd_max<T>(false)>(rsh.packs, [&](auto pc) { go(norm_fwd_regs<T, decltype(pc)::value, false>); });
+      NX_CUDA_LAUNCH_CHECK();
+      return;
+    }
     norm_fwd_kernel<T><<<unsigned(p.rows), row_threads(p.cols), 0, stream()>>>(
         p, static_cast<T*>(y.data), static_cast<T*>(sum_out.data), static_cast<const T*>(x.data),
         static_cast<const T*>(residual.data), static_cast<const T*>(w.data), static_cast<const T*>(b.data),
@@ -129,23 +395,51 @@ void launch_norm_backward(const NormParams& p, const View& dx, const View& dw, c
   dispatch_float(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     using A = typename AccT<T>::type;
-    // G depends on rows only (not on the device), so the summation order is reproducible.
-    const int64_t g = std::min<int64_t>(p.rows, 1024);
+    constexpr int N = Pack<T>::N;
     const bool want = dw.data || db.data;
+    const RegShape rsh = reg_shape(p.cols / N, kBwdTarget, bwd_max<T>());
+    const bool fast = p.cols % N == 0 && rsh.packs && p.rows <= 2147483647 && aligned16(dx.data) && aligned16(dy.data) &&
+                      aligned16(x.data) && aligned16(w.data);
+    int64_t g = 0;
+    std::function<void(A*, A*)> run;
+    if (fast) {
+      with_packs<bwd_max<T>()>(rsh.packs, [&](auto pc) {
+        constexpr int P = decltype(pc)::value;
+        auto setup = [&](auto kernel) {
+          g = persistent_grid(kernel, rsh.threads, p.rows);
+          run = [&, kernel, g](A* pw, A* pb) {
+            kernel<<<unsigned(g), rsh.threads, 0, stream()>>>(
+                p, static_cast<T*>(dx.data), static_cast<const T*>(dy.data), static_cast<const T*>(x.data),
+                static_cast<const T*>(w.data), static_cast<const A*>(mean.data), static_cast<const A*>(rstd.data), pw, pb);
+          };
+        };
+        if (!p.rms) setup(norm_bwd_regs<T, P, true>);
+        else if (sizeof(T) == 2 && P == 2 && rsh.threads <= 256) setup(norm_bwd_regs<T, P, false, 3>);
+        else setup(norm_bwd_regs<T, P, false>);
+      });
+    } else {
+      // G depends on rows only (not on the device), so the summation order is reproducible.
+      g = std::min<int64_t>(p.rows, 1024);
+      const size_t smem = want ? size_t(2 * p.cols) * sizeof(A) : 0;
+      const bool in_smem = want && smem <= 160 * 1024;
+      if (in_smem && smem > 48 * 1024)
+        NX_CUDA_CHECK(cudaFuncSetAttribute(norm_bwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      run = [&, g, in_smem, smem](A* pw, A* pb) {
+        norm_bwd_kernel<T><<<unsigned(g), row_threads(p.cols), in_smem ? smem : 0, stream()>>>(
+            p, static_cast<T*>(dx.data), static_cast<const T*>(dy.data), static_cast<const T*>(x.data),
+            static_cast<const T*>(w.data), static_cast<const A*>(mean.data), static_cast<const A*>(rstd.data), pw, pb,
+            in_smem);
+      };
+    }
     Scratch part(current_device(), want ? size_t(2 * g * p.cols) * sizeof(A) : 1);
     A* pw = dw.data ? static_cast<A*>(part.ptr) : nullptr;
     A* pb = db.data ? static_cast<A*>(part.ptr) + g * p.cols : nullptr;
-    const size_t smem = want ? size_t(2 * p.cols) * sizeof(A) : 0;
-    const bool in_smem = want && smem <= 160 * 1024;
-    if (in_smem && smem > 48 * 1024)
-      NX_CUDA_CHECK(cudaFuncSetAttribute(norm_bwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    norm_bwd_kernel<T><<<unsigned(g), row_threads(p.cols), in_smem ? smem : 0, stream()>>>(
-        p, static_cast<T*>(dx.data), static_cast<const T*>(dy.data), static_cast<const T*>(x.data),
-        static_cast<const T*>(w.data), static_cast<const A*>(mean.data), static_cast<const A*>(rstd.data), pw, pb, in_smem);
+    run(pw, pb);
     NX_CUDA_LAUNCH_CHECK();
     for (auto [out, src] : {std::pair<void*, A*>{dw.data, pw}, std::pair<void*, A*>{db.data, pb}}) {
       if (!out) continue;
-      sum_partials_kernel<A><<<blocks_for(p.cols), kThreads, 0, stream()>>>(static_cast<A*>(out), src, g, p.cols);
+      sum_partials_kernel<A><<<unsigned((p.cols + 31) / 32), dim3(32, 16), 0, stream()>>>(static_cast<A*>(out), src, g,
+                                                                                       p.cols);
       NX_CUDA_LAUNCH_CHECK();
     }
   });

@@ -81,6 +81,55 @@ TEST(CudaFused, NormManyRowsUsesFixedGrid) {
   compare("rms_norm 3000 rows", {x, w}, DType::F32, [](auto& v) { return std::vector<Tensor>{rms_norm(v[0], v[1], 1e-6)}; });
 }
 
+// The register kernels (persistent grid, row in registers, next row prefetched, dw and db summed
+// per thread): more rows than the grid holds at once (every block takes several rows, unevenly
+// when rows do not divide), widths that take 1, 2, 4 and 8 packs per thread, f16 as well; widths
+// too wide for them (the fallback for the backward, and for the forward with a residual); an
+// input at an odd element offset (the fallback); dw and db bitwise reproducible.
+TEST(CudaFused, NormsRegisterPathManyRows) {
+  NX_REQUIRE_GPU();
+  struct Case { DType dt; int64_t rows, cols; };
+  const std::vector<Case> cases{{DType::F32, 1500, 4096}, {DType::BF16, 1500, 4096}, {DType::F16, 700, 4096},
+                                {DType::F32, 9000, 64},   {DType::BF16, 9000, 64},   {DType::F32, 700, 1000},
+                                {DType::BF16, 700, 1000}, {DType::F64, 300, 4096},   {DType::F64, 2000, 40},
+                                {DType::F32, 40, 16384},  {DType::BF16, 40, 16384},  {DType::BF16, 3, 32768}};
+  for (const Case& c : cases) {
+    Tensor x = uniform({c.rows, c.cols}, c.dt, -2, 2, 1), r = uniform({c.rows, c.cols}, c.dt, -1, 1, 2);
+    Tensor w = uniform({c.cols}, c.dt, 0.5, 1.5, 3), b = uniform({c.cols}, c.dt, -0.5, 0.5, 4);
+    const std::string tag = std::string(dtype_name(c.dt)) + " " + std::to_string(c.rows) + "x" + std::to_string(c.cols);
+    compare("rms_norm " + tag, {x, w}, c.dt, [](auto& v) { return std::vector<Tensor>{rms_norm(v[0], v[1], 1e-6)}; });
+    compare("layer_norm " + tag, {x, w, b}, c.dt,
+            [](auto& v) { return std::vector<Tensor>{layer_norm(v[0], v[1], v[2], 1e-5)}; });
+    compare("add_rms_norm " + tag, {x, r, w}, c.dt, [](auto& v) { return fused_norm(v[0], v[1], v[2], Tensor(), 1e-6, true); });
+    compare("add_layer_norm " + tag, {x, r, w, b}, c.dt,
+            [](auto& v) { return fused_norm(v[0], v[1], v[2], v[3], 1e-5, false); });
+    compare("rms_norm no weight " + tag, {x}, c.dt, [](auto& v) { return std::vector<Tensor>{rms_norm(v[0], Tensor(), 1e-6)}; });
+  }
+  // x at an odd element offset into its storage (every row misaligned): the fallback kernels
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const int64_t rows = 50, cols = 4096, n = rows * cols;
+    Tensor flat = uniform({n + 1}, dt, -2, 2, 8), w = uniform({cols}, dt, 0.5, 1.5, 9);
+    compare(std::string("rms_norm offset view ") + dtype_name(dt), {flat, w}, dt, [=](auto& v) {
+      return std::vector<Tensor>{rms_norm(reshape(slice(v[0], 0, 1, n + 1, 1), {rows, cols}), v[1], 1e-6)};
+    });
+  }
+  // the weight gradients twice: the same bits (a fixed summation order)
+  for (DType dt : {DType::F32, DType::BF16}) {
+    Tensor x = to_device(uniform({2000, 4096}, dt, -2, 2, 10), kGpu), gy = to_device(uniform({2000, 4096}, dt, -1, 1, 11), kGpu);
+    Tensor w = uniform({4096}, dt, 0.5, 1.5, 12), b = uniform({4096}, dt, -0.5, 0.5, 13);
+    std::vector<Tensor> dws;
+    for (int rep = 0; rep < 2; ++rep) {
+      Tensor wl = leaf_on(w, kGpu), bl = leaf_on(b, kGpu);
+      Tensor y = layer_norm(x, wl, bl, 1e-5);
+      run_backward(y, gy, BackwardOptions{});
+      dws.push_back(Tensor(wl.impl()->grad));
+      dws.push_back(Tensor(bl.impl()->grad));
+    }
+    EXPECT_TRUE(close(dws[2], dws[0], 0, 0)) << dtype_name(dt) << " dw";
+    EXPECT_TRUE(close(dws[3], dws[1], 0, 0)) << dtype_name(dt) << " db";
+  }
+}
+
 TEST(CudaFused, SoftmaxCrossEntropyLargeVocabulary) {
   NX_REQUIRE_GPU();
   for (DType dt : {DType::F32, DType::BF16}) {
@@ -100,6 +149,35 @@ TEST(CudaFused, SoftmaxCrossEntropyLargeVocabulary) {
   Tensor t = from_data(tv.data(), {13}, DType::I64, kCpu);
   compare("xent transposed", {lt, t}, DType::F32,
           [](auto& v) { return std::vector<Tensor>{softmax_cross_entropy(v[0], v[1], -100, Reduction::Mean)}; }, true);
+}
+
+// Odd widths (a different 16-byte phase in every row: scalar heads and tails, partial chunks),
+// widths under one pack, f16, and logits at an odd element offset (logits and dlogits then have
+// different phases: the backward's scalar path).
+TEST(CudaFused, SoftmaxCrossEntropyOddWidths) {
+  NX_REQUIRE_GPU();
+  for (DType dt : {DType::F32, DType::BF16, DType::F16, DType::F64}) {
+    for (int64_t cols : {1000, 37, 3, 8193}) {
+      const int64_t rows = 23;
+      Tensor logits = uniform({rows, cols}, dt, -6, 6, 14);
+      std::vector<int64_t> tv(rows);
+      for (int64_t i = 0; i < rows; ++i) tv[size_t(i)] = i % 5 == 4 ? -100 : (i * 7919) % cols;
+      Tensor t = from_data(tv.data(), {rows}, DType::I64, kCpu);
+      compare(std::string("xent ") + dtype_name(dt) + " cols " + std::to_string(cols), {logits, t}, dt,
+              [](auto& v) { return std::vector<Tensor>{softmax_cross_entropy(v[0], v[1], -100, Reduction::Sum)}; }, false,
+              dt == DType::F32 ? 1e-7 : -1);
+    }
+  }
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const int64_t rows = 7, cols = 50257, n = rows * cols;
+    Tensor flat = uniform({n + 1}, dt, -8, 8, 15);
+    std::vector<int64_t> tv{5, 50256, 0, -100, 31337, 2, 50000};
+    Tensor t = from_data(tv.data(), {rows}, DType::I64, kCpu);
+    compare(std::string("xent offset view ") + dtype_name(dt), {flat, t}, dt, [=](auto& v) {
+      return std::vector<Tensor>{
+          softmax_cross_entropy(reshape(slice(v[0], 0, 1, n + 1, 1), {rows, cols}), v[1], -100, Reduction::Mean)};
+    }, false, dt == DType::F32 ? 1e-9 : -1);
+  }
 }
 
 TEST(CudaFused, CrossEntropyTargetOutOfRangeIsNaN) {
