@@ -390,6 +390,27 @@ static void test_random_reproducibility(void** state) {
   free(b);
 }
 
+/* nx_set_deterministic: off by default, round trips; results on the CPU do not depend on it */
+static void test_deterministic_switch(void** state) {
+  (void)state;
+  assert_false(nx_deterministic_enabled());
+  const int64_t shape[4] = {1, 2, 33, 16};
+  nx_tensor q, out[2];
+  float got[2][2 * 33 * 16];
+  nx_manual_seed(3);
+  NX_OK_(nx_tensor_randn(&q, shape, 4, NX_F32, CPU, NULL));
+  for (int det = 0; det < 2; ++det) {
+    nx_set_deterministic(det == 1);
+    assert_int_equal(nx_deterministic_enabled(), det == 1);
+    NX_OK_(nx_flash_attention(&out[det], q, q, q, true, true, 0.0, NULL));
+    NX_OK_(nx_tensor_copy_to_host(out[det], got[det], sizeof(got[det]), NULL));
+    nx_tensor_free(out[det]);
+  }
+  nx_set_deterministic(false);
+  assert_memory_equal(got[0], got[1], sizeof(got[0]));
+  nx_tensor_free(q);
+}
+
 /* ---------------------------------------------------------------- f16 / bf16 */
 static void test_f16_round_trips(void** state) {
   (void)state;
@@ -1258,6 +1279,7 @@ int main(void) {
       NX_TEST(test_streams),
       NX_TEST(test_num_threads),
       NX_TEST(test_simd_levels),
+      NX_TEST(test_deterministic_switch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
