@@ -27,7 +27,7 @@ fi
 if [[ $steps == *sanitize* ]]; then
   for tool in memcheck racecheck; do
     log "compute-sanitizer $tool"
-    compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/gpu/nexus_gpu_tests \
+    timeout ${SAN_TIMEOUT:-900} compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/gpu/nexus_gpu_tests \
       --gtest_filter="${SAN_FILTER:--*OutOfMemory*:Dist.*}" > "$out/sanitizer_$tool.log" 2>&1
     echo "exit $?" | tee -a "$out/summary.txt"
     grep -E 'ERROR SUMMARY|Invalid|Race' "$out/sanitizer_$tool.log" | sort | uniq -c | head -5 | tee -a "$out/summary.txt"

@@ -64,6 +64,14 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
+// The accumulator quad of n8 tile n (rows g, g + 8; columns 2t, 2t + 1) into the A fragments of
+// the 16-wide k chunk n / 2, rounded to the input type: how P and dS feed the next product.
+template <bool BF16, int NC>
+__device__ __forceinline__ void pack_a(uint32_t (&frag)[NC][4], int n, const float (&v)[4]) {
+  frag[n / 2][(n % 2) * 2 + 0] = pack2<BF16>(v[0], v[1]);
+  frag[n / 2][(n % 2) * 2 + 1] = pack2<BF16>(v[2], v[3]);
+}
+
 template <bool BF16>
 __device__ __forceinline__ uint16_t to_bits(float x) {
   if constexpr (BF16) return __bfloat16_as_ushort(__float2bfloat16_rn(x));
@@ -390,10 +398,8 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkdv_tc(TcParams p, con
           pv[e] = masked ? 0.f : __expf(x - ls[col]);
           dsv[e] = pv[e] * (dpt[n][e] - dl[col]);
         }
-        pa[n / 2][(n % 2) * 2 + 0] = pack2<BF16>(pv[0], pv[1]);
-        pa[n / 2][(n % 2) * 2 + 1] = pack2<BF16>(pv[2], pv[3]);
-        dsa[n / 2][(n % 2) * 2 + 0] = pack2<BF16>(dsv[0], dsv[1]);
-        dsa[n / 2][(n % 2) * 2 + 1] = pack2<BF16>(dsv[2], dsv[3]);
+        pack_a<BF16>(pa, n, pv);
+        pack_a<BF16>(dsa, n, dsv);
       }
 #pragma unroll
       for (int j = 0; j < 4; ++j)
@@ -488,8 +494,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_tc(TcParams p, const
         const float pr = masked ? 0.f : __expf(x - L[r]);
         dsv[e] = pr * (dp[n][e] - Dl[r]);
       }
-      dsa[n / 2][(n % 2) * 2 + 0] = pack2<BF16>(dsv[0], dsv[1]);
-      dsa[n / 2][(n % 2) * 2 + 1] = pack2<BF16>(dsv[2], dsv[3]);
+      pack_a<BF16>(dsa, n, dsv);
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j)
@@ -633,10 +638,8 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_fused_tc(TcParams p, const 
         if (edge && (query >= tq || key >= tk || (p.causal && key > qpos))) pv[e] = 0.f;
         dsv[e] = pv[e] * (dpt[n][e] - dl[col]);
       }
-      pa[n / 2][(n % 2) * 2 + 0] = pack2<BF16>(pv[0], pv[1]);
-      pa[n / 2][(n % 2) * 2 + 1] = pack2<BF16>(pv[2], pv[3]);
-      dsa[n / 2][(n % 2) * 2 + 0] = pack2<BF16>(dsv[0], dsv[1]);
-      dsa[n / 2][(n % 2) * 2 + 1] = pack2<BF16>(dsv[2], dsv[3]);
+      pack_a<BF16>(pa, n, pv);
+      pack_a<BF16>(dsa, n, dsv);
       // dS^T to shared memory for the dQ product (rows: this warp's keys)
       *reinterpret_cast<uint32_t*>(dss + (warp * 16 + g) * kLdS + n * 8 + t * 2) = dsa[n / 2][(n % 2) * 2 + 0];
       *reinterpret_cast<uint32_t*>(dss + (warp * 16 + g + 8) * kLdS + n * 8 + t * 2) = dsa[n / 2][(n % 2) * 2 + 1];
