@@ -55,6 +55,35 @@ def main():
     for name, bytes_, ours, theirs in cases:
         t_ours, t_torch = best(ours), best(theirs)
         print(f"{name:26} {bytes_ / t_ours / 1e9:10.1f} GB/s {bytes_ / t_torch / 1e9:10.1f} GB/s {t_torch / t_ours:11.3f}")
+    attention(ng, torch)
+
+
+def attention(ng, torch):
+    """Causal attention, f32, [1, 8, 1024, 64]: our flash attention (no score matrix) against
+    torch's softmax(q k^T / sqrt(d)) v with the mask (torch 1.13 has no fused CPU attention)."""
+    b, h, t, d = 1, 8, 1024, 64
+    qkv = [np.random.randn(b, h, t, d).astype(np.float32) for _ in range(3)]
+    ours_in = [ng.Tensor.from_numpy(x).requires_grad_() for x in qkv]
+    torch_in = [torch.from_numpy(x).requires_grad_() for x in qkv]
+    mask = torch.ones(t, t, dtype=torch.bool).triu(1)
+
+    def torch_attn():
+        s = torch_in[0] @ torch_in[1].transpose(-1, -2) / d ** 0.5
+        return torch.softmax(s.masked_fill(mask, float("-inf")), -1) @ torch_in[2]
+
+    def ours_fb():
+        ng.functional.flash_attention(*ours_in, causal=True).sum().backward()
+
+    def torch_fb():
+        torch_attn().sum().backward()
+
+    flops = 4.0 * b * h * t * t * d / 2  # causal: half the scores
+    for name, f, ours, theirs in [
+            ("attention fwd causal", flops, lambda: ng.functional.flash_attention(*ours_in, causal=True), torch_attn),
+            ("attention fwd+bwd causal", 3.5 * flops, ours_fb, torch_fb)]:
+        with torch.no_grad() if "bwd" not in name else torch.enable_grad():
+            t_ours, t_torch = best(ours, 3), best(theirs, 3)
+        print(f"{name:26} {f / t_ours / 1e9:10.1f} GF/s {f / t_torch / 1e9:10.1f} GF/s {t_torch / t_ours:11.3f}")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,14 @@
 
 namespace nx::cpu {
 
+// Flash attention's shape and options as plain data (the per-ISA files take no std::vector).
+struct AttnArgs {
+  int64_t batch, heads, kv_heads, tq, tk, dim;
+  double scale;
+  bool causal;
+  const double* slopes;  // one per head, or null: no ALiBi
+};
+
 // Strides are in elements. Inner loops: the caller walks the outer dimensions.
 struct SimdTable {
   const char* name;
@@ -28,6 +36,14 @@ struct SimdTable {
                    int64_t rsb, int64_t csb, int64_t m, int64_t n, int64_t k);
   void (*gemm_f64)(double* c, int64_t ldc, const double* a, int64_t rsa, int64_t csa,
                    const double* b, int64_t rsb, int64_t csb, int64_t m, int64_t n, int64_t k);
+  // flash attention on contiguous [B, H, T, D] tensors (src/cpu/attention_kernels.inl)
+  void (*attn_forward_f32)(const AttnArgs&, const float* q, const float* k, const float* v, float* out, float* lse);
+  void (*attn_forward_f64)(const AttnArgs&, const double* q, const double* k, const double* v, double* out,
+                           double* lse);
+  void (*attn_backward_f32)(const AttnArgs&, const float* q, const float* k, const float* v, const float* out,
+                            const float* dout, const float* lse, float* dq, float* dk, float* dv);
+  void (*attn_backward_f64)(const AttnArgs&, const double* q, const double* k, const double* v, const double* out,
+                            const double* dout, const double* lse, double* dq, double* dk, double* dv);
 };
 
 extern const SimdTable simd_scalar;

@@ -443,6 +443,8 @@ static void unary_f64(UnaryOp op, double* o, const double* x, int64_t sx, int64_
   unary_kernel<double>(op, o, x, sx, n, p0, p1);
 }
 
+#include "cpu/attention_kernels.inl"
+
 }  // namespace nx::cpu::NX_SIMD_NS
 
 namespace nx::cpu {
@@ -458,5 +460,9 @@ const SimdTable NX_SIMD_TABLE = {
     &NX_SIMD_NS::softmax_kernel<double>,
     &NX_SIMD_NS::gemm_kernel<float>,
     &NX_SIMD_NS::gemm_kernel<double>,
+    &NX_SIMD_NS::attn_forward_f32,
+    &NX_SIMD_NS::attn_forward_f64,
+    &NX_SIMD_NS::attn_backward_f32,
+    &NX_SIMD_NS::attn_backward_f64,
 };
 }  // namespace nx::cpu

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <tuple>
 
+#include "cpu/simd.hpp"
 #include "nn/functional.hpp"
 
 namespace nx {
@@ -29,15 +31,21 @@ TEST_P(FlashVsComposite, ForwardAndGradientsMatch) {
   Tensor q = leaf({c.b, c.h, c.tq, c.d}), k = leaf({c.b, c.hkv, c.tk, c.d}), v = leaf({c.b, c.hkv, c.tk, c.d});
   const double scale = 1.0 / std::sqrt(double(c.d));
   Tensor ref = fn::attention(q, k, v, c.causal, c.alibi, scale);
-  Tensor got = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
-  EXPECT_LT(max_abs_diff(got, ref), 1e-10);
   Tensor gout = randn(ref.shape(), DType::F64, cpu);
   BackwardOptions opt;
   opt.accumulate = false;
   opt.retain_graph = true;
   auto gr = run_backward(ref, gout, opt, {q, k, v});
-  auto gg = run_backward(got, gout, opt, {q, k, v});
-  for (int i = 0; i < 3; ++i) EXPECT_LT(max_abs_diff(gg[size_t(i)], gr[size_t(i)]), 1e-10) << "gradient " << i;
+  const std::string restore = cpu::simd().name;
+  // the kernels are compiled once per ISA: every level this processor has must agree
+  for (const char* level : {"scalar", "avx2", "avx512"}) {
+    if (!cpu::set_simd_level(level)) continue;
+    Tensor got = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
+    EXPECT_LT(max_abs_diff(got, ref), 1e-10) << level;
+    auto gg = run_backward(got, gout, opt, {q, k, v});
+    for (int i = 0; i < 3; ++i) EXPECT_LT(max_abs_diff(gg[size_t(i)], gr[size_t(i)]), 1e-10) << level << " gradient " << i;
+  }
+  cpu::set_simd_level(restore.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, FlashVsComposite, ::testing::Values(
