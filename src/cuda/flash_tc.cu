@@ -113,8 +113,7 @@ __device__ __forceinline__ void ldsm_b_rows_k(uint32_t (&b)[4], const uint16_t* 
 
 // Forward. A block owns 128 query rows of one (batch, head); each of its 4 warps owns 32 rows (two
 // m16 tiles), so every K/V fragment read from shared memory feeds two mma instructions. K and V
-// tiles are single-buffered but loaded one phase ahead (V[j] while S = Q K[j]^T is computed,
-// K[j+1] while O += P V[j] is), so copies overlap the tensor-core work.
+// tiles are double-buffered: tile j + 1 loads while tile j is computed, one barrier per tile.
 constexpr int kFwdWarps = 4, kFwdRows = 128, kFwdTiles = 2;  // m16 tiles per warp
 constexpr int kFwdKeys = 64;  // keys per tile (128 spills registers at head_dim 64)
 
@@ -182,8 +181,7 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 2) flash_fwd_tc(TcParams p, co
   constexpr int LD = D + kPad, BC = kFwdKeys, MT = kFwdTiles;
   extern __shared__ __align__(16) uint16_t smem[];
   uint16_t* qs = smem;
-  uint16_t* ks = qs + kFwdRows * LD;
-  uint16_t* vs = ks + BC * LD;
+  uint16_t* kv0 = qs + kFwdRows * LD;  // two buffers, each a K tile then a V tile
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   // positions fit in int: the launcher sends sequences of 2^31 or more elsewhere
   const int tq = int(p.tq), tk = int(p.tk);
@@ -197,7 +195,8 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 2) flash_fwd_tc(TcParams p, co
   const uint16_t* kg = k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
   const uint16_t* vg = v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
   stage_tile<D, kFwdRows>(qs, q + ((int64_t(b) * p.heads + h) * p.tq) * D, q0, p.tq);
-  stage_tile<D, BC>(ks, kg, 0, p.tk);
+  stage_tile<D, BC>(kv0, kg, 0, p.tk);
+  stage_tile<D, BC>(kv0 + BC * LD, vg, 0, p.tk);
   cp_async_commit();
 
   float o[MT][D / 8][4], m[MT][2], l[MT][2];
@@ -217,11 +216,17 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 2) flash_fwd_tc(TcParams p, co
   const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
   const int key_end = p.causal ? min(tk, offset + min(tq, q0 + kFwdRows)) : tk;
 
-  for (int j0 = 0; j0 < key_end; j0 += BC) {
+  for (int j0 = 0, buf = 0; j0 < key_end; j0 += BC, buf ^= 1) {
     cp_async_wait_all();
-    __syncthreads();  // K[j] (and Q) visible; every warp is done with the previous V tile
-    stage_tile<D, BC>(vs, vg, j0, p.tk);
-    cp_async_commit();
+    __syncthreads();  // K[j], V[j] (and Q) visible; every warp is done with the other buffer
+    const uint16_t* ks = kv0 + buf * 2 * BC * LD;
+    const uint16_t* vs = ks + BC * LD;
+    if (j0 + BC < key_end) {  // tile j + 1 loads during all of tile j's work
+      uint16_t* next = kv0 + (buf ^ 1) * 2 * BC * LD;
+      stage_tile<D, BC>(next, kg, j0 + BC, p.tk);
+      stage_tile<D, BC>(next + BC * LD, vg, j0 + BC, p.tk);
+      cp_async_commit();
+    }
 
     // S = Q K^T (32 x BC per warp)
     float s[MT][BC / 8][4];
@@ -249,12 +254,6 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 2) flash_fwd_tc(TcParams p, co
     const bool edge = j0 + BC > tk || (p.causal && j0 + BC - 1 > offset + q0 + wr);
     if (edge) online_softmax<ALIBI, true>(s, o, m, l, row_pos, j0, t, tk, p.causal, scale2, slope2);
     else online_softmax<ALIBI, false>(s, o, m, l, row_pos, j0, t, tk, p.causal, scale2, slope2);
-    cp_async_wait_all();
-    __syncthreads();  // V[j] visible; every warp is done with K[j]
-    if (j0 + BC < key_end) {
-      stage_tile<D, BC>(ks, kg, j0 + BC, p.tk);
-      cp_async_commit();
-    }
     // O += P V: P rounded to the input type, straight from the S accumulators into A fragments
 #pragma unroll
     for (int kc = 0; kc < BC / 16; ++kc) {
@@ -780,7 +779,7 @@ void launch_bwd_fused_tc(const AttentionParams& a, const View& q, const View& k,
 template <int D, bool BF16>
 void launch_tc(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out, const View& lse) {
   TcParams p = tc_params(a);
-  const size_t smem = size_t(kFwdRows + 2 * kFwdKeys) * (D + kPad) * sizeof(uint16_t);
+  const size_t smem = size_t(kFwdRows + 4 * kFwdKeys) * (D + kPad) * sizeof(uint16_t);
   auto kernel = a.alibi_slopes.empty() ? flash_fwd_tc<D, BF16, false> : flash_fwd_tc<D, BF16, true>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int64_t blocks = a.batch * a.heads * ((a.tq + kFwdRows - 1) / kFwdRows);
