@@ -507,6 +507,11 @@ NX_JAVA_RET_TENSORS(nx_module_parameters)
 }
 NX_JAVA_RET_TENSORS(nx_text_loader_next)
 
+/* nx_add_rms_norm / nx_add_layer_norm(x, residual, ...) -> {out, sum_out} */
+%apply (nx_tensor* inputs, nx_tensor* targets) { (nx_tensor* out, nx_tensor* sum_out) };
+NX_JAVA_RET_TENSORS(nx_add_rms_norm)
+NX_JAVA_RET_TENSORS(nx_add_layer_norm)
+
 /* nx_module_parameter's name: a String[1] holder the call fills */
 %typemap(jni) const char** name "jobjectArray"
 %typemap(jtype) const char** name "String[]"

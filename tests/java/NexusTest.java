@@ -155,6 +155,18 @@ public class NexusTest {
       check(Nexus.tokenizer_decode(tok, v).equals("héllo"), "decode(encode(s)) == s");
     }
 
+    // a fused op with two outputs: residual add + RMSNorm gives {norm(x + r), x + r}
+    try (Tensor x = Nexus.tensor(new double[] {1, 2, 3, 4}, new long[] {2, 2}, cpu);
+         Tensor r = Nexus.tensor(new double[] {0.5, -1, 2, 0}, new long[] {2, 2}, cpu)) {
+      Tensor[] both = Nexus.add_rms_norm(x, r, null, 1e-6, null);
+      try (Tensor out = both[0]; Tensor sum = both[1]; Tensor ref = Nexus.rms_norm(sum, null, 1e-6, null)) {
+        check(Arrays.equals(Nexus.toDoubleArray(sum), new double[] {1.5, 1, 5, 4}), "add_rms_norm sum");
+        double[] o = Nexus.toDoubleArray(out), e = Nexus.toDoubleArray(ref);
+        for (int i = 0; i < 4; ++i) close(o[i], e[i], "add_rms_norm out " + i);
+        close(o[0], 1.5 / Math.sqrt((1.5 * 1.5 + 1) / 2 + 1e-6), "add_rms_norm out 0 by hand");
+      }
+    }
+
     // communicator ids: hex round trip; a bad rank is refused before any GPU is needed
     CommId id = new CommId();
     String hex = "5a".repeat(Nexus.NX_COMM_ID_BYTES);
