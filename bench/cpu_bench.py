@@ -3,7 +3,8 @@
 
     PYTHONPATH=<build>/python /usr/bin/python3 bench/cpu_bench.py [--threads N]
 
-Sizes are large enough that the time is the kernel, not the Python call. Prints GFLOP/s (GEMM) or
+GEMM is also timed against NumPy's matmul, i.e. OpenBLAS when libopenblas0-pthread is installed
+(the BLAS peer the design names; Debian's torch 1.13 may itself run on reference BLAS). Sizes are large enough that the time is the kernel, not the Python call. Prints GFLOP/s (GEMM) or
 GB/s (bandwidth-bound ops, bytes read + written once) and the ratio ours / torch (> 1: faster)."""
 import argparse
 import time
@@ -21,6 +22,17 @@ def best(fn, repeat=5):
     return min(times)
 
 
+def numpy_blas():
+    """The BLAS library NumPy's matmul calls (Debian: libblas.so.3, an alternative that
+    libopenblas0-pthread provides once installed; scripts/deps.sh installs it)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            libs = {line.split()[-1] for line in maps if "blas" in line}
+        return "openblas" if any("openblas" in lib for lib in libs) else "reference blas"
+    except OSError:
+        return "blas"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
@@ -30,7 +42,8 @@ def main():
     torch.set_num_threads(args.threads)
     ng.set_num_threads(args.threads)
     print(f"threads {args.threads}, nexusgrad SIMD {ng.cpu_simd_level()}, torch {torch.__version__}")
-    print(f"{'benchmark':26} {'ours':>14} {'torch':>14} {'ours/torch':>11}")
+    blas = numpy_blas()
+    print(f"{'benchmark':26} {'ours':>14} {'torch':>14} {'ours/torch':>11} {'numpy (' + blas + ')':>22} {'ours/numpy':>11}")
     for n in (256, 512, 1024, 2048):
         a = np.random.rand(n, n).astype(np.float32)
         b = np.random.rand(n, n).astype(np.float32)
@@ -38,7 +51,9 @@ def main():
         na, nb = ng.Tensor.from_numpy(a), ng.Tensor.from_numpy(b)
         flops = 2.0 * n ** 3
         t_ours, t_torch = best(lambda: ng.matmul(na, nb)), best(lambda: torch.matmul(ta, tb))
-        print(f"{'matmul f32 ' + str(n):26} {flops / t_ours / 1e9:10.1f} GF/s {flops / t_torch / 1e9:10.1f} GF/s {t_torch / t_ours:11.3f}")
+        t_np = best(lambda: a @ b)
+        print(f"{'matmul f32 ' + str(n):26} {flops / t_ours / 1e9:10.1f} GF/s {flops / t_torch / 1e9:10.1f} GF/s "
+              f"{t_torch / t_ours:11.3f} {flops / t_np / 1e9:17.1f} GF/s {t_np / t_ours:11.3f}")
     n = 1 << 24
     x = np.random.rand(n).astype(np.float32)
     y = np.random.rand(n).astype(np.float32)

@@ -3,7 +3,8 @@
 set -euo pipefail
 packages=(build-essential cmake pkg-config ccache libcmocka-dev libgtest-dev
           python3-torch python3-numpy python3-pytest python3-venv python3-dev swig graphviz valgrind
-          dataset-fashion-mnist default-jdk-headless)
+          dataset-fashion-mnist default-jdk-headless
+          libopenblas0-pthread)  # the BLAS peer of bench/cpu_bench.py (NumPy and torch use it)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

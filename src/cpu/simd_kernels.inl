@@ -338,7 +338,7 @@ void micro_kernel(int64_t kc, const T* __restrict ap, const T* __restrict bp, T*
     std::memcpy(&b0, bp + p * NR, sizeof(V));
     std::memcpy(&b1, bp + p * NR + W, sizeof(V));
     for (int i = 0; i < MR; ++i) {
-      V a = V{} + ap[p * MR + i];
+      V a = ap[p * MR + i] - V{};  // a broadcast: x - (+0) folds to x (x + 0 would not: -0 + 0 = +0)
       acc[i][0] += a * b0;
       acc[i][1] += a * b1;
     }
@@ -412,6 +412,7 @@ void gemm_kernel(T* c, int64_t ldc, const T* a, int64_t rsa, int64_t csa, const 
         int64_t mc = vmin(G::MC, m - ic);
         int64_t mpanels = (mc + MR - 1) / MR;
         T* ap = apack.p;
+#pragma omp parallel for schedule(static) if (mpanels * kc * MR > 16384)
         for (int64_t ip = 0; ip < mpanels; ++ip) {
           T* dst = ap + ip * kc * MR;
           int64_t i0 = ic + ip * MR, mr = vmin<int64_t>(MR, m - i0);
