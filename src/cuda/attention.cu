@@ -555,16 +555,6 @@ void set_smem(K kernel, size_t bytes) {
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
-int sm_count_attn() {
-  static int n = [] {
-    int dev = 0, count = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
-    return count > 0 ? count : 1;
-  }();
-  return n;
-}
-
 // The bf16/f16 flash-decoding path for head_dim 64, 128 or 256 (16-byte aligned rows).
 template <class T>
 bool decode_half_typed(const Params& p, const View& q, const View& k, const View& v, const View& out, const View& lse) {
@@ -572,7 +562,7 @@ bool decode_half_typed(const Params& p, const View& q, const View& k, const View
   for (const View* x : {&q, &k, &v})
     if (reinterpret_cast<uintptr_t>(x->data) & 15) return false;
   // enough splits for several waves of blocks, each split at least 256 keys
-  const int64_t want = (16 * int64_t(sm_count_attn()) + p.batch * p.heads - 1) / (p.batch * p.heads);
+  const int64_t want = (16 * int64_t(sm_count()) + p.batch * p.heads - 1) / (p.batch * p.heads);
   const int splits = int(std::max<int64_t>(1, std::min<int64_t>(want, (p.tk + 255) / 256)));
   Scratch part_acc(current_device(), size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(float));
   Scratch part_ml(current_device(), size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(float));
@@ -617,9 +607,9 @@ void attention_forward(const AttentionParams& a, const View& q, const View& k, c
       if constexpr (sizeof(T) == 2) {  // flash-decoding of half caches, whatever the batch
         if (p.tq <= 4 && p.tk >= 256 && decode_half_typed<T>(p, q, k, v, out, lse)) return;
       }
-      if (p.tq <= 4 && bh_blocks < 2 * sm_count_attn() && p.tk >= 256) {
+      if (p.tq <= 4 && bh_blocks < 2 * sm_count() && p.tk >= 256) {
         // flash-decoding: enough splits to give every SM several blocks
-        const int splits = int(std::min<int64_t>((p.tk + 255) / 256, std::max<int64_t>(1, 4 * sm_count_attn() / (p.batch * p.heads))));
+        const int splits = int(std::min<int64_t>((p.tk + 255) / 256, std::max<int64_t>(1, 4 * sm_count() / (p.batch * p.heads))));
         Scratch part_acc(current_device(), size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(A));
         Scratch part_ml(current_device(), size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(A));
         const size_t smem = size_t(kRows * p.dim) * sizeof(A);

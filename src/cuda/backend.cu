@@ -1,4 +1,6 @@
 // The CUDA implementation of the kernel interface, plus device, stream and event management.
+#include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -40,6 +42,20 @@ int device_count() {
   return count;
 }
 bool compiled() { return true; }
+
+int sm_count() {
+  static std::atomic<int> counts[64] = {};
+  int dev = 0;
+  NX_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64) fail(NX_ERR_DEVICE, current_api(), ": device index ", dev, " out of range");
+  int n = counts[dev].load(std::memory_order_relaxed);
+  if (!n) {
+    NX_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    n = std::max(n, 1);
+    counts[dev].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
 
 namespace {
 

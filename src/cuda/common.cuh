@@ -6,7 +6,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/backend.hpp"
 #include "cpu/strided.hpp"
@@ -113,5 +115,31 @@ struct Scratch {
 
 // The device of the backend running the current call (set by CudaBackend before each kernel).
 int current_device();
+
+// Multiprocessors of the current device (queried once per device).
+int sm_count();
+
+// Blocks of a persistent grid over rows: as many as fit on the device at once (occupancy of
+// kernel at threads), then evened out so every block gets the same number of rows (+-1).
+// The occupancy query is cached per (kernel, threads, device) in each host thread.
+template <class K>
+int64_t persistent_grid(K kernel, int threads, int64_t rows) {
+  struct Entry { const void* kernel; int threads, device; int64_t most; };
+  thread_local std::vector<Entry> cache;
+  int dev = 0;
+  NX_CUDA_CHECK(cudaGetDevice(&dev));
+  int64_t most = 0;
+  for (const Entry& e : cache)
+    if (e.kernel == reinterpret_cast<const void*>(kernel) && e.threads == threads && e.device == dev) most = e.most;
+  if (!most) {
+    int per_sm = 0;
+    NX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+    most = int64_t(sm_count()) * std::max(1, per_sm);
+    cache.push_back({reinterpret_cast<const void*>(kernel), threads, dev, most});
+  }
+  if (rows <= most) return std::max<int64_t>(rows, 1);
+  const int64_t per_block = (rows + most - 1) / most;
+  return (rows + per_block - 1) / per_block;
+}
 
 }  // namespace nx::cuda

@@ -297,13 +297,9 @@ bool softmax_pipelined(const float* src, float* dst, int64_t rows, int64_t cols,
   // then takes a larger share of the register file, i.e. more bytes in flight per SM
   const int threads = std::min(512, std::max(32, (cols4 / 8 + 31) / 32 * 32));
   const int per = (cols4 + threads - 1) / threads;
-  int dev = 0, sms = 0, per_sm = 0;
-  cudaGetDevice(&dev);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
   auto go = [&](auto per_tag) {
     constexpr int P = decltype(per_tag)::value;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, softmax_rows_pipelined<P>, threads, 0);
-    const int64_t grid = std::min<int64_t>(rows, int64_t(std::max(1, sms)) * std::max(1, per_sm));
+    const int64_t grid = persistent_grid(softmax_rows_pipelined<P>, threads, rows);
     softmax_rows_pipelined<P><<<unsigned(grid), threads, 0, stream()>>>(
         reinterpret_cast<const float4*>(src), reinterpret_cast<float4*>(dst), rows, cols4, log);
   };
@@ -332,16 +328,6 @@ bool softmax_in_registers(const A* src, A* dst, int64_t rows, int64_t cols, bool
   else if (per <= 16) go(std::integral_constant<int, 16>{});
   else return false;
   return true;
-}
-
-int sm_count() {
-  static int n = [] {
-    int dev = 0, count = 0;
-    cudaGetDevice(&dev);
-    cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev);
-    return count > 0 ? count : 1;
-  }();
-  return n;
 }
 
 }  // namespace
