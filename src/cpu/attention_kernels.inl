@@ -116,7 +116,7 @@ void attn_backward(const AttnArgs& p, const T* q, const T* k, const T* v, const 
 #pragma omp parallel
   {
     const size_t tile = static_cast<size_t>(D * kAttnKeys), row = static_cast<size_t>(kAttnKeys);
-    Buffer<T> kt(tile), vt(tile), pr(row), ds(row);
+    Buffer<T> kt(tile), vt(tile), pr(row), ds(row), delta(static_cast<size_t>(p.tq));
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < p.batch * p.kv_heads; ++task) {
       const int64_t b = task / p.kv_heads, hk = task % p.kv_heads;
@@ -128,6 +128,14 @@ void attn_backward(const AttnArgs& p, const T* q, const T* k, const T* v, const 
       for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
         const int64_t base = (b * p.heads + h) * p.tq;
         for (int64_t i = 0; i < p.tq * D; ++i) dq[base * D + i] = T(0);
+        for (int64_t i = 0; i < p.tq; ++i) {  // delta_i = dO_i . O_i, once per query row
+          const T* doi = dout + (base + i) * D;
+          const T* oi = out + (base + i) * D;
+          T di = 0;
+#pragma omp simd reduction(+ : di)
+          for (int64_t d = 0; d < D; ++d) di += doi[d] * oi[d];
+          delta.p[i] = di;
+        }
         for (int64_t j0 = 0; j0 < p.tk; j0 += kAttnKeys) {
           const int64_t cols = vmin(kAttnKeys, p.tk - j0);
           // queries that see any key of this tile (causal: from position j0 on)
@@ -140,10 +148,7 @@ void attn_backward(const AttnArgs& p, const T* q, const T* k, const T* v, const 
             if (!(L < -neg_inf<T>())) continue;  // a row without keys: no gradient
             const T* qi = q + (base + i) * D;
             const T* doi = dout + (base + i) * D;
-            T di = 0;
-            const T* oi = out + (base + i) * D;
-#pragma omp simd reduction(+ : di)
-            for (int64_t d = 0; d < D; ++d) di += doi[d] * oi[d];
+            const T di = delta.p[i];
             row_times_tile(pr.p, qi, kt.p, D, T(p.scale));
             bias_and_mask(pr.p, p, h, offset + i, j0, cols);
             row_times_tile(ds.p, doi, vt.p, D, T(1));
