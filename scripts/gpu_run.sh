@@ -13,7 +13,7 @@ steps=${*:-build test sanitize bench}
 log() { echo "== $*" | tee -a "$out/summary.txt"; }
 if [[ $steps == *build* ]]; then
   log "build"
-  cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90 -DNEXUS_TORCH_PYTHON="$(command -v python3)" \
+  cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90a -DNEXUS_TORCH_PYTHON="$(command -v python3)" \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
   cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests cuda_bench fused_bench attention_bench dist_bench quickstart train_gpt parity_fixtures_cuda test_parity} > "$out/build.log" 2>&1 \
     || { grep -E 'error' -A3 "$out/build.log" | head -60; exit 1; }
@@ -44,7 +44,7 @@ fi
 if [[ $steps == *fused* ]]; then
   # fused kernels (issue #7 part 5): their CPU-vs-CUDA tests, then the benchmark against torch
   log "fused kernels"
-  [ -f build-gpu/build.ninja ] || cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90 \
+  [ -f build-gpu/build.ninja ] || cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90a \
     -DNEXUS_TORCH_PYTHON="$(command -v python3)" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
   cmake --build build-gpu --target nexus_gpu_tests fused_bench > "$out/build_fused.log" 2>&1 \
     || { grep -E 'error' -A3 "$out/build_fused.log" | head -60; exit 1; }
@@ -57,7 +57,7 @@ fi
 if [[ $steps == *parity_attn* ]]; then
   # flash attention against torch on this GPU (f64 math reference, SDPA's own error beside ours)
   log "attention parity vs torch"
-  cmake -S . -B build-gpu-py -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90 -DNEXUS_PYTHON=ON -DNEXUS_TESTS=OFF \
+  cmake -S . -B build-gpu-py -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90a -DNEXUS_PYTHON=ON -DNEXUS_TESTS=OFF \
     -DPython3_EXECUTABLE="$(command -v python3)" > "$out/configure_py.log" 2>&1 && \
   cmake --build build-gpu-py --target nexus_python nexus_python_package > "$out/build_py.log" 2>&1 \
     || { tail -30 "$out/configure_py.log" "$out/build_py.log"; exit 1; }

@@ -43,18 +43,39 @@ int device_count() {
 }
 bool compiled() { return true; }
 
-int sm_count() {
-  static std::atomic<int> counts[64] = {};
+namespace {
+// One attribute of the current device, queried once per device (cache holds 0 until then).
+template <class Query>
+int cached_per_device(std::atomic<int> (&cache)[64], Query query) {
   int dev = 0;
   NX_CUDA_CHECK(cudaGetDevice(&dev));
   if (dev < 0 || dev >= 64) fail(NX_ERR_DEVICE, current_api(), ": device index ", dev, " out of range");
-  int n = counts[dev].load(std::memory_order_relaxed);
+  int n = cache[dev].load(std::memory_order_relaxed);
   if (!n) {
-    NX_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    n = std::max(n, 1);
-    counts[dev].store(n, std::memory_order_relaxed);
+    n = std::max(query(dev), 1);
+    cache[dev].store(n, std::memory_order_relaxed);
   }
   return n;
+}
+}  // namespace
+
+int sm_count() {
+  static std::atomic<int> counts[64] = {};
+  return cached_per_device(counts, [](int dev) {
+    int n = 0;
+    NX_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  });
+}
+
+int compute_capability() {
+  static std::atomic<int> versions[64] = {};
+  return cached_per_device(versions, [](int dev) {
+    int major = 0, minor = 0;
+    NX_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    NX_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    return major * 10 + minor;
+  });
 }
 
 namespace {

@@ -119,6 +119,9 @@ int current_device();
 // Multiprocessors of the current device (queried once per device).
 int sm_count();
 
+// Compute capability of the current device as major * 10 + minor (queried once per device).
+int compute_capability();
+
 // Blocks of a persistent grid over rows: as many as fit on the device at once (occupancy of
 // kernel at threads), then evened out so every block gets the same number of rows (+-1).
 // The occupancy query is cached per (kernel, threads, device) in each host thread.

@@ -13,32 +13,16 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <string_view>
 
-#include "cuda/kernels.cuh"
+#include "cuda/flash_common.cuh"
 
 namespace nx::cuda {
 namespace {
 
+using namespace flash;
+
 constexpr int kWarps = 4, kPad = 8;  // backward: 4 warps; rows padded by 8 elements (16 bytes)
-
-struct TcParams {
-  int64_t heads, kv_heads, tq, tk;
-  float scale;
-  bool causal, alibi;
-  float slopes[128];
-};
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
-
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-// Commits what was issued since the last commit, then waits for every group.
-__device__ __forceinline__ void cp_async_wait_all() {
-  cp_async_commit();
-  asm volatile("cp.async.wait_group 0;\n" ::);
-}
 
 template <bool BF16>
 __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -53,29 +37,12 @@ __device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint3
   }
 }
 
-template <bool BF16>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (BF16) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  } else {
-    __half2 v = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&v);
-  }
-}
-
 // The accumulator quad of n8 tile n (rows g, g + 8; columns 2t, 2t + 1) into the A fragments of
 // the 16-wide k chunk n / 2, rounded to the input type: how P and dS feed the next product.
 template <bool BF16, int NC>
 __device__ __forceinline__ void pack_a(uint32_t (&frag)[NC][4], int n, const float (&v)[4]) {
   frag[n / 2][(n % 2) * 2 + 0] = pack2<BF16>(v[0], v[1]);
   frag[n / 2][(n % 2) * 2 + 1] = pack2<BF16>(v[2], v[3]);
-}
-
-template <bool BF16>
-__device__ __forceinline__ uint16_t to_bits(float x) {
-  if constexpr (BF16) return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-  else return __half_as_ushort(__float2half_rn(x));
 }
 
 // Rows [r0, r0 + ROWS) of a [n, D] matrix into a padded shared tile; rows past n are zero-filled.
@@ -116,63 +83,6 @@ __device__ __forceinline__ void ldsm_b_rows_k(uint32_t (&b)[4], const uint16_t* 
 // tiles are double-buffered: tile j + 1 loads while tile j is computed, one barrier per tile.
 constexpr int kFwdWarps = 4, kFwdRows = 128, kFwdTiles = 2;  // m16 tiles per warp
 constexpr int kFwdKeys = 64;  // keys per tile (128 spills registers at head_dim 64)
-
-// 2^x in one instruction (ex2.approx, ~2 ulp; flushes results below 2^-126 to zero, which no
-// softmax weight can notice).
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// One online-softmax step over a warp's S tile (raw Q K^T in s): ALiBi and masks, the running row
-// max m (log2 units) and sum l, O rescaled, and s replaced by the unnormalized weights
-// 2^(s * scale2 - m). Without ALiBi the max is taken on raw scores (scale2 > 0), so each weight
-// costs one FFMA and one ex2.
-template <bool ALIBI, bool MASK, int MT, int NT, int DT>
-__device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&o)[MT][DT][4], float (&m)[MT][2],
-                                               float (&l)[MT][2], const int (&row_pos)[MT][2], int j0, int t, int tk,
-                                               bool causal, float scale2, float slope2) {
-  const float sc = ALIBI ? 1.f : scale2;  // what still multiplies s in the exponent
-#pragma unroll
-  for (int mt = 0; mt < MT; ++mt) {
-    float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1, key = j0 + n * 8 + t * 2 + (e & 1);
-        float x = s[mt][n][e];
-        if constexpr (ALIBI) x = x * scale2 - slope2 * float(row_pos[mt][r] - key);
-        if constexpr (MASK)
-          if (key >= tk || (causal && key > row_pos[mt][r])) x = -INFINITY;
-        s[mt][n][e] = x;
-        mx[r] = fmaxf(mx[r], x);
-      }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m[mt][r], mx[r] * sc);
-      const float base = m_new == -INFINITY ? 0.f : m_new;  // a fully masked row so far stays at zero
-      const float corr = ex2(m[mt][r] - base);
-      m[mt][r] = m_new;
-      l[mt][r] *= corr;
-#pragma unroll
-      for (int i = 0; i < DT; ++i) {
-        o[mt][i][r * 2] *= corr;
-        o[mt][i][r * 2 + 1] *= corr;
-      }
-#pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        const float p0 = ex2(fmaf(s[mt][n][r * 2], sc, -base)), p1 = ex2(fmaf(s[mt][n][r * 2 + 1], sc, -base));
-        l[mt][r] += p0 + p1;
-        s[mt][n][r * 2] = p0;
-        s[mt][n][r * 2 + 1] = p1;
-      }
-    }
-  }
-}
 
 template <int D, bool BF16, bool ALIBI>
 __global__ void __launch_bounds__(kFwdWarps * 32, 2) flash_fwd_tc(TcParams p, const uint16_t* __restrict__ q,
@@ -526,8 +436,6 @@ constexpr int kBwdTile = 64, kLdS = kBwdTile + kPad;
 __device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0));
 }
-template <int N>
-__device__ __forceinline__ void cp_async_wait_pending() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 __device__ __forceinline__ void red_add2(float* at, float x, float y) {
   asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(at), "f"(x), "f"(y) : "memory");
@@ -711,16 +619,6 @@ __global__ void dq_from_acc(const float* __restrict__ acc, uint16_t* __restrict_
   }
 }
 
-TcParams tc_params(const AttentionParams& a) {
-  TcParams p{};
-  p.heads = a.heads; p.kv_heads = a.kv_heads; p.tq = a.tq; p.tk = a.tk;
-  p.scale = float(a.scale);
-  p.causal = a.causal;
-  p.alibi = !a.alibi_slopes.empty();
-  for (size_t i = 0; i < a.alibi_slopes.size(); ++i) p.slopes[i] = float(a.alibi_slopes[i]);
-  return p;
-}
-
 template <int D, bool BF16>
 void launch_bwd_tc(const AttentionParams& a, const View& q, const View& k, const View& v, const View& dout,
                    const float* lse, const float* delta, const View& dq, const View& dk, const View& dv) {
@@ -797,6 +695,10 @@ bool attention_tensor_core(const AttentionParams& a, const View& q, const View& 
                            const View& lse) {
   const bool half = q.dtype == DType::BF16 || q.dtype == DType::F16;
   if (!half || (a.dim != 64 && a.dim != 128) || a.heads > 128 || a.tq <= 4 || a.tk >= INT32_MAX) return false;
+  // NEXUS_FLASH_KERNEL=mma keeps Hopper on the mma.sync kernel (tests compare the two; read per
+  // call so a test can switch it)
+  const char* kind = std::getenv("NEXUS_FLASH_KERNEL");
+  if (!(kind && std::string_view(kind) == "mma") && attention_wgmma(a, q, k, v, out, lse)) return true;
   const bool bf16 = q.dtype == DType::BF16;
   if (a.dim == 64) bf16 ? launch_tc<64, true>(a, q, k, v, out, lse) : launch_tc<64, false>(a, q, k, v, out, lse);
   else bf16 ? launch_tc<128, true>(a, q, k, v, out, lse) : launch_tc<128, false>(a, q, k, v, out, lse);

@@ -20,6 +20,9 @@ void launch_random(const View& dst, uint64_t seed, uint64_t offset, bool normal)
 void gemm(const View& dst, const View& a, const View& b);
 void attention_forward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
                        const View& lse);
+// Hopper (sm_90a) flash-attention forward; false where the build or the device lacks it (flash_wgmma.cu).
+bool attention_wgmma(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
+                     const View& lse);
 void attention_backward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
                         const View& dout, const View& lse, const View& dq, const View& dk, const View& dv);
 

@@ -4,6 +4,7 @@
 // 96 through the SIMT path). Bounds are set by the formats: bf16 keeps 8 mantissa bits, f16 11;
 // each reported as max abs error over the max magnitude of the reference.
 #include <cstdio>
+#include <cstdlib>
 #include <tuple>
 
 #include "gpu_test_util.hpp"
@@ -28,25 +29,30 @@ TEST_P(CudaAttention, HalfPrecisionMatchesF64Reference) {
   Tensor q = make({c.b, c.h, c.tq, c.d}), k = make({c.b, c.hkv, c.tk, c.d}), v = make({c.b, c.hkv, c.tk, c.d});
   auto leaf = [](const Tensor& t) { Tensor l = detach(t); l.impl()->requires_grad = true; return l; };
   Tensor q64 = leaf(cast(q, DType::F64)), k64 = leaf(cast(k, DType::F64)), v64 = leaf(cast(v, DType::F64));
-  Tensor qg = leaf(to_device(q, kGpu)), kg = leaf(to_device(k, kGpu)), vg = leaf(to_device(v, kGpu));
   Tensor ref = flash_attention(q64, k64, v64, c.causal, c.alibi, 0.0);
-  Tensor got = flash_attention(qg, kg, vg, c.causal, c.alibi, 0.0);
-  ASSERT_EQ(got.dtype(), c.dt);
-  const double bound = c.dt == DType::BF16 ? 2e-2 : 4e-3;
-  const double fwd = max_err(got, ref) / std::max(1e-3, max_abs(ref));
   manual_seed(5);
   Tensor gout = randn(ref.shape(), DType::F32, kCpu);
   BackwardOptions opt;
   opt.accumulate = false;
   auto gr = run_backward(ref, cast(gout, DType::F64), opt, {q64, k64, v64});
-  auto gg = run_backward(got, to_device(cast(gout, c.dt), kGpu), opt, {qg, kg, vg});
-  double bwd = 0;
-  for (int i = 0; i < 3; ++i) bwd = std::max(bwd, max_err(gg[size_t(i)], gr[size_t(i)]) / std::max(1e-3, max_abs(gr[size_t(i)])));
-  std::printf("attention b%lld h%lld/%lld tq%lld tk%lld d%lld %s%s %s: fwd rel err %.2e, grads rel err %.2e (bound %.0e)\n",
-              (long long)c.b, (long long)c.h, (long long)c.hkv, (long long)c.tq, (long long)c.tk, (long long)c.d,
-              c.causal ? "causal" : "full", c.alibi ? "+alibi" : "", dtype_name(c.dt), fwd, bwd, bound);
-  EXPECT_LT(fwd, bound);
-  EXPECT_LT(bwd, 4 * bound);  // the gradient sums many rounded products
+  const double bound = c.dt == DType::BF16 ? 2e-2 : 4e-3;
+  // Both forward kernels on Hopper: wgmma (the default there) and mma.sync (what other GPUs run).
+  for (const char* kernel : {"auto", "mma"}) {
+    ::setenv("NEXUS_FLASH_KERNEL", kernel, 1);
+    Tensor qg = leaf(to_device(q, kGpu)), kg = leaf(to_device(k, kGpu)), vg = leaf(to_device(v, kGpu));
+    Tensor got = flash_attention(qg, kg, vg, c.causal, c.alibi, 0.0);
+    ASSERT_EQ(got.dtype(), c.dt);
+    const double fwd = max_err(got, ref) / std::max(1e-3, max_abs(ref));
+    auto gg = run_backward(got, to_device(cast(gout, c.dt), kGpu), opt, {qg, kg, vg});
+    ::unsetenv("NEXUS_FLASH_KERNEL");
+    double bwd = 0;
+    for (int i = 0; i < 3; ++i) bwd = std::max(bwd, max_err(gg[size_t(i)], gr[size_t(i)]) / std::max(1e-3, max_abs(gr[size_t(i)])));
+    std::printf("attention b%lld h%lld/%lld tq%lld tk%lld d%lld %s%s %s [%s]: fwd rel err %.2e, grads rel err %.2e (bound %.0e)\n",
+                (long long)c.b, (long long)c.h, (long long)c.hkv, (long long)c.tq, (long long)c.tk, (long long)c.d,
+                c.causal ? "causal" : "full", c.alibi ? "+alibi" : "", dtype_name(c.dt), kernel, fwd, bwd, bound);
+    EXPECT_LT(fwd, bound) << kernel;
+    EXPECT_LT(bwd, 4 * bound) << kernel;  // the gradient sums many rounded products
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Grid, CudaAttention, ::testing::Values(

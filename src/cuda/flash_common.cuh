@@ -1,0 +1,142 @@
+// Pieces shared by the tensor-core flash-attention kernels (flash_tc.cu on mma.sync, flash_wgmma.cu
+// on Hopper's wgmma): parameters, cp.async, conversions and the online softmax over accumulator
+// fragments laid out as mma.sync's m16n8 C (which is also wgmma's m64nN accumulator, per warp).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+
+#include "cuda/kernels.cuh"
+
+namespace nx::cuda::flash {
+
+struct TcParams {
+  int64_t heads, kv_heads, tq, tk;
+  float scale;
+  bool causal, alibi;
+  float slopes[128];
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Commits what was issued since the last commit, then waits for every group.
+__device__ __forceinline__ void cp_async_wait_all() {
+  cp_async_commit();
+  asm volatile("cp.async.wait_group 0;\n" ::);
+}
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait_pending() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+template <bool BF16>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (BF16) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+template <bool BF16>
+__device__ __forceinline__ uint16_t to_bits(float x) {
+  if constexpr (BF16) return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  else return __half_as_ushort(__float2half_rn(x));
+}
+
+// 2^x in one instruction (ex2.approx, ~2 ulp; flushes results below 2^-126 to zero, which no
+// softmax weight can notice).
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// One online-softmax step over S tiles (raw Q K^T in s; rows g and g + 8 of each m16 tile across
+// the 4 lanes t that share them): ALiBi and masks, the running row max m (log2 units) and sum l,
+// and s replaced by the unnormalized weights 2^(s * scale2 - m). Without ALiBi the max is taken
+// on raw scores (scale2 > 0), so each weight costs one FFMA and one ex2. Returns in corr the
+// factor the running output must be multiplied by (rescale_rows), which the caller may apply later
+// (the wgmma kernel does, once the previous P V product has landed).
+template <bool ALIBI, bool MASK, int MT, int NT>
+__device__ __forceinline__ void softmax_step(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
+                                             float (&corr)[MT][2], const int (&row_pos)[MT][2], int j0, int t,
+                                             int tk, bool causal, float scale2, float slope2) {
+  const float sc = ALIBI ? 1.f : scale2;  // what still multiplies s in the exponent
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1, key = j0 + n * 8 + t * 2 + (e & 1);
+        float x = s[mt][n][e];
+        if constexpr (ALIBI) x = x * scale2 - slope2 * float(row_pos[mt][r] - key);
+        if constexpr (MASK)
+          if (key >= tk || (causal && key > row_pos[mt][r])) x = -INFINITY;
+        s[mt][n][e] = x;
+        mx[r] = fmaxf(mx[r], x);
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      const float m_new = fmaxf(m[mt][r], mx[r] * sc);
+      const float base = m_new == -INFINITY ? 0.f : m_new;  // a fully masked row so far stays at zero
+      corr[mt][r] = ex2(m[mt][r] - base);
+      m[mt][r] = m_new;
+      float sum = l[mt][r] * corr[mt][r];
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        const float p0 = ex2(fmaf(s[mt][n][r * 2], sc, -base)), p1 = ex2(fmaf(s[mt][n][r * 2 + 1], sc, -base));
+        sum += p0 + p1;
+        s[mt][n][r * 2] = p0;
+        s[mt][n][r * 2 + 1] = p1;
+      }
+      l[mt][r] = sum;
+    }
+  }
+}
+
+// o (accumulator rows g, g + 8 of each m16 tile) *= corr of its row.
+template <int MT, int DT>
+__device__ __forceinline__ void rescale_rows(float (&o)[MT][DT][4], const float (&corr)[MT][2]) {
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < DT; ++i) {
+      o[mt][i][0] *= corr[mt][0];
+      o[mt][i][1] *= corr[mt][0];
+      o[mt][i][2] *= corr[mt][1];
+      o[mt][i][3] *= corr[mt][1];
+    }
+}
+
+// softmax_step with the output rescaled at once.
+template <bool ALIBI, bool MASK, int MT, int NT, int DT>
+__device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&o)[MT][DT][4], float (&m)[MT][2],
+                                               float (&l)[MT][2], const int (&row_pos)[MT][2], int j0, int t, int tk,
+                                               bool causal, float scale2, float slope2) {
+  float corr[MT][2];
+  softmax_step<ALIBI, MASK>(s, m, l, corr, row_pos, j0, t, tk, causal, scale2, slope2);
+  rescale_rows(o, corr);
+}
+
+inline TcParams tc_params(const AttentionParams& a) {
+  TcParams p{};
+  p.heads = a.heads; p.kv_heads = a.kv_heads; p.tq = a.tq; p.tk = a.tk;
+  p.scale = float(a.scale);
+  p.causal = a.causal;
+  p.alibi = !a.alibi_slopes.empty();
+  for (size_t i = 0; i < a.alibi_slopes.size(); ++i) p.slopes[i] = float(a.alibi_slopes[i]);
+  return p;
+}
+
+}  // namespace nx::cuda::flash

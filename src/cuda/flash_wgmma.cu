@@ -1,0 +1,206 @@
+// Flash-attention forward on Hopper's warpgroup MMA (wgmma, sm_90a), bf16/f16, head_dim 64 or 128.
+//
+// A block owns 128 query rows of one (batch, head): two warpgroups of 64 rows. Q, K and V tiles sit
+// in shared memory in the 128-byte-swizzled layout wgmma reads through matrix descriptors (rows of
+// 64 elements, 16-byte units XOR-ed with the row index mod 8, 1024-byte atoms), filled by cp.async.
+// Per key tile j (128 keys), each warpgroup issues S_j = Q K_j^T (both operands from shared
+// memory) and then O += P_{j-1} V_{j-1} (P from registers, V read N-major), waits for S_j only,
+// and runs the online softmax of tile j while the tensor cores are still busy with P V; only the
+// rescaling of O waits for that product. K_{j+1} and V_j load during tile j.
+#include "cuda/flash_common.cuh"
+#include "cuda/wgmma.cuh"
+
+namespace nx::cuda {
+namespace {
+
+using namespace flash;
+using namespace wgmma;
+
+constexpr int kWgRows = 128, kWgKeys = 128, kWgThreads = 256;
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// cp.async writes are generic-proxy; wgmma reads through the async proxy.
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Descriptor of a 128-byte-swizzled operand at byte address addr: lbo = distance between 64-element
+// column blocks (N-major operands only), sbo = distance between groups of 8 rows.
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | uint64_t(lbo >> 4) << 16 | uint64_t(sbo >> 4) << 32 | uint64_t(1) << 62;
+}
+
+// Rows [r0, r0 + ROWS) of a row-major [n, D] matrix into the swizzled layout: D / 64 column blocks
+// of ROWS x 128 bytes; the 16-byte unit u of row r lands at unit u ^ (r % 8). Rows past n are zeros.
+template <int D, int ROWS>
+__device__ __forceinline__ void load_sw128(uint8_t* dst, const uint16_t* src, int64_t r0, int64_t n) {
+  constexpr int kUnits = D / 8;  // 16-byte units per row
+  static_assert(ROWS * kUnits % kWgThreads == 0, "tile must split evenly over the block");
+#pragma unroll
+  for (int i = 0; i < ROWS * kUnits / kWgThreads; ++i) {
+    const int c = threadIdx.x + i * kWgThreads, r = c / kUnits, u = c % kUnits;
+    const bool ok = r0 + r < n;
+    uint8_t* d = dst + (u / 8) * (ROWS * 128) + r * 128 + (((u % 8) ^ (r % 8)) << 4);
+    cp_async16(d, src + (ok ? (r0 + r) * D + u * 8 : 0), ok);
+  }
+}
+
+template <int N, bool BF16>
+__device__ __forceinline__ void mma_ss(float* d, uint64_t a, uint64_t b, int accumulate) {
+  if constexpr (N == 64) BF16 ? wgmma_ss_n64_bf16(d, a, b, accumulate) : wgmma_ss_n64_f16(d, a, b, accumulate);
+  else BF16 ? wgmma_ss_n128_bf16(d, a, b, accumulate) : wgmma_ss_n128_f16(d, a, b, accumulate);
+}
+template <int N, bool BF16>
+__device__ __forceinline__ void mma_rs(float* d, const uint32_t* a, uint64_t b) {
+  if constexpr (N == 64) BF16 ? wgmma_rs_n64_bf16(d, a, b, 1) : wgmma_rs_n64_f16(d, a, b, 1);
+  else BF16 ? wgmma_rs_n128_bf16(d, a, b, 1) : wgmma_rs_n128_f16(d, a, b, 1);
+}
+#endif
+
+template <int D, bool BF16, bool ALIBI>
+__global__ void __launch_bounds__(kWgThreads, 1) flash_fwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
+                                                                 const uint16_t* __restrict__ k,
+                                                                 const uint16_t* __restrict__ v,
+                                                                 uint16_t* __restrict__ out, float* __restrict__ lse) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int BM = kWgRows, BN = kWgKeys, NT = BN / 8, DT = D / 8;
+  constexpr int kQBytes = BM * D * 2, kKVBytes = BN * D * 2;
+  extern __shared__ uint8_t smem_raw[];
+  // swizzle atoms must start on 1024-byte boundaries (the launcher adds the slack)
+  uint8_t* qs = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint8_t* kbuf = qs + kQBytes;         // two K tiles
+  uint8_t* vbuf = kbuf + 2 * kKVBytes;  // two V tiles
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int tq = int(p.tq), tk = int(p.tk);
+  const int nqb = (tq + BM - 1) / BM;
+  const int64_t bh = blockIdx.x / nqb;
+  const int qi = int(blockIdx.x % nqb);
+  const int qb = p.causal ? nqb - 1 - qi : qi;  // causal: the longest rows of a head start first
+  const int h = int(bh % p.heads), b = int(bh / p.heads), hk = h / int(p.heads / p.kv_heads);
+  const int q0 = qb * BM, offset = tk - tq;
+  const uint16_t* kg = k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
+  const uint16_t* vg = v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
+  load_sw128<D, BM>(qs, q + ((int64_t(b) * p.heads + h) * p.tq) * D, q0, p.tq);
+  load_sw128<D, BN>(kbuf, kg, 0, p.tk);
+  cp_async_commit();
+
+  float o[1][DT][4], s[1][NT][4], m[1][2], l[1][2], corr[1][2];
+  uint32_t pa[BN / 16][4];  // P of the previous tile as wgmma A fragments
+  int row_pos[1][2];
+#pragma unroll
+  for (int i = 0; i < DT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    m[0][r] = -INFINITY;
+    l[0][r] = 0.f;
+    row_pos[0][r] = offset + q0 + wg * 64 + warp * 16 + g + r * 8;
+  }
+  const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
+  const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
+  const int key_end = p.causal ? max(0, min(tk, offset + min(tq, q0 + BM))) : tk;
+  const int ntiles = (key_end + BN - 1) / BN;
+  const uint32_t q_addr = smem_addr(qs) + wg * 64 * 128;  // this warpgroup's 64 rows
+  auto v_desc = [&](int tile, int kc) {  // V tile as the N-major B operand, keys kc*16..
+    return sw128_desc(smem_addr(vbuf + (tile % 2) * kKVBytes) + kc * 16 * 128, BN * 128, 1024);
+  };
+
+  for (int j = 0; j < ntiles; ++j) {
+    cp_async_wait_all();
+    fence_async_smem();
+    __syncthreads();  // K_j and V_{j-1} landed; every warpgroup is done with tiles j - 1 and j - 2
+    if (j + 1 < ntiles) load_sw128<D, BN>(kbuf + ((j + 1) % 2) * kKVBytes, kg, int64_t(j + 1) * BN, p.tk);
+    load_sw128<D, BN>(vbuf + (j % 2) * kKVBytes, vg, int64_t(j) * BN, p.tk);
+    cp_async_commit();
+
+    wg_fence();
+    const uint32_t k_addr = smem_addr(kbuf + (j % 2) * kKVBytes);
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc)  // S = Q K^T over head-dim chunks of 16
+      mma_ss<BN, BF16>(&s[0][0][0], sw128_desc(q_addr + (kc / 4) * (BM * 128) + (kc % 4) * 32, 16, 1024),
+                       sw128_desc(k_addr + (kc / 4) * (BN * 128) + (kc % 4) * 32, 16, 1024), kc > 0);
+    wg_commit();
+    if (j > 0) {
+#pragma unroll
+      for (int kc = 0; kc < BN / 16; ++kc) mma_rs<D, BF16>(&o[0][0][0], pa[kc], v_desc(j - 1, kc));
+      wg_commit();
+      wg_wait<1>();
+    } else {
+      wg_wait<0>();
+    }
+    const int j0 = j * BN;
+    const bool edge = j0 + BN > tk || (p.causal && j0 + BN - 1 > offset + q0 + wg * 64);
+    if (edge) softmax_step<ALIBI, true>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
+    else softmax_step<ALIBI, false>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
+    wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled and P overwritten
+    rescale_rows(o, corr);
+#pragma unroll
+    for (int kc = 0; kc < BN / 16; ++kc) {
+      pa[kc][0] = pack2<BF16>(s[0][2 * kc][0], s[0][2 * kc][1]);
+      pa[kc][1] = pack2<BF16>(s[0][2 * kc][2], s[0][2 * kc][3]);
+      pa[kc][2] = pack2<BF16>(s[0][2 * kc + 1][0], s[0][2 * kc + 1][1]);
+      pa[kc][3] = pack2<BF16>(s[0][2 * kc + 1][2], s[0][2 * kc + 1][3]);
+    }
+  }
+  cp_async_wait_all();  // V of the last tile (and nothing left in flight at exit)
+  if (ntiles > 0) {
+    fence_async_smem();
+    __syncthreads();
+    wg_fence();
+#pragma unroll
+    for (int kc = 0; kc < BN / 16; ++kc) mma_rs<D, BF16>(&o[0][0][0], pa[kc], v_desc(ntiles - 1, kc));
+    wg_commit();
+    wg_wait<0>();
+  }
+  // row sums across the quad, then normalize and store
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = l[0][r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int row = q0 + wg * 64 + warp * 16 + g + r * 8;
+    if (row >= tq) continue;
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    uint16_t* orow = out + ((int64_t(b) * p.heads + h) * p.tq + row) * D;
+#pragma unroll
+    for (int dn = 0; dn < DT; ++dn)
+      *reinterpret_cast<uint32_t*>(orow + dn * 8 + t * 2) = pack2<BF16>(o[0][dn][r * 2] * inv, o[0][dn][r * 2 + 1] * inv);
+    if (t == 0) lse[(int64_t(b) * p.heads + h) * p.tq + row] = sum > 0.f ? (m[0][r] + log2f(sum)) / log2e : INFINITY;
+  }
+#endif
+}
+
+template <int D, bool BF16>
+void launch_fwd_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
+                      const View& lse) {
+  TcParams p = tc_params(a);
+  const size_t smem = 1024 + size_t(kWgRows + 4 * kWgKeys) * D * 2;
+  auto kernel = a.alibi_slopes.empty() ? flash_fwd_wgmma<D, BF16, false> : flash_fwd_wgmma<D, BF16, true>;
+  NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const int64_t blocks = a.batch * a.heads * ((a.tq + kWgRows - 1) / kWgRows);
+  kernel<<<unsigned(blocks), kWgThreads, smem, stream()>>>(p, static_cast<const uint16_t*>(q.data),
+      static_cast<const uint16_t*>(k.data), static_cast<const uint16_t*>(v.data), static_cast<uint16_t*>(out.data),
+      static_cast<float*>(lse.data));
+  NX_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+// The wgmma forward where the build has sm_90a code and the device is a compute-capability 9.0
+// part; false where it does not apply (the mma.sync kernels take the call).
+bool attention_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
+                     const View& lse) {
+#if defined(NEXUS_HAVE_SM90A)
+  if (compute_capability() != 90) return false;
+  const bool bf16 = q.dtype == DType::BF16;
+  if (a.dim == 64) bf16 ? launch_fwd_wgmma<64, true>(a, q, k, v, out, lse) : launch_fwd_wgmma<64, false>(a, q, k, v, out, lse);
+  else bf16 ? launch_fwd_wgmma<128, true>(a, q, k, v, out, lse) : launch_fwd_wgmma<128, false>(a, q, k, v, out, lse);
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace nx::cuda
