@@ -433,9 +433,6 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_tc(TcParams p, const
 // tiles are double-buffered: tile i + 1 loads while tile i is computed.
 constexpr int kBwdTile = 64, kLdS = kBwdTile + kPad;
 
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 4 : 0));
-}
 
 __device__ __forceinline__ void red_add2(float* at, float x, float y) {
   asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(at), "f"(x), "f"(y) : "memory");
@@ -654,6 +651,9 @@ void launch_bwd_fused_tc(const AttentionParams& a, const View& q, const View& k,
   const int64_t n = a.batch * a.heads * a.tq * D;
   Scratch acc(current_device(), size_t(n) * sizeof(float));
   NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, size_t(n) * sizeof(float), stream()));
+  const char* kind = std::getenv("NEXUS_FLASH_KERNEL");  // "mma": mma.sync on Hopper too (tests)
+  const bool hopper = !(kind && std::string_view(kind) == "mma") &&
+                      attention_backward_wgmma(a, q, k, v, dout, lse, delta, static_cast<float*>(acc.ptr), dk, dv);
   auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
   auto go = [&](auto nw_tag) {
     constexpr int NW = decltype(nw_tag)::value, KB = 16 * NW;
@@ -665,8 +665,12 @@ void launch_bwd_fused_tc(const AttentionParams& a, const View& q, const View& k,
         p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<float*>(acc.ptr), static_cast<uint16_t*>(dk.data),
         static_cast<uint16_t*>(dv.data));
   };
-  if (bwd_warps() == 4) go(std::integral_constant<int, 4>{});
-  else go(std::integral_constant<int, 8>{});
+  if (hopper) {
+  } else if (bwd_warps() == 4) {
+    go(std::integral_constant<int, 4>{});
+  } else {
+    go(std::integral_constant<int, 8>{});
+  }
   NX_CUDA_LAUNCH_CHECK();
   const bool vec = (reinterpret_cast<uintptr_t>(dq.data) & 7) == 0;
   dq_from_acc<BF16><<<unsigned(std::min<int64_t>((n / 4 + 255) / 256 + 1, 65535)), 256, 0, stream()>>>(

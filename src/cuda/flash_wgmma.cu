@@ -47,15 +47,36 @@ __device__ __forceinline__ void load_sw128(uint8_t* dst, const uint16_t* src, in
   }
 }
 
-template <int N, bool BF16>
+// D (+)= A B with both operands in shared memory: K-major, or with TRANS both transposed.
+template <int N, bool BF16, bool TRANS = false>
 __device__ __forceinline__ void mma_ss(float* d, uint64_t a, uint64_t b, int accumulate) {
-  if constexpr (N == 64) BF16 ? wgmma_ss_n64_bf16(d, a, b, accumulate) : wgmma_ss_n64_f16(d, a, b, accumulate);
-  else BF16 ? wgmma_ss_n128_bf16(d, a, b, accumulate) : wgmma_ss_n128_f16(d, a, b, accumulate);
+  if constexpr (TRANS) {
+    static_assert(N == 32 || N == 64, "no such transposed shape generated");
+    if constexpr (N == 32) BF16 ? wgmma_ss_t_n32_bf16(d, a, b, accumulate) : wgmma_ss_t_n32_f16(d, a, b, accumulate);
+    else BF16 ? wgmma_ss_t_n64_bf16(d, a, b, accumulate) : wgmma_ss_t_n64_f16(d, a, b, accumulate);
+  } else if constexpr (N == 64) {
+    BF16 ? wgmma_ss_n64_bf16(d, a, b, accumulate) : wgmma_ss_n64_f16(d, a, b, accumulate);
+  } else {
+    BF16 ? wgmma_ss_n128_bf16(d, a, b, accumulate) : wgmma_ss_n128_f16(d, a, b, accumulate);
+  }
 }
+// D += A B with A from registers (m16n8k16 A fragments per warp), B N-major in shared memory.
 template <int N, bool BF16>
 __device__ __forceinline__ void mma_rs(float* d, const uint32_t* a, uint64_t b) {
   if constexpr (N == 64) BF16 ? wgmma_rs_n64_bf16(d, a, b, 1) : wgmma_rs_n64_f16(d, a, b, 1);
   else BF16 ? wgmma_rs_n128_bf16(d, a, b, 1) : wgmma_rs_n128_f16(d, a, b, 1);
+}
+
+// Accumulator tile s (rows g, g + 8; 16-wide column chunks) as A fragments for the next product.
+template <bool BF16, int NT>
+__device__ __forceinline__ void to_a_fragments(uint32_t (&a)[NT / 2][4], const float (&s)[1][NT][4]) {
+#pragma unroll
+  for (int kc = 0; kc < NT / 2; ++kc) {
+    a[kc][0] = pack2<BF16>(s[0][2 * kc][0], s[0][2 * kc][1]);
+    a[kc][1] = pack2<BF16>(s[0][2 * kc][2], s[0][2 * kc][3]);
+    a[kc][2] = pack2<BF16>(s[0][2 * kc + 1][0], s[0][2 * kc + 1][1]);
+    a[kc][3] = pack2<BF16>(s[0][2 * kc + 1][2], s[0][2 * kc + 1][3]);
+  }
 }
 #endif
 
@@ -136,13 +157,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_fwd_wgmma(TcParams p, con
     else softmax_step<ALIBI, false>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
     wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled and P overwritten
     rescale_rows(o, corr);
-#pragma unroll
-    for (int kc = 0; kc < BN / 16; ++kc) {
-      pa[kc][0] = pack2<BF16>(s[0][2 * kc][0], s[0][2 * kc][1]);
-      pa[kc][1] = pack2<BF16>(s[0][2 * kc][2], s[0][2 * kc][3]);
-      pa[kc][2] = pack2<BF16>(s[0][2 * kc + 1][0], s[0][2 * kc + 1][1]);
-      pa[kc][3] = pack2<BF16>(s[0][2 * kc + 1][2], s[0][2 * kc + 1][3]);
-    }
+    to_a_fragments<BF16>(pa, s);
   }
   cp_async_wait_all();  // V of the last tile (and nothing left in flight at exit)
   if (ntiles > 0) {
@@ -186,6 +201,207 @@ void launch_fwd_wgmma(const AttentionParams& a, const View& q, const View& k, co
   NX_CUDA_LAUNCH_CHECK();
 }
 
+
+// ---------------------------------------------------------------- backward
+// A block owns 128 keys of one (batch, kv head): warpgroup w owns keys 64w.. and keeps their dK and
+// dV in registers. It walks the 64-row query tiles of every head sharing the kv head (Q, dO, lse
+// and delta double-buffered). Per tile:
+//   S^T = K Q^T and dP^T = V dO^T (both operands from shared memory), P^T = exp(S^T - lse),
+//   dS^T = P^T (dP^T - delta); dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers;
+//   dS^T goes to shared memory, where dQ = dS K (warpgroup w takes half of the head dimension) is
+//   formed, staged in f32 and added to dq_acc by one bulk reduce-add (cp.reduce.async.bulk).
+constexpr int kBwdKeys = 128, kBwdRows = 64;
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// dst[0, bytes) += src[0, bytes) in f32, by the bulk-copy engine (asynchronous; see bulk_wait_read).
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, const float* src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+               ::"l"(dst), "r"(smem_addr(src)), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// The bulk operations this thread issued have finished reading shared memory.
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+#endif
+
+template <int D, bool BF16, bool ALIBI>
+__global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
+    const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq_acc,
+    uint16_t* __restrict__ dk, uint16_t* __restrict__ dv) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int KB = kBwdKeys, T = kBwdRows, NT = T / 8, DT = D / 8, DH = D / 2;
+  constexpr int kKVBytes = KB * D * 2, kTileBytes = T * D * 2;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* ks = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint8_t* vs = ks + kKVBytes;
+  uint8_t* qbuf = vs + kKVBytes;             // two Q tiles
+  uint8_t* dobuf = qbuf + 2 * kTileBytes;    // two dO tiles
+  uint8_t* dst = dobuf + 2 * kTileBytes;     // dS^T [key][query], swizzled: KB * 128 bytes
+  float* dqs = reinterpret_cast<float*>(dst + KB * T * 2);  // dQ tile [T][D] f32, as in dq_acc
+  float* stats = dqs + T * D;                // [buffer][lse | delta][T]
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq, group = int(p.heads / p.kv_heads);
+  const int nkb = (tk + KB - 1) / KB;
+  const int kb = int(blockIdx.x % nkb);
+  const int64_t bhk = blockIdx.x / nkb;
+  const int hk = int(bhk % p.kv_heads), b = int(bhk / p.kv_heads);
+  const int k0 = kb * KB;
+  // query tiles that see any of this block's keys (causal: those at or after the first key)
+  const int first_q = p.causal ? max(0, k0 - offset) / T * T : 0;
+  const int tiles_per_head = first_q < tq ? (tq - first_q + T - 1) / T : 0;
+  const int total = tiles_per_head * group;
+  auto stage = [&](int i, int buf) {  // query tile i of the walk (head-major) into buffer buf
+    const int h = hk * group + i / tiles_per_head, q0 = first_q + (i % tiles_per_head) * T;
+    const int64_t base = (int64_t(b) * p.heads + h) * p.tq;
+    load_sw128<D, T>(qbuf + buf * kTileBytes, q + base * D, q0, p.tq);
+    load_sw128<D, T>(dobuf + buf * kTileBytes, dout + base * D, q0, p.tq);
+    if (threadIdx.x < 2 * T) {  // lse then delta; rows past the end read as +inf / 0 (weight 0)
+      const int r = threadIdx.x % T;
+      const bool ok = q0 + r < tq;
+      const float* src = threadIdx.x < T ? lse : delta;
+      float* d = stats + buf * 2 * T + threadIdx.x;
+      if (ok) cp_async4(d, src + base + q0 + r, true);
+      else *d = threadIdx.x < T ? INFINITY : 0.f;
+    }
+  };
+  load_sw128<D, KB>(ks, k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk);
+  load_sw128<D, KB>(vs, v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk);
+  if (total > 0) stage(0, 0);
+  cp_async_commit();
+
+  float dka[1][DT][4], dva[1][DT][4];
+#pragma unroll
+  for (int i = 0; i < DT; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dka[0][i][e] = dva[0][i][e] = 0.f;
+  const int key_row = wg * 64 + warp * 16 + g;  // this thread's first key row in the block
+  const int keys[2] = {k0 + key_row, k0 + key_row + 8};
+  const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
+  const uint32_t k_addr = smem_addr(ks), v_addr = smem_addr(vs), ds_addr = smem_addr(dst);
+
+  for (int i = 0; i < total; ++i) {
+    const int buf = i & 1, h = hk * group + i / tiles_per_head, q0 = first_q + (i % tiles_per_head) * T;
+    cp_async_wait_all();
+    fence_async_smem();
+    __syncthreads();  // tile i landed; every warpgroup is done with tile i - 1
+    if (i + 1 < total) stage(i + 1, buf ^ 1);
+    cp_async_commit();
+    const uint32_t q_addr = smem_addr(qbuf + buf * kTileBytes), do_addr = smem_addr(dobuf + buf * kTileBytes);
+    const float* ls = stats + buf * 2 * T;
+    const float* dl = ls + T;
+
+    // S^T = K Q^T and dP^T = V dO^T: 64 keys x 64 queries per warpgroup
+    float st[1][NT][4], dpt[1][NT][4];
+    wg_fence();
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+      const uint32_t a_off = (kc / 4) * (KB * 128) + wg * 64 * 128 + (kc % 4) * 32, b_off = (kc / 4) * (T * 128) + (kc % 4) * 32;
+      mma_ss<T, BF16>(&st[0][0][0], sw128_desc(k_addr + a_off, 16, 1024), sw128_desc(q_addr + b_off, 16, 1024), kc > 0);
+    }
+    wg_commit();
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+      const uint32_t a_off = (kc / 4) * (KB * 128) + wg * 64 * 128 + (kc % 4) * 32, b_off = (kc / 4) * (T * 128) + (kc % 4) * 32;
+      mma_ss<T, BF16>(&dpt[0][0][0], sw128_desc(v_addr + a_off, 16, 1024), sw128_desc(do_addr + b_off, 16, 1024), kc > 0);
+    }
+    wg_commit();
+    // P^T, with masks only on tiles that cross a sequence end or the diagonal
+    const bool edge = q0 + T > tq || k0 + KB > tk || (p.causal && k0 + wg * 64 + 63 > offset + q0);
+    const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
+    wg_wait<1>();
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n * 8 + t * 2 + (e & 1), query = q0 + col, key = keys[e >> 1], qpos = offset + query;
+        float x = fmaf(st[0][n][e], scale2, -ls[col] * log2e);
+        if constexpr (ALIBI) x -= slope2 * float(qpos - key);
+        float pv = ex2(x);  // rows without keys have lse = +inf: weight 0
+        if (edge && (query >= tq || key >= tk || (p.causal && key > qpos))) pv = 0.f;
+        st[0][n][e] = pv;
+      }
+    uint32_t pa[NT / 2][4], dsa[NT / 2][4];
+    to_a_fragments<BF16>(pa, st);
+    wg_wait<0>();
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dpt[0][n][e] = st[0][n][e] * (dpt[0][n][e] - dl[n * 8 + t * 2 + (e & 1)]);
+    to_a_fragments<BF16>(dsa, dpt);
+    // dV += P^T dO, dK += dS^T Q (B operands N-major: head_dim contiguous)
+    wg_fence();
+#pragma unroll
+    for (int kc = 0; kc < T / 16; ++kc) {
+      mma_rs<D, BF16>(&dva[0][0][0], pa[kc], sw128_desc(do_addr + kc * 16 * 128, T * 128, 1024));
+      mma_rs<D, BF16>(&dka[0][0][0], dsa[kc], sw128_desc(q_addr + kc * 16 * 128, T * 128, 1024));
+    }
+    wg_commit();
+    // dS^T to shared memory (swizzled rows of 64 queries) for dQ = dS K
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = key_row + r * 8;
+        *reinterpret_cast<uint32_t*>(dst + row * 128 + ((n ^ (row % 8)) << 4) + t * 4) = dsa[n / 2][(n % 2) * 2 + r];
+      }
+    fence_async_smem();
+    if (threadIdx.x == 0) bulk_wait_read();  // the previous tile's dQ has left the staging buffer
+    __syncthreads();  // dS^T complete
+    // dQ[:, wg * DH ..] = dS K over the block's 128 keys (A = dS M-major, B = K N-major)
+    float dqa[1][DH / 8][4];
+    wg_fence();
+#pragma unroll
+    for (int kc = 0; kc < KB / 16; ++kc) {
+      const uint32_t b_off = (wg * DH / 64) * (KB * 128) + (wg * DH % 64) * 2 + kc * 16 * 128;
+      mma_ss<DH, BF16, true>(&dqa[0][0][0], sw128_desc(ds_addr + kc * 16 * 128, KB * 128, 1024),
+                             sw128_desc(k_addr + b_off, KB * 128, 1024), kc > 0);
+    }
+    wg_commit();
+    wg_wait<0>();
+#pragma unroll
+    for (int n = 0; n < DH / 8; ++n)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        *reinterpret_cast<float2*>(dqs + (warp * 16 + g + r * 8) * D + wg * DH + n * 8 + t * 2) =
+            make_float2(dqa[0][n][r * 2], dqa[0][n][r * 2 + 1]);
+    fence_async_smem();
+    __syncthreads();  // the dQ tile is staged
+    if (threadIdx.x == 0) {
+      const int rows = min(T, tq - q0);
+      bulk_reduce_add_f32(dq_acc + ((int64_t(b) * p.heads + h) * p.tq + q0) * D, dqs, uint32_t(rows * D * 4));
+    }
+  }
+  cp_async_wait_all();
+  if (threadIdx.x == 0) bulk_wait_all();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (keys[r] >= tk) continue;
+    const int64_t at = ((int64_t(b) * p.kv_heads + hk) * p.tk + keys[r]) * D;
+#pragma unroll
+    for (int dn = 0; dn < DT; ++dn) {
+      *reinterpret_cast<uint32_t*>(dk + at + dn * 8 + t * 2) = pack2<BF16>(dka[0][dn][r * 2] * p.scale, dka[0][dn][r * 2 + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dv + at + dn * 8 + t * 2) = pack2<BF16>(dva[0][dn][r * 2], dva[0][dn][r * 2 + 1]);
+    }
+  }
+#endif
+}
+
+template <int D, bool BF16>
+void launch_bwd_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v, const View& dout,
+                      const float* lse, const float* delta, float* dq_acc, const View& dk, const View& dv) {
+  TcParams p = tc_params(a);
+  const size_t smem = 1024 + size_t(2 * kBwdKeys + 4 * kBwdRows) * D * 2 + size_t(kBwdKeys) * kBwdRows * 2 +
+                      size_t(kBwdRows) * D * 4 + 4 * kBwdRows * sizeof(float);
+  auto kernel = a.alibi_slopes.empty() ? flash_bwd_wgmma<D, BF16, false> : flash_bwd_wgmma<D, BF16, true>;
+  NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
+  kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdKeys - 1) / kBwdKeys)), kWgThreads, smem, stream()>>>(
+      p, u16(q), u16(k), u16(v), u16(dout), lse, delta, dq_acc, static_cast<uint16_t*>(dk.data),
+      static_cast<uint16_t*>(dv.data));
+  NX_CUDA_LAUNCH_CHECK();
+}
 }  // namespace
 
 // The wgmma forward where the build has sm_90a code and the device is a compute-capability 9.0
@@ -197,6 +413,24 @@ bool attention_wgmma(const AttentionParams& a, const View& q, const View& k, con
   const bool bf16 = q.dtype == DType::BF16;
   if (a.dim == 64) bf16 ? launch_fwd_wgmma<64, true>(a, q, k, v, out, lse) : launch_fwd_wgmma<64, false>(a, q, k, v, out, lse);
   else bf16 ? launch_fwd_wgmma<128, true>(a, q, k, v, out, lse) : launch_fwd_wgmma<128, false>(a, q, k, v, out, lse);
+  return true;
+#else
+  return false;
+#endif
+}
+
+// The wgmma backward's main kernel (dK, dV, and dQ added into the zeroed f32 dq_acc); false where
+// it does not apply.
+bool attention_backward_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v,
+                              const View& dout, const float* lse, const float* delta, float* dq_acc, const View& dk,
+                              const View& dv) {
+#if defined(NEXUS_HAVE_SM90A)
+  if (compute_capability() != 90) return false;
+  const bool bf16 = q.dtype == DType::BF16;
+  if (a.dim == 64) bf16 ? launch_bwd_wgmma<64, true>(a, q, k, v, dout, lse, delta, dq_acc, dk, dv)
+                        : launch_bwd_wgmma<64, false>(a, q, k, v, dout, lse, delta, dq_acc, dk, dv);
+  else bf16 ? launch_bwd_wgmma<128, true>(a, q, k, v, dout, lse, delta, dq_acc, dk, dv)
+            : launch_bwd_wgmma<128, false>(a, q, k, v, dout, lse, delta, dq_acc, dk, dv);
   return true;
 #else
   return false;
