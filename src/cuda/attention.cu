@@ -57,11 +57,17 @@ __device__ __forceinline__ A biased_score(const Params& p, A dotv, int h, int64_
   return s;
 }
 
-// Per-block shared staging of kChunk rows of two [*, D] tensors as accumulator type.
-template <class A> struct Stage {
-  A* a;
-  A* b;
-};
+// Stages rows [first, first + n) (n <= kChunk) of two row-major [*, p.dim] tensors a and b into
+// kChunk rows of shared memory (as, bs) as accumulator type, zeros past row n. The whole block
+// takes part; the caller places the barriers around it.
+template <class T, class A>
+__device__ __forceinline__ void stage_rows(const Params& p, A* as, A* bs, const T* a, const T* b, int64_t first, int n) {
+  for (int e = threadIdx.x; e < kChunk * p.dim; e += blockDim.x) {
+    const int r = e / int(p.dim);
+    as[e] = r < n ? A(to_acc(a[(first + r) * p.dim + e % p.dim])) : A(0);
+    bs[e] = r < n ? A(to_acc(b[(first + r) * p.dim + e % p.dim])) : A(0);
+  }
+}
 
 template <class T, class A, int PER>
 __global__ void fwd_kernel(Params p, const T* q, const T* k, const T* v, T* out, A* lse) {
@@ -89,11 +95,7 @@ __global__ void fwd_kernel(Params p, const T* q, const T* k, const T* v, T* out,
   for (int64_t j0 = 0; j0 < block_last; j0 += kChunk) {
     const int cols = int(min(int64_t(kChunk), p.tk - j0));
     __syncthreads();
-    for (int e = threadIdx.x; e < kChunk * p.dim; e += blockDim.x) {
-      const int c = e / int(p.dim);
-      ks[e] = c < cols ? A(to_acc(kh[(j0 + c) * p.dim + e % p.dim])) : A(0);
-      vs[e] = c < cols ? A(to_acc(vh[(j0 + c) * p.dim + e % p.dim])) : A(0);
-    }
+    stage_rows(p, ks, vs, kh, vh, j0, cols);
     __syncthreads();
     for (int c = 0; c < cols; ++c) {
       A part = 0;
@@ -402,11 +404,7 @@ __global__ void dkdv_kernel(Params p, const T* q, const T* k, const T* v, const 
     for (int64_t i0 = first_query; i0 < p.tq; i0 += kChunk) {
       const int rows = int(min(int64_t(kChunk), p.tq - i0));
       __syncthreads();
-      for (int e = threadIdx.x; e < kChunk * p.dim; e += blockDim.x) {
-        const int r = e / int(p.dim);
-        qs[e] = r < rows ? A(to_acc(q[(qbase + i0 + r) * p.dim + e % p.dim])) : A(0);
-        ds[e] = r < rows ? A(to_acc(dout[(qbase + i0 + r) * p.dim + e % p.dim])) : A(0);
-      }
+      stage_rows(p, qs, ds, q, dout, qbase + i0, rows);
       if (threadIdx.x < kChunk) {
         ls[threadIdx.x] = threadIdx.x < rows ? lse[qbase + i0 + threadIdx.x] : A(INFINITY);
         dl[threadIdx.x] = threadIdx.x < rows ? delta[qbase + i0 + threadIdx.x] : A(0);
@@ -479,11 +477,7 @@ __global__ void dq_kernel(Params p, const T* q, const T* k, const T* v, const T*
   for (int64_t j0 = 0; j0 < block_last; j0 += kChunk) {
     const int cols = int(min(int64_t(kChunk), p.tk - j0));
     __syncthreads();
-    for (int e = threadIdx.x; e < kChunk * p.dim; e += blockDim.x) {
-      const int c = e / int(p.dim);
-      ks[e] = c < cols ? A(to_acc(kh[(j0 + c) * p.dim + e % p.dim])) : A(0);
-      vs[e] = c < cols ? A(to_acc(vh[(j0 + c) * p.dim + e % p.dim])) : A(0);
-    }
+    stage_rows(p, ks, vs, kh, vh, j0, cols);
     __syncthreads();
     if (!active || L == A(INFINITY)) continue;
     for (int c = 0; c < cols; ++c) {

@@ -180,6 +180,46 @@ TEST(CudaFused, SoftmaxCrossEntropyOddWidths) {
   }
 }
 
+// -inf logits (a masked vocabulary) over a 50257-wide row: scattered; filling whole chunks and a
+// row's head and tail; all but three logits, the target one of them; all but a few with the
+// target ignored; and a target on a -inf logit (loss +inf, a finite gradient). (A row of nothing
+// but -inf is left out: the CPU gives NaN there and CUDA -inf.)
+TEST(CudaFused, SoftmaxCrossEntropyNegInfLogits) {
+  NX_REQUIRE_GPU();
+  const int64_t rows = 6, vocab = 50257;
+  std::vector<float> x(size_t(rows * vocab));
+  uint32_t state = 12345u;
+  for (float& v : x) {  // uniform in [-8, 8)
+    state = state * 1664525u + 1013904223u;
+    v = float(state >> 8) * (16.f / 16777216.f) - 8.f;
+  }
+  auto at = [&](int64_t r, int64_t j) -> float& { return x[size_t(r * vocab + j)]; };
+  for (int64_t j = 0; j < vocab; j += 7) at(0, j) = -INFINITY;
+  for (int64_t j = 0; j < 20000; ++j) at(1, j) = -INFINITY;
+  for (int64_t j = vocab - 9; j < vocab; ++j) at(1, j) = -INFINITY;
+  for (int64_t j = 0; j < vocab; ++j) if (j != 100 && j != 31337 && j != 50000) at(2, j) = -INFINITY;
+  at(2, 100) = at(2, 31337) - 0.5f;  // the target's probability about 1/3: no cancellation in its gradient
+  at(2, 50000) = at(2, 31337) + 1.f;
+  for (int64_t j = 0; j < vocab; ++j) if (j % 1000 != 3) at(3, j) = -INFINITY;
+  for (int64_t j = 1; j < vocab; j += 2) at(4, j) = -INFINITY;
+  // row 5: no -inf
+  std::vector<int64_t> tv{1, 25000, 31337, -100, 4001, 50256};
+  Tensor t = from_data(tv.data(), {rows}, DType::I64, kCpu);
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    Tensor logits = cast(from_data(x.data(), {rows, vocab}, DType::F32, kCpu), dt);
+    for (auto red : {Reduction::None, Reduction::Sum})
+      compare(std::string("xent -inf logits ") + dtype_name(dt), {logits, t}, dt,
+              [red](auto& v) { return std::vector<Tensor>{softmax_cross_entropy(v[0], v[1], -100, red)}; }, false,
+              dt == DType::F32 ? 1e-9 : -1);
+  }
+  // the forward's values themselves: 0 on the ignored row 3, +inf on row 4
+  Tensor logits = to_device(cast(from_data(x.data(), {rows, vocab}, DType::F32, kCpu), DType::BF16), kGpu);
+  auto v = values(softmax_cross_entropy(logits, to_device(t, kGpu), -100, Reduction::None));
+  EXPECT_EQ(v[3], 0.0);
+  EXPECT_TRUE(std::isinf(v[4]) && v[4] > 0);
+  for (int r : {0, 1, 2, 5}) EXPECT_TRUE(std::isfinite(v[size_t(r)]) && v[size_t(r)] > 0) << "row " << r;
+}
+
 TEST(CudaFused, CrossEntropyTargetOutOfRangeIsNaN) {
   NX_REQUIRE_GPU();
   Tensor logits = to_device(uniform({2, 5}, DType::F32, -1, 1, 13), kGpu);
