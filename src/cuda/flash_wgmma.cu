@@ -210,7 +210,10 @@ void launch_fwd_wgmma(const AttentionParams& a, const View& q, const View& k, co
 //   dS^T = P^T (dP^T - delta); dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers;
 //   dS^T goes to shared memory, where dQ = dS K (warpgroup w takes half of the head dimension) is
 //   formed, staged in f32 and added to dq_acc by one bulk reduce-add (cp.reduce.async.bulk).
-constexpr int kBwdKeys = 128, kBwdRows = 64;
+// Query rows per tile: 64 at head_dim 128 (registers), 128 at head_dim 64 (half the barriers and
+// staging per FLOP; there each warpgroup forms dQ for its own 64 rows instead of half the columns).
+constexpr int kBwdKeys = 128;
+__host__ __device__ constexpr int bwd_rows(int d) { return d == 64 ? 128 : 64; }
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // dst[0, bytes) += src[0, bytes) in f32, by the bulk-copy engine (asynchronous; see bulk_wait_read).
@@ -230,14 +233,17 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, con
     const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq_acc,
     uint16_t* __restrict__ dk, uint16_t* __restrict__ dv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int KB = kBwdKeys, T = kBwdRows, NT = T / 8, DT = D / 8, DH = D / 2;
+  constexpr int KB = kBwdKeys, T = bwd_rows(D), NT = T / 8, DT = D / 8;
+  // the dQ tile [T][D] split between the warpgroups: rows when T = 128, columns when T = 64
+  constexpr int NQ = T == 128 ? D : D / 2;
+  const int dq_row0 = T == 128 ? (threadIdx.x / 128) * 64 : 0, dq_col0 = T == 128 ? 0 : (threadIdx.x / 128) * NQ;
   constexpr int kKVBytes = KB * D * 2, kTileBytes = T * D * 2;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* ks = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint8_t* vs = ks + kKVBytes;
   uint8_t* qbuf = vs + kKVBytes;             // two Q tiles
   uint8_t* dobuf = qbuf + 2 * kTileBytes;    // two dO tiles
-  uint8_t* dst = dobuf + 2 * kTileBytes;     // dS^T [key][query], swizzled: KB * 128 bytes
+  uint8_t* dst = dobuf + 2 * kTileBytes;     // dS^T [query / 64][key][query % 64], swizzled
   float* dqs = reinterpret_cast<float*>(dst + KB * T * 2);  // dQ tile [T][D] f32, as in dq_acc
   float* stats = dqs + T * D;                // [buffer][lse | delta][T]
   const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
@@ -344,27 +350,29 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, con
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = key_row + r * 8;
-        *reinterpret_cast<uint32_t*>(dst + row * 128 + ((n ^ (row % 8)) << 4) + t * 4) = dsa[n / 2][(n % 2) * 2 + r];
+        *reinterpret_cast<uint32_t*>(dst + (n / 8) * (KB * 128) + row * 128 + (((n % 8) ^ (row % 8)) << 4) + t * 4) =
+            dsa[n / 2][(n % 2) * 2 + r];
       }
     fence_async_smem();
     if (threadIdx.x == 0) bulk_wait_read();  // the previous tile's dQ has left the staging buffer
     __syncthreads();  // dS^T complete
-    // dQ[:, wg * DH ..] = dS K over the block's 128 keys (A = dS M-major, B = K N-major)
-    float dqa[1][DH / 8][4];
+    // dQ[dq_row0.., dq_col0..] = dS K over the block's 128 keys (A = dS M-major, B = K N-major)
+    float dqa[1][NQ / 8][4];
     wg_fence();
 #pragma unroll
     for (int kc = 0; kc < KB / 16; ++kc) {
-      const uint32_t b_off = (wg * DH / 64) * (KB * 128) + (wg * DH % 64) * 2 + kc * 16 * 128;
-      mma_ss<DH, BF16, true>(&dqa[0][0][0], sw128_desc(ds_addr + kc * 16 * 128, KB * 128, 1024),
+      const uint32_t a_off = (dq_row0 / 64) * (KB * 128) + kc * 16 * 128;
+      const uint32_t b_off = (dq_col0 / 64) * (KB * 128) + (dq_col0 % 64) * 2 + kc * 16 * 128;
+      mma_ss<NQ, BF16, true>(&dqa[0][0][0], sw128_desc(ds_addr + a_off, KB * 128, 1024),
                              sw128_desc(k_addr + b_off, KB * 128, 1024), kc > 0);
     }
     wg_commit();
     wg_wait<0>();
 #pragma unroll
-    for (int n = 0; n < DH / 8; ++n)
+    for (int n = 0; n < NQ / 8; ++n)
 #pragma unroll
       for (int r = 0; r < 2; ++r)
-        *reinterpret_cast<float2*>(dqs + (warp * 16 + g + r * 8) * D + wg * DH + n * 8 + t * 2) =
+        *reinterpret_cast<float2*>(dqs + (dq_row0 + warp * 16 + g + r * 8) * D + dq_col0 + n * 8 + t * 2) =
             make_float2(dqa[0][n][r * 2], dqa[0][n][r * 2 + 1]);
     fence_async_smem();
     __syncthreads();  // the dQ tile is staged
@@ -392,8 +400,9 @@ template <int D, bool BF16>
 void launch_bwd_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v, const View& dout,
                       const float* lse, const float* delta, float* dq_acc, const View& dk, const View& dv) {
   TcParams p = tc_params(a);
-  const size_t smem = 1024 + size_t(2 * kBwdKeys + 4 * kBwdRows) * D * 2 + size_t(kBwdKeys) * kBwdRows * 2 +
-                      size_t(kBwdRows) * D * 4 + 4 * kBwdRows * sizeof(float);
+  constexpr int T = bwd_rows(D);
+  const size_t smem = 1024 + size_t(2 * kBwdKeys + 4 * T) * D * 2 + size_t(kBwdKeys) * T * 2 + size_t(T) * D * 4 +
+                      4 * T * sizeof(float);
   auto kernel = a.alibi_slopes.empty() ? flash_bwd_wgmma<D, BF16, false> : flash_bwd_wgmma<D, BF16, true>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };

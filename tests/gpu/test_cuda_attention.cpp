@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <tuple>
+#include <vector>
 
 #include "gpu_test_util.hpp"
 
@@ -36,7 +37,10 @@ TEST_P(CudaAttention, HalfPrecisionMatchesF64Reference) {
   opt.accumulate = false;
   auto gr = run_backward(ref, cast(gout, DType::F64), opt, {q64, k64, v64});
   const double bound = c.dt == DType::BF16 ? 2e-2 : 4e-3;
-  // Both forward kernels on Hopper: wgmma (the default there) and mma.sync (what other GPUs run).
+  // Both kernel families on Hopper: wgmma (the default there) and mma.sync (what other GPUs run);
+  // besides each against the reference, the two against each other.
+  Tensor first_out;
+  std::vector<Tensor> first_grads;
   for (const char* kernel : {"auto", "mma"}) {
     ::setenv("NEXUS_FLASH_KERNEL", kernel, 1);
     Tensor qg = leaf(to_device(q, kGpu)), kg = leaf(to_device(k, kGpu)), vg = leaf(to_device(v, kGpu));
@@ -52,6 +56,16 @@ TEST_P(CudaAttention, HalfPrecisionMatchesF64Reference) {
                 c.causal ? "causal" : "full", c.alibi ? "+alibi" : "", dtype_name(c.dt), kernel, fwd, bwd, bound);
     EXPECT_LT(fwd, bound) << kernel;
     EXPECT_LT(bwd, 4 * bound) << kernel;  // the gradient sums many rounded products
+    if (!first_out.defined()) {
+      first_out = got;
+      first_grads = gg;
+      continue;
+    }
+    double between = max_err(got, first_out) / std::max(1e-3, max_abs(ref));
+    for (int i = 0; i < 3; ++i)
+      between = std::max(between, max_err(gg[size_t(i)], first_grads[size_t(i)]) / std::max(1e-3, max_abs(gr[size_t(i)])));
+    std::printf("  auto vs mma: max rel difference %.2e\n", between);
+    EXPECT_LT(between, 4 * bound);
   }
 }
 
