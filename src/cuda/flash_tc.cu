@@ -644,6 +644,13 @@ int bwd_warps() {
   return n;
 }
 
+// NEXUS_FLASH_KERNEL=mma keeps Hopper on the mma.sync kernels (the tests compare both families;
+// read per call so a test can switch it).
+bool hopper_kernels_wanted() {
+  const char* kind = std::getenv("NEXUS_FLASH_KERNEL");
+  return !(kind && std::string_view(kind) == "mma");
+}
+
 template <int D, bool BF16>
 void launch_bwd_fused_tc(const AttentionParams& a, const View& q, const View& k, const View& v, const View& dout,
                          const float* lse, const float* delta, const View& dq, const View& dk, const View& dv) {
@@ -651,9 +658,6 @@ void launch_bwd_fused_tc(const AttentionParams& a, const View& q, const View& k,
   const int64_t n = a.batch * a.heads * a.tq * D;
   Scratch acc(current_device(), size_t(n) * sizeof(float));
   NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, size_t(n) * sizeof(float), stream()));
-  const char* kind = std::getenv("NEXUS_FLASH_KERNEL");  // "mma": mma.sync on Hopper too (tests)
-  const bool hopper = !(kind && std::string_view(kind) == "mma") &&
-                      attention_backward_wgmma(a, q, k, v, dout, lse, delta, static_cast<float*>(acc.ptr), dk, dv);
   auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
   auto go = [&](auto nw_tag) {
     constexpr int NW = decltype(nw_tag)::value, KB = 16 * NW;
@@ -665,12 +669,8 @@ void launch_bwd_fused_tc(const AttentionParams& a, const View& q, const View& k,
         p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<float*>(acc.ptr), static_cast<uint16_t*>(dk.data),
         static_cast<uint16_t*>(dv.data));
   };
-  if (hopper) {
-  } else if (bwd_warps() == 4) {
-    go(std::integral_constant<int, 4>{});
-  } else {
-    go(std::integral_constant<int, 8>{});
-  }
+  if (bwd_warps() == 4) go(std::integral_constant<int, 4>{});
+  else go(std::integral_constant<int, 8>{});
   NX_CUDA_LAUNCH_CHECK();
   const bool vec = (reinterpret_cast<uintptr_t>(dq.data) & 7) == 0;
   dq_from_acc<BF16><<<unsigned(std::min<int64_t>((n / 4 + 255) / 256 + 1, 65535)), 256, 0, stream()>>>(
@@ -699,10 +699,7 @@ bool attention_tensor_core(const AttentionParams& a, const View& q, const View& 
                            const View& lse) {
   const bool half = q.dtype == DType::BF16 || q.dtype == DType::F16;
   if (!half || (a.dim != 64 && a.dim != 128) || a.heads > 128 || a.tq <= 4 || a.tk >= INT32_MAX) return false;
-  // NEXUS_FLASH_KERNEL=mma keeps Hopper on the mma.sync kernel (tests compare the two; read per
-  // call so a test can switch it)
-  const char* kind = std::getenv("NEXUS_FLASH_KERNEL");
-  if (!(kind && std::string_view(kind) == "mma") && attention_wgmma(a, q, k, v, out, lse)) return true;
+  if (hopper_kernels_wanted() && attention_wgmma(a, q, k, v, out, lse)) return true;
   const bool bf16 = q.dtype == DType::BF16;
   if (a.dim == 64) bf16 ? launch_tc<64, true>(a, q, k, v, out, lse) : launch_tc<64, false>(a, q, k, v, out, lse);
   else bf16 ? launch_tc<128, true>(a, q, k, v, out, lse) : launch_tc<128, false>(a, q, k, v, out, lse);
@@ -725,7 +722,8 @@ bool attention_backward_tensor_core(const AttentionParams& a, const View& q, con
     constexpr int D = decltype(d_tag)::value;
     constexpr bool B16 = decltype(bf16_tag)::value;
     if (a.deterministic || a.tk >= INT32_MAX) launch_bwd_tc<D, B16>(a, q, k, v, dout, lse, delta, dq, dk, dv);
-    else launch_bwd_fused_tc<D, B16>(a, q, k, v, dout, lse, delta, dq, dk, dv);
+    else if (!(hopper_kernels_wanted() && attention_backward_wgmma(a, q, k, v, dout, lse, delta, dq, dk, dv)))
+      launch_bwd_fused_tc<D, B16>(a, q, k, v, dout, lse, delta, dq, dk, dv);
   };
   using D64 = std::integral_constant<int, 64>;
   using D128 = std::integral_constant<int, 128>;

@@ -209,11 +209,21 @@ void launch_fwd_wgmma(const AttentionParams& a, const View& q, const View& k, co
 //   S^T = K Q^T and dP^T = V dO^T (both operands from shared memory), P^T = exp(S^T - lse),
 //   dS^T = P^T (dP^T - delta); dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers;
 //   dS^T goes to shared memory, where dQ = dS K (warpgroup w takes half of the head dimension) is
-//   formed, staged in f32 and added to dq_acc by one bulk reduce-add (cp.reduce.async.bulk).
+//   formed, staged in f32 and added to dq_acc by a bulk reduce-add (cp.reduce.async.bulk) per
+//   warpgroup. dq_acc holds each tile in fragment order (see dq_index), so the staging stores are
+//   whole 16-byte rows of consecutive lanes (no bank conflicts); dq_from_fragments converts it.
 // Query rows per tile: 64 at head_dim 128 (registers), 128 at head_dim 64 (half the barriers and
 // staging per FLOP; there each warpgroup forms dQ for its own 64 rows instead of half the columns).
 constexpr int kBwdKeys = 128;
 __host__ __device__ constexpr int bwd_rows(int d) { return d == 64 ? 128 : 64; }
+// dQ columns per warpgroup: the whole head at 128-row tiles, half of it at 64-row tiles.
+__host__ __device__ constexpr int bwd_dq_cols(int d) { return bwd_rows(d) == 128 ? d : d / 2; }
+// Offset in a dq_acc tile of accumulator element e of n8 block n held by lane `lane` of warp `warp`
+// of warpgroup wg: warpgroup-major, so each warpgroup's half is one contiguous range.
+template <int D>
+__host__ __device__ constexpr int dq_index(int wg, int warp, int n, int lane, int e) {
+  return (((wg * 4 + warp) * (bwd_dq_cols(D) / 8) + n) * 32 + lane) * 4 + e;
+}
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // dst[0, bytes) += src[0, bytes) in f32, by the bulk-copy engine (asynchronous; see bulk_wait_read).
@@ -235,7 +245,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, con
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int KB = kBwdKeys, T = bwd_rows(D), NT = T / 8, DT = D / 8;
   // the dQ tile [T][D] split between the warpgroups: rows when T = 128, columns when T = 64
-  constexpr int NQ = T == 128 ? D : D / 2;
+  constexpr int NQ = bwd_dq_cols(D);
   const int dq_row0 = T == 128 ? (threadIdx.x / 128) * 64 : 0, dq_col0 = T == 128 ? 0 : (threadIdx.x / 128) * NQ;
   constexpr int kKVBytes = KB * D * 2, kTileBytes = T * D * 2;
   extern __shared__ uint8_t smem_raw[];
@@ -244,7 +254,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, con
   uint8_t* qbuf = vs + kKVBytes;             // two Q tiles
   uint8_t* dobuf = qbuf + 2 * kTileBytes;    // two dO tiles
   uint8_t* dst = dobuf + 2 * kTileBytes;     // dS^T [query / 64][key][query % 64], swizzled
-  float* dqs = reinterpret_cast<float*>(dst + KB * T * 2);  // dQ tile [T][D] f32, as in dq_acc
+  float* dqs = reinterpret_cast<float*>(dst + KB * T * 2);  // dQ tile (T x D f32), as in dq_acc
   float* stats = dqs + T * D;                // [buffer][lse | delta][T]
   const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
@@ -354,7 +364,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, con
             dsa[n / 2][(n % 2) * 2 + r];
       }
     fence_async_smem();
-    if (threadIdx.x == 0) bulk_wait_read();  // the previous tile's dQ has left the staging buffer
+    if (threadIdx.x % 128 == 0) bulk_wait_read();  // the previous tile's dQ has left the staging buffer
     __syncthreads();  // dS^T complete
     // dQ[dq_row0.., dq_col0..] = dS K over the block's 128 keys (A = dS M-major, B = K N-major)
     float dqa[1][NQ / 8][4];
@@ -370,19 +380,18 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, con
     wg_wait<0>();
 #pragma unroll
     for (int n = 0; n < NQ / 8; ++n)
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-        *reinterpret_cast<float2*>(dqs + (dq_row0 + warp * 16 + g + r * 8) * D + dq_col0 + n * 8 + t * 2) =
-            make_float2(dqa[0][n][r * 2], dqa[0][n][r * 2 + 1]);
+      *reinterpret_cast<float4*>(dqs + dq_index<D>(wg, warp, n, lane, 0)) =
+          make_float4(dqa[0][n][0], dqa[0][n][1], dqa[0][n][2], dqa[0][n][3]);
     fence_async_smem();
-    __syncthreads();  // the dQ tile is staged
-    if (threadIdx.x == 0) {
-      const int rows = min(T, tq - q0);
-      bulk_reduce_add_f32(dq_acc + ((int64_t(b) * p.heads + h) * p.tq + q0) * D, dqs, uint32_t(rows * D * 4));
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");  // this warpgroup's half is staged
+    if (threadIdx.x % 128 == 0) {
+      constexpr int kHalf = T * D / 2;
+      const int64_t tile = (int64_t(b) * p.heads + h) * ((tq + T - 1) / T) + q0 / T;
+      bulk_reduce_add_f32(dq_acc + tile * T * D + wg * kHalf, dqs + wg * kHalf, uint32_t(kHalf * 4));
     }
   }
   cp_async_wait_all();
-  if (threadIdx.x == 0) bulk_wait_all();
+  if (threadIdx.x % 128 == 0) bulk_wait_all();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (keys[r] >= tk) continue;
@@ -396,21 +405,48 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, con
 #endif
 }
 
+// dq = scale * dq_acc, from the fragment-ordered tiles back to [batch * heads, tq, D] rows; one
+// thread per 4 accumulator elements (rows g and g + 8, two columns).
+template <int D, bool BF16>
+__global__ void dq_from_fragments(const float4* __restrict__ acc, uint16_t* __restrict__ dq, int64_t units, int tq,
+                                  float scale) {
+  constexpr int T = bwd_rows(D), NQ = bwd_dq_cols(D), kUnits = T * D / 4;
+  const int ntiles = (tq + T - 1) / T;
+  for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < units; u += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t tile = u / kUnits;
+    const int within = int(u % kUnits), lane = within % 32, n = (within / 32) % (NQ / 8), wgwarp = within / 32 / (NQ / 8);
+    const int wg = wgwarp / 4, warp = wgwarp % 4;
+    const int row = int(tile % ntiles) * T + (T == 128 ? wg * 64 : 0) + warp * 16 + lane / 4;
+    const int col = (T == 128 ? 0 : wg * NQ) + n * 8 + (lane % 4) * 2;
+    const float4 x = acc[u];
+    uint16_t* base = dq + ((tile / ntiles) * tq) * D + col;
+    if (row < tq) *reinterpret_cast<uint32_t*>(base + int64_t(row) * D) = pack2<BF16>(x.x * scale, x.y * scale);
+    if (row + 8 < tq) *reinterpret_cast<uint32_t*>(base + int64_t(row + 8) * D) = pack2<BF16>(x.z * scale, x.w * scale);
+  }
+}
+
 template <int D, bool BF16>
 void launch_bwd_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v, const View& dout,
-                      const float* lse, const float* delta, float* dq_acc, const View& dk, const View& dv) {
+                      const float* lse, const float* delta, const View& dq, const View& dk, const View& dv) {
   TcParams p = tc_params(a);
   constexpr int T = bwd_rows(D);
+  const int64_t units = a.batch * a.heads * ((a.tq + T - 1) / T) * T * D / 4;
+  Scratch acc(current_device(), size_t(units) * 16);
+  NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, size_t(units) * 16, stream()));
   const size_t smem = 1024 + size_t(2 * kBwdKeys + 4 * T) * D * 2 + size_t(kBwdKeys) * T * 2 + size_t(T) * D * 4 +
                       4 * T * sizeof(float);
   auto kernel = a.alibi_slopes.empty() ? flash_bwd_wgmma<D, BF16, false> : flash_bwd_wgmma<D, BF16, true>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
   kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdKeys - 1) / kBwdKeys)), kWgThreads, smem, stream()>>>(
-      p, u16(q), u16(k), u16(v), u16(dout), lse, delta, dq_acc, static_cast<uint16_t*>(dk.data),
+      p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<float*>(acc.ptr), static_cast<uint16_t*>(dk.data),
       static_cast<uint16_t*>(dv.data));
   NX_CUDA_LAUNCH_CHECK();
+  dq_from_fragments<D, BF16><<<unsigned(std::min<int64_t>((units + 255) / 256, 65535)), 256, 0, stream()>>>(
+      static_cast<const float4*>(acc.ptr), static_cast<uint16_t*>(dq.data), units, int(a.tq), p.scale);
+  NX_CUDA_LAUNCH_CHECK();
 }
+
 }  // namespace
 
 // The wgmma forward where the build has sm_90a code and the device is a compute-capability 9.0
@@ -428,18 +464,17 @@ bool attention_wgmma(const AttentionParams& a, const View& q, const View& k, con
 #endif
 }
 
-// The wgmma backward's main kernel (dK, dV, and dQ added into the zeroed f32 dq_acc); false where
-// it does not apply.
+// The wgmma backward (dQ with f32 atomics, so not deterministic); false where it does not apply.
 bool attention_backward_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v,
-                              const View& dout, const float* lse, const float* delta, float* dq_acc, const View& dk,
+                              const View& dout, const float* lse, const float* delta, const View& dq, const View& dk,
                               const View& dv) {
 #if defined(NEXUS_HAVE_SM90A)
   if (compute_capability() != 90) return false;
   const bool bf16 = q.dtype == DType::BF16;
-  if (a.dim == 64) bf16 ? launch_bwd_wgmma<64, true>(a, q, k, v, dout, lse, delta, dq_acc, dk, dv)
-                        : launch_bwd_wgmma<64, false>(a, q, k, v, dout, lse, delta, dq_acc, dk, dv);
-  else bf16 ? launch_bwd_wgmma<128, true>(a, q, k, v, dout, lse, delta, dq_acc, dk, dv)
-            : launch_bwd_wgmma<128, false>(a, q, k, v, dout, lse, delta, dq_acc, dk, dv);
+  if (a.dim == 64) bf16 ? launch_bwd_wgmma<64, true>(a, q, k, v, dout, lse, delta, dq, dk, dv)
+                        : launch_bwd_wgmma<64, false>(a, q, k, v, dout, lse, delta, dq, dk, dv);
+  else bf16 ? launch_bwd_wgmma<128, true>(a, q, k, v, dout, lse, delta, dq, dk, dv)
+            : launch_bwd_wgmma<128, false>(a, q, k, v, dout, lse, delta, dq, dk, dv);
   return true;
 #else
   return false;

@@ -23,9 +23,9 @@ void attention_forward(const AttentionParams& p, const View& q, const View& k, c
 // Hopper (sm_90a) flash-attention forward; false where the build or the device lacks it (flash_wgmma.cu).
 bool attention_wgmma(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
                      const View& lse);
-// Hopper (sm_90a) flash-attention backward: dK, dV, and dQ added into the zeroed f32 dq_acc.
+// Hopper (sm_90a) flash-attention backward (dQ by f32 atomics); false where it does not apply.
 bool attention_backward_wgmma(const AttentionParams& p, const View& q, const View& k, const View& v,
-                              const View& dout, const float* lse, const float* delta, float* dq_acc, const View& dk,
+                              const View& dout, const float* lse, const float* delta, const View& dq, const View& dk,
                               const View& dv);
 void attention_backward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
                         const View& dout, const View& lse, const View& dq, const View& dk, const View& dv);
