@@ -1,100 +1,50 @@
 // Flash-attention forward on Hopper's warpgroup MMA (wgmma, sm_90a), bf16/f16, head_dim 64 or 128.
 //
-// A block owns 128 query rows of one (batch, head): two warpgroups of 64 rows. Q, K and V tiles sit
-// in shared memory in the 128-byte-swizzled layout wgmma reads through matrix descriptors (rows of
-// 64 elements, 16-byte units XOR-ed with the row index mod 8, 1024-byte atoms), filled by cp.async.
-// Per key tile j (128 keys), each warpgroup issues S_j = Q K_j^T (both operands from shared
-// memory) and then O += P_{j-1} V_{j-1} (P from registers, V read N-major), waits for S_j only,
-// and runs the online softmax of tile j while the tensor cores are still busy with P V; only the
-// rescaling of O waits for that product. K_{j+1} and V_j load during tile j.
-#include "cuda/flash_common.cuh"
-#include "cuda/wgmma.cuh"
+// A block owns 128 query rows of one (batch, head) and has three warpgroups: two compute (64 rows
+// each), the third only loads (cp.async into the 128-byte-swizzled layout wgmma reads through
+// descriptors; see flash_sm90.cuh) and gives its registers to the other two (setmaxnreg).
+// K and V tiles (128 keys) stream through a ring of stages guarded by mbarriers: "full" when the
+// loader's copies have landed, "empty" when both compute warpgroups are done with the stage.
+// Per key tile j, a compute warpgroup issues S_j = Q K_j^T (both operands from shared memory) and
+// O += P_{j-1} V_{j-1} (P from registers), waits for S_j only and runs the online softmax of
+// tile j while the tensor cores still work on P V. The two warpgroups take turns issuing (named
+// barriers), so one's softmax runs under the other's matrix products.
+#include "cuda/flash_sm90.cuh"
 
 namespace nx::cuda {
 namespace {
 
 using namespace flash;
-using namespace wgmma;
 
-constexpr int kWgRows = 128, kWgKeys = 128, kWgThreads = 256;
+constexpr int kFwdRows = 128, kFwdKeys = 128, kFwdCompute = 256, kFwdThreads = 384, kFwdStages = 3;
+static_assert(kFwdThreads == kFwdCompute + 128, "two compute warpgroups and one loader");
+// setmaxnreg: 128 x 56 + 256 x 224 registers fit the 64K file; the loader needs few
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
-// cp.async writes are generic-proxy; wgmma reads through the async proxy.
-__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-// Descriptor of a 128-byte-swizzled operand at byte address addr: lbo = distance between 64-element
-// column blocks (N-major operands only), sbo = distance between groups of 8 rows.
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
-  return uint64_t((addr & 0x3FFFF) >> 4) | uint64_t(lbo >> 4) << 16 | uint64_t(sbo >> 4) << 32 | uint64_t(1) << 62;
-}
-
-// Rows [r0, r0 + ROWS) of a row-major [n, D] matrix into the swizzled layout: D / 64 column blocks
-// of ROWS x 128 bytes; the 16-byte unit u of row r lands at unit u ^ (r % 8). Rows past n are zeros.
-template <int D, int ROWS>
-__device__ __forceinline__ void load_sw128(uint8_t* dst, const uint16_t* src, int64_t r0, int64_t n) {
-  constexpr int kUnits = D / 8;  // 16-byte units per row
-  static_assert(ROWS * kUnits % kWgThreads == 0, "tile must split evenly over the block");
-#pragma unroll
-  for (int i = 0; i < ROWS * kUnits / kWgThreads; ++i) {
-    const int c = threadIdx.x + i * kWgThreads, r = c / kUnits, u = c % kUnits;
-    const bool ok = r0 + r < n;
-    uint8_t* d = dst + (u / 8) * (ROWS * 128) + r * 128 + (((u % 8) ^ (r % 8)) << 4);
-    cp_async16(d, src + (ok ? (r0 + r) * D + u * 8 : 0), ok);
-  }
-}
-
-// D (+)= A B with both operands in shared memory: K-major, or with TRANS both transposed.
-template <int N, bool BF16, bool TRANS = false>
-__device__ __forceinline__ void mma_ss(float* d, uint64_t a, uint64_t b, int accumulate) {
-  if constexpr (TRANS) {
-    static_assert(N == 32 || N == 64, "no such transposed shape generated");
-    if constexpr (N == 32) BF16 ? wgmma_ss_t_n32_bf16(d, a, b, accumulate) : wgmma_ss_t_n32_f16(d, a, b, accumulate);
-    else BF16 ? wgmma_ss_t_n64_bf16(d, a, b, accumulate) : wgmma_ss_t_n64_f16(d, a, b, accumulate);
-  } else if constexpr (N == 64) {
-    BF16 ? wgmma_ss_n64_bf16(d, a, b, accumulate) : wgmma_ss_n64_f16(d, a, b, accumulate);
-  } else {
-    BF16 ? wgmma_ss_n128_bf16(d, a, b, accumulate) : wgmma_ss_n128_f16(d, a, b, accumulate);
-  }
-}
-// D += A B with A from registers (m16n8k16 A fragments per warp), B N-major in shared memory.
-template <int N, bool BF16>
-__device__ __forceinline__ void mma_rs(float* d, const uint32_t* a, uint64_t b) {
-  if constexpr (N == 64) BF16 ? wgmma_rs_n64_bf16(d, a, b, 1) : wgmma_rs_n64_f16(d, a, b, 1);
-  else BF16 ? wgmma_rs_n128_bf16(d, a, b, 1) : wgmma_rs_n128_f16(d, a, b, 1);
-}
-
-// Accumulator tile s (rows g, g + 8; 16-wide column chunks) as A fragments for the next product.
-template <bool BF16, int NT>
-__device__ __forceinline__ void to_a_fragments(uint32_t (&a)[NT / 2][4], const float (&s)[1][NT][4]) {
-#pragma unroll
-  for (int kc = 0; kc < NT / 2; ++kc) {
-    a[kc][0] = pack2<BF16>(s[0][2 * kc][0], s[0][2 * kc][1]);
-    a[kc][1] = pack2<BF16>(s[0][2 * kc][2], s[0][2 * kc][3]);
-    a[kc][2] = pack2<BF16>(s[0][2 * kc + 1][0], s[0][2 * kc + 1][1]);
-    a[kc][3] = pack2<BF16>(s[0][2 * kc + 1][2], s[0][2 * kc + 1][3]);
-  }
-}
-#endif
+// Shared memory: Q, then the K stages, the V stages, and the mbarriers.
+template <int D>
+struct FwdSmem {
+  static constexpr int kQ = kFwdRows * D * 2, kKV = kFwdKeys * D * 2;
+  static constexpr int kBarriers = kQ + 2 * kFwdStages * kKV;  // offset of the barrier array
+  static constexpr size_t kBytes = 1024 + kBarriers + (1 + 3 * kFwdStages) * 8;  // + alignment slack
+};
 
 template <int D, bool BF16, bool ALIBI>
-__global__ void __launch_bounds__(kWgThreads, 1) flash_fwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
-                                                                 const uint16_t* __restrict__ k,
-                                                                 const uint16_t* __restrict__ v,
-                                                                 uint16_t* __restrict__ out, float* __restrict__ lse) {
+__global__ void __launch_bounds__(kFwdThreads, 1) flash_fwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
+                                                                  const uint16_t* __restrict__ k,
+                                                                  const uint16_t* __restrict__ v,
+                                                                  uint16_t* __restrict__ out, float* __restrict__ lse) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int BM = kWgRows, BN = kWgKeys, NT = BN / 8, DT = D / 8;
-  constexpr int kQBytes = BM * D * 2, kKVBytes = BN * D * 2;
+  using L = FwdSmem<D>;
+  constexpr int BM = kFwdRows, BN = kFwdKeys, S = kFwdStages, NT = BN / 8, DT = D / 8;
   extern __shared__ uint8_t smem_raw[];
   // swizzle atoms must start on 1024-byte boundaries (the launcher adds the slack)
   uint8_t* qs = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  uint8_t* kbuf = qs + kQBytes;         // two K tiles
-  uint8_t* vbuf = kbuf + 2 * kKVBytes;  // two V tiles
-  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;
+  uint8_t* kbuf = qs + L::kQ;
+  uint8_t* vbuf = kbuf + S * L::kKV;
+  uint64_t* q_full = reinterpret_cast<uint64_t*>(qs + L::kBarriers);
+  uint64_t* k_full = q_full + 1;
+  uint64_t* v_full = k_full + S;
+  uint64_t* empty = v_full + S;
   const int tq = int(p.tq), tk = int(p.tk);
   const int nqb = (tq + BM - 1) / BM;
   const int64_t bh = blockIdx.x / nqb;
@@ -102,12 +52,40 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_fwd_wgmma(TcParams p, con
   const int qb = p.causal ? nqb - 1 - qi : qi;  // causal: the longest rows of a head start first
   const int h = int(bh % p.heads), b = int(bh / p.heads), hk = h / int(p.heads / p.kv_heads);
   const int q0 = qb * BM, offset = tk - tq;
-  const uint16_t* kg = k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
-  const uint16_t* vg = v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
-  load_sw128<D, BM>(qs, q + ((int64_t(b) * p.heads + h) * p.tq) * D, q0, p.tq);
-  load_sw128<D, BN>(kbuf, kg, 0, p.tk);
-  cp_async_commit();
+  const int key_end = p.causal ? max(0, min(tk, offset + min(tq, q0 + BM))) : tk;
+  const int ntiles = (key_end + BN - 1) / BN;
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 128);
+    for (int s = 0; s < S; ++s) {
+      mbar_init(k_full + s, 128);  // one arrival per loader thread
+      mbar_init(v_full + s, 128);
+      mbar_init(empty + s, kFwdCompute / 32);  // one per compute warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
 
+  if (threadIdx.x >= kFwdCompute) {  // the loader warpgroup
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
+    const int tid = threadIdx.x - kFwdCompute;
+    const uint16_t* kg = k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
+    const uint16_t* vg = v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
+    load_sw128<D, BM, 128>(qs, q + ((int64_t(b) * p.heads + h) * p.tq) * D, q0, p.tq, tid);
+    mbar_arrive_on_copies(q_full);
+    for (int j = 0; j < ntiles; ++j) {
+      const int s = j % S;
+      if (j >= S) mbar_wait(empty + s, (j / S - 1) & 1);  // tile j - S has left the stage
+      load_sw128<D, BN, 128>(kbuf + s * L::kKV, kg, int64_t(j) * BN, p.tk, tid);
+      mbar_arrive_on_copies(k_full + s);
+      load_sw128<D, BN, 128>(vbuf + s * L::kKV, vg, int64_t(j) * BN, p.tk, tid);
+      mbar_arrive_on_copies(v_full + s);
+    }
+    cp_async_wait_all();  // nothing may stay in flight at exit
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
   float o[1][DT][4], s[1][NT][4], m[1][2], l[1][2], corr[1][2];
   uint32_t pa[BN / 16][4];  // P of the previous tile as wgmma A fragments
   int row_pos[1][2];
@@ -121,52 +99,72 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_fwd_wgmma(TcParams p, con
   }
   const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
   const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
-  const int key_end = p.causal ? max(0, min(tk, offset + min(tq, q0 + BM))) : tk;
-  const int ntiles = (key_end + BN - 1) / BN;
   const uint32_t q_addr = smem_addr(qs) + wg * 64 * 128;  // this warpgroup's 64 rows
-  auto v_desc = [&](int tile, int kc) {  // V tile as the N-major B operand, keys kc*16..
-    return sw128_desc(smem_addr(vbuf + (tile % 2) * kKVBytes) + kc * 16 * 128, BN * 128, 1024);
-  };
+  mbar_wait(q_full, 0);
 
-  for (int j = 0; j < ntiles; ++j) {
-    cp_async_wait_all();
-    fence_async_smem();
-    __syncthreads();  // K_j and V_{j-1} landed; every warpgroup is done with tiles j - 1 and j - 2
-    if (j + 1 < ntiles) load_sw128<D, BN>(kbuf + ((j + 1) % 2) * kKVBytes, kg, int64_t(j + 1) * BN, p.tk);
-    load_sw128<D, BN>(vbuf + (j % 2) * kKVBytes, vg, int64_t(j) * BN, p.tk);
-    cp_async_commit();
-
-    wg_fence();
-    const uint32_t k_addr = smem_addr(kbuf + (j % 2) * kKVBytes);
+  auto issue_s = [&](int j) {  // S_j = Q K_j^T over head-dim chunks of 16
+    const uint32_t k_addr = smem_addr(kbuf + (j % S) * L::kKV);
 #pragma unroll
-    for (int kc = 0; kc < D / 16; ++kc)  // S = Q K^T over head-dim chunks of 16
+    for (int kc = 0; kc < D / 16; ++kc)
       mma_ss<BN, BF16>(&s[0][0][0], sw128_desc(q_addr + (kc / 4) * (BM * 128) + (kc % 4) * 32, 16, 1024),
                        sw128_desc(k_addr + (kc / 4) * (BN * 128) + (kc % 4) * 32, 16, 1024), kc > 0);
     wg_commit();
-    if (j > 0) {
+  };
+  auto issue_pv = [&](int j) {  // O += P_j V_j, V as the N-major B operand (keys kc*16..)
+    const uint32_t v_addr = smem_addr(vbuf + (j % S) * L::kKV);
 #pragma unroll
-      for (int kc = 0; kc < BN / 16; ++kc) mma_rs<D, BF16>(&o[0][0][0], pa[kc], v_desc(j - 1, kc));
-      wg_commit();
-      wg_wait<1>();
-    } else {
-      wg_wait<0>();
-    }
+    for (int kc = 0; kc < BN / 16; ++kc) mma_rs<D, BF16>(&o[0][0][0], pa[kc], sw128_desc(v_addr + kc * 16 * 128, BN * 128, 1024));
+    wg_commit();
+  };
+  auto softmax = [&](int j) {  // of tile j, once S_j has landed
     const int j0 = j * BN;
     const bool edge = j0 + BN > tk || (p.causal && j0 + BN - 1 > offset + q0 + wg * 64);
     if (edge) softmax_step<ALIBI, true>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
     else softmax_step<ALIBI, false>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
-    wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled and P overwritten
-    rescale_rows(o, corr);
-    to_a_fragments<BF16>(pa, s);
-  }
-  cp_async_wait_all();  // V of the last tile (and nothing left in flight at exit)
-  if (ntiles > 0) {
+  };
+  auto release = [&](int j) {  // this warp is done with tile j's stage
     fence_async_smem();
-    __syncthreads();
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty + j % S);
+  };
+  // Turns at the tensor cores: warpgroup 1 issues phase j after warpgroup 0's phase j, warpgroup 0
+  // issues phase j after warpgroup 1's phase j - 1 (named barrier 1 + wg is this warpgroup's go).
+  const int my_turn = 1 + wg, their_turn = 2 - wg;
+  if (ntiles > 0) {
+    // phase 0: S_0 alone
+    mbar_wait(k_full, 0);
+    fence_async_smem();
+    if (wg == 1) named_sync(my_turn, kFwdCompute);
     wg_fence();
-#pragma unroll
-    for (int kc = 0; kc < BN / 16; ++kc) mma_rs<D, BF16>(&o[0][0][0], pa[kc], v_desc(ntiles - 1, kc));
-    wg_commit();
+    issue_s(0);
+    named_arrive(their_turn, kFwdCompute);
+    wg_wait<0>();
+    softmax(0);
+    to_a_fragments<BF16>(pa, s);
+    // phases 1 .. ntiles - 1: S_j and P_{j-1} V_{j-1}; the softmax of tile j runs under P V
+    for (int j = 1; j < ntiles; ++j) {
+      mbar_wait(k_full + j % S, (j / S) & 1);
+      mbar_wait(v_full + (j - 1) % S, ((j - 1) / S) & 1);
+      fence_async_smem();
+      named_sync(my_turn, kFwdCompute);
+      wg_fence();
+      issue_s(j);
+      issue_pv(j - 1);
+      named_arrive(their_turn, kFwdCompute);
+      wg_wait<1>();
+      softmax(j);
+      wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled, P overwritten, the stage freed
+      release(j - 1);
+      rescale_rows(o, corr);
+      to_a_fragments<BF16>(pa, s);
+    }
+    // last phase: P V of the last tile
+    mbar_wait(v_full + (ntiles - 1) % S, ((ntiles - 1) / S) & 1);
+    fence_async_smem();
+    named_sync(my_turn, kFwdCompute);
+    wg_fence();
+    issue_pv(ntiles - 1);
+    if (wg == 0) named_arrive(their_turn, kFwdCompute);
     wg_wait<0>();
   }
   // row sums across the quad, then normalize and store
@@ -191,259 +189,13 @@ template <int D, bool BF16>
 void launch_fwd_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
                       const View& lse) {
   TcParams p = tc_params(a);
-  const size_t smem = 1024 + size_t(kWgRows + 4 * kWgKeys) * D * 2;
+  const size_t smem = FwdSmem<D>::kBytes;
   auto kernel = a.alibi_slopes.empty() ? flash_fwd_wgmma<D, BF16, false> : flash_fwd_wgmma<D, BF16, true>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const int64_t blocks = a.batch * a.heads * ((a.tq + kWgRows - 1) / kWgRows);
-  kernel<<<unsigned(blocks), kWgThreads, smem, stream()>>>(p, static_cast<const uint16_t*>(q.data),
+  const int64_t blocks = a.batch * a.heads * ((a.tq + kFwdRows - 1) / kFwdRows);
+  kernel<<<unsigned(blocks), kFwdThreads, smem, stream()>>>(p, static_cast<const uint16_t*>(q.data),
       static_cast<const uint16_t*>(k.data), static_cast<const uint16_t*>(v.data), static_cast<uint16_t*>(out.data),
       static_cast<float*>(lse.data));
-  NX_CUDA_LAUNCH_CHECK();
-}
-
-
-// ---------------------------------------------------------------- backward
-// A block owns 128 keys of one (batch, kv head): warpgroup w owns keys 64w.. and keeps their dK and
-// dV in registers. It walks the 64-row query tiles of every head sharing the kv head (Q, dO, lse
-// and delta double-buffered). Per tile:
-//   S^T = K Q^T and dP^T = V dO^T (both operands from shared memory), P^T = exp(S^T - lse),
-//   dS^T = P^T (dP^T - delta); dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers;
-//   dS^T goes to shared memory, where dQ = dS K (warpgroup w takes half of the head dimension) is
-//   formed, staged in f32 and added to dq_acc by a bulk reduce-add (cp.reduce.async.bulk) per
-//   warpgroup. dq_acc holds each tile in fragment order (see dq_index), so the staging stores are
-//   whole 16-byte rows of consecutive lanes (no bank conflicts); dq_from_fragments converts it.
-// Query rows per tile: 64 at head_dim 128 (registers), 128 at head_dim 64 (half the barriers and
-// staging per FLOP; there each warpgroup forms dQ for its own 64 rows instead of half the columns).
-constexpr int kBwdKeys = 128;
-__host__ __device__ constexpr int bwd_rows(int d) { return d == 64 ? 128 : 64; }
-// dQ columns per warpgroup: the whole head at 128-row tiles, half of it at 64-row tiles.
-__host__ __device__ constexpr int bwd_dq_cols(int d) { return bwd_rows(d) == 128 ? d : d / 2; }
-// Offset in a dq_acc tile of accumulator element e of n8 block n held by lane `lane` of warp `warp`
-// of warpgroup wg: warpgroup-major, so each warpgroup's half is one contiguous range.
-template <int D>
-__host__ __device__ constexpr int dq_index(int wg, int warp, int n, int lane, int e) {
-  return (((wg * 4 + warp) * (bwd_dq_cols(D) / 8) + n) * 32 + lane) * 4 + e;
-}
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// dst[0, bytes) += src[0, bytes) in f32, by the bulk-copy engine (asynchronous; see bulk_wait_read).
-__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, const float* src, uint32_t bytes) {
-  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
-               ::"l"(dst), "r"(smem_addr(src)), "r"(bytes) : "memory");
-  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-}
-// The bulk operations this thread issued have finished reading shared memory.
-__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
-__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
-#endif
-
-template <int D, bool BF16, bool ALIBI>
-__global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
-    const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
-    const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq_acc,
-    uint16_t* __restrict__ dk, uint16_t* __restrict__ dv) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int KB = kBwdKeys, T = bwd_rows(D), NT = T / 8, DT = D / 8;
-  // the dQ tile [T][D] split between the warpgroups: rows when T = 128, columns when T = 64
-  constexpr int NQ = bwd_dq_cols(D);
-  const int dq_row0 = T == 128 ? (threadIdx.x / 128) * 64 : 0, dq_col0 = T == 128 ? 0 : (threadIdx.x / 128) * NQ;
-  constexpr int kKVBytes = KB * D * 2, kTileBytes = T * D * 2;
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* ks = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  uint8_t* vs = ks + kKVBytes;
-  uint8_t* qbuf = vs + kKVBytes;             // two Q tiles
-  uint8_t* dobuf = qbuf + 2 * kTileBytes;    // two dO tiles
-  uint8_t* dst = dobuf + 2 * kTileBytes;     // dS^T [query / 64][key][query % 64], swizzled
-  float* dqs = reinterpret_cast<float*>(dst + KB * T * 2);  // dQ tile (T x D f32), as in dq_acc
-  float* stats = dqs + T * D;                // [buffer][lse | delta][T]
-  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;
-  const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq, group = int(p.heads / p.kv_heads);
-  const int nkb = (tk + KB - 1) / KB;
-  const int kb = int(blockIdx.x % nkb);
-  const int64_t bhk = blockIdx.x / nkb;
-  const int hk = int(bhk % p.kv_heads), b = int(bhk / p.kv_heads);
-  const int k0 = kb * KB;
-  // query tiles that see any of this block's keys (causal: those at or after the first key)
-  const int first_q = p.causal ? max(0, k0 - offset) / T * T : 0;
-  const int tiles_per_head = first_q < tq ? (tq - first_q + T - 1) / T : 0;
-  const int total = tiles_per_head * group;
-  auto stage = [&](int i, int buf) {  // query tile i of the walk (head-major) into buffer buf
-    const int h = hk * group + i / tiles_per_head, q0 = first_q + (i % tiles_per_head) * T;
-    const int64_t base = (int64_t(b) * p.heads + h) * p.tq;
-    load_sw128<D, T>(qbuf + buf * kTileBytes, q + base * D, q0, p.tq);
-    load_sw128<D, T>(dobuf + buf * kTileBytes, dout + base * D, q0, p.tq);
-    if (threadIdx.x < 2 * T) {  // lse then delta; rows past the end read as +inf / 0 (weight 0)
-      const int r = threadIdx.x % T;
-      const bool ok = q0 + r < tq;
-      const float* src = threadIdx.x < T ? lse : delta;
-      float* d = stats + buf * 2 * T + threadIdx.x;
-      if (ok) cp_async4(d, src + base + q0 + r, true);
-      else *d = threadIdx.x < T ? INFINITY : 0.f;
-    }
-  };
-  load_sw128<D, KB>(ks, k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk);
-  load_sw128<D, KB>(vs, v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk);
-  if (total > 0) stage(0, 0);
-  cp_async_commit();
-
-  float dka[1][DT][4], dva[1][DT][4];
-#pragma unroll
-  for (int i = 0; i < DT; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dka[0][i][e] = dva[0][i][e] = 0.f;
-  const int key_row = wg * 64 + warp * 16 + g;  // this thread's first key row in the block
-  const int keys[2] = {k0 + key_row, k0 + key_row + 8};
-  const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
-  const uint32_t k_addr = smem_addr(ks), v_addr = smem_addr(vs), ds_addr = smem_addr(dst);
-
-  for (int i = 0; i < total; ++i) {
-    const int buf = i & 1, h = hk * group + i / tiles_per_head, q0 = first_q + (i % tiles_per_head) * T;
-    cp_async_wait_all();
-    fence_async_smem();
-    __syncthreads();  // tile i landed; every warpgroup is done with tile i - 1
-    if (i + 1 < total) stage(i + 1, buf ^ 1);
-    cp_async_commit();
-    const uint32_t q_addr = smem_addr(qbuf + buf * kTileBytes), do_addr = smem_addr(dobuf + buf * kTileBytes);
-    const float* ls = stats + buf * 2 * T;
-    const float* dl = ls + T;
-
-    // S^T = K Q^T and dP^T = V dO^T: 64 keys x 64 queries per warpgroup
-    float st[1][NT][4], dpt[1][NT][4];
-    wg_fence();
-#pragma unroll
-    for (int kc = 0; kc < D / 16; ++kc) {
-      const uint32_t a_off = (kc / 4) * (KB * 128) + wg * 64 * 128 + (kc % 4) * 32, b_off = (kc / 4) * (T * 128) + (kc % 4) * 32;
-      mma_ss<T, BF16>(&st[0][0][0], sw128_desc(k_addr + a_off, 16, 1024), sw128_desc(q_addr + b_off, 16, 1024), kc > 0);
-    }
-    wg_commit();
-#pragma unroll
-    for (int kc = 0; kc < D / 16; ++kc) {
-      const uint32_t a_off = (kc / 4) * (KB * 128) + wg * 64 * 128 + (kc % 4) * 32, b_off = (kc / 4) * (T * 128) + (kc % 4) * 32;
-      mma_ss<T, BF16>(&dpt[0][0][0], sw128_desc(v_addr + a_off, 16, 1024), sw128_desc(do_addr + b_off, 16, 1024), kc > 0);
-    }
-    wg_commit();
-    // P^T, with masks only on tiles that cross a sequence end or the diagonal
-    const bool edge = q0 + T > tq || k0 + KB > tk || (p.causal && k0 + wg * 64 + 63 > offset + q0);
-    const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
-    wg_wait<1>();
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = n * 8 + t * 2 + (e & 1), query = q0 + col, key = keys[e >> 1], qpos = offset + query;
-        float x = fmaf(st[0][n][e], scale2, -ls[col] * log2e);
-        if constexpr (ALIBI) x -= slope2 * float(qpos - key);
-        float pv = ex2(x);  // rows without keys have lse = +inf: weight 0
-        if (edge && (query >= tq || key >= tk || (p.causal && key > qpos))) pv = 0.f;
-        st[0][n][e] = pv;
-      }
-    uint32_t pa[NT / 2][4], dsa[NT / 2][4];
-    to_a_fragments<BF16>(pa, st);
-    wg_wait<0>();
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) dpt[0][n][e] = st[0][n][e] * (dpt[0][n][e] - dl[n * 8 + t * 2 + (e & 1)]);
-    to_a_fragments<BF16>(dsa, dpt);
-    // dV += P^T dO, dK += dS^T Q (B operands N-major: head_dim contiguous)
-    wg_fence();
-#pragma unroll
-    for (int kc = 0; kc < T / 16; ++kc) {
-      mma_rs<D, BF16>(&dva[0][0][0], pa[kc], sw128_desc(do_addr + kc * 16 * 128, T * 128, 1024));
-      mma_rs<D, BF16>(&dka[0][0][0], dsa[kc], sw128_desc(q_addr + kc * 16 * 128, T * 128, 1024));
-    }
-    wg_commit();
-    // dS^T to shared memory (swizzled rows of 64 queries) for dQ = dS K
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const int row = key_row + r * 8;
-        *reinterpret_cast<uint32_t*>(dst + (n / 8) * (KB * 128) + row * 128 + (((n % 8) ^ (row % 8)) << 4) + t * 4) =
-            dsa[n / 2][(n % 2) * 2 + r];
-      }
-    fence_async_smem();
-    if (threadIdx.x % 128 == 0) bulk_wait_read();  // the previous tile's dQ has left the staging buffer
-    __syncthreads();  // dS^T complete
-    // dQ[dq_row0.., dq_col0..] = dS K over the block's 128 keys (A = dS M-major, B = K N-major)
-    float dqa[1][NQ / 8][4];
-    wg_fence();
-#pragma unroll
-    for (int kc = 0; kc < KB / 16; ++kc) {
-      const uint32_t a_off = (dq_row0 / 64) * (KB * 128) + kc * 16 * 128;
-      const uint32_t b_off = (dq_col0 / 64) * (KB * 128) + (dq_col0 % 64) * 2 + kc * 16 * 128;
-      mma_ss<NQ, BF16, true>(&dqa[0][0][0], sw128_desc(ds_addr + a_off, KB * 128, 1024),
-                             sw128_desc(k_addr + b_off, KB * 128, 1024), kc > 0);
-    }
-    wg_commit();
-    wg_wait<0>();
-#pragma unroll
-    for (int n = 0; n < NQ / 8; ++n)
-      *reinterpret_cast<float4*>(dqs + dq_index<D>(wg, warp, n, lane, 0)) =
-          make_float4(dqa[0][n][0], dqa[0][n][1], dqa[0][n][2], dqa[0][n][3]);
-    fence_async_smem();
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");  // this warpgroup's half is staged
-    if (threadIdx.x % 128 == 0) {
-      constexpr int kHalf = T * D / 2;
-      const int64_t tile = (int64_t(b) * p.heads + h) * ((tq + T - 1) / T) + q0 / T;
-      bulk_reduce_add_f32(dq_acc + tile * T * D + wg * kHalf, dqs + wg * kHalf, uint32_t(kHalf * 4));
-    }
-  }
-  cp_async_wait_all();
-  if (threadIdx.x % 128 == 0) bulk_wait_all();
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (keys[r] >= tk) continue;
-    const int64_t at = ((int64_t(b) * p.kv_heads + hk) * p.tk + keys[r]) * D;
-#pragma unroll
-    for (int dn = 0; dn < DT; ++dn) {
-      *reinterpret_cast<uint32_t*>(dk + at + dn * 8 + t * 2) = pack2<BF16>(dka[0][dn][r * 2] * p.scale, dka[0][dn][r * 2 + 1] * p.scale);
-      *reinterpret_cast<uint32_t*>(dv + at + dn * 8 + t * 2) = pack2<BF16>(dva[0][dn][r * 2], dva[0][dn][r * 2 + 1]);
-    }
-  }
-#endif
-}
-
-// dq = scale * dq_acc, from the fragment-ordered tiles back to [batch * heads, tq, D] rows; one
-// thread per 4 accumulator elements (rows g and g + 8, two columns).
-template <int D, bool BF16>
-__global__ void dq_from_fragments(const float4* __restrict__ acc, uint16_t* __restrict__ dq, int64_t units, int tq,
-                                  float scale) {
-  constexpr int T = bwd_rows(D), NQ = bwd_dq_cols(D), kUnits = T * D / 4;
-  const int ntiles = (tq + T - 1) / T;
-  for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < units; u += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t tile = u / kUnits;
-    const int within = int(u % kUnits), lane = within % 32, n = (within / 32) % (NQ / 8), wgwarp = within / 32 / (NQ / 8);
-    const int wg = wgwarp / 4, warp = wgwarp % 4;
-    const int row = int(tile % ntiles) * T + (T == 128 ? wg * 64 : 0) + warp * 16 + lane / 4;
-    const int col = (T == 128 ? 0 : wg * NQ) + n * 8 + (lane % 4) * 2;
-    const float4 x = acc[u];
-    uint16_t* base = dq + ((tile / ntiles) * tq) * D + col;
-    if (row < tq) *reinterpret_cast<uint32_t*>(base + int64_t(row) * D) = pack2<BF16>(x.x * scale, x.y * scale);
-    if (row + 8 < tq) *reinterpret_cast<uint32_t*>(base + int64_t(row + 8) * D) = pack2<BF16>(x.z * scale, x.w * scale);
-  }
-}
-
-template <int D, bool BF16>
-void launch_bwd_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v, const View& dout,
-                      const float* lse, const float* delta, const View& dq, const View& dk, const View& dv) {
-  TcParams p = tc_params(a);
-  constexpr int T = bwd_rows(D);
-  const int64_t units = a.batch * a.heads * ((a.tq + T - 1) / T) * T * D / 4;
-  Scratch acc(current_device(), size_t(units) * 16);
-  NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, size_t(units) * 16, stream()));
-  const size_t smem = 1024 + size_t(2 * kBwdKeys + 4 * T) * D * 2 + size_t(kBwdKeys) * T * 2 + size_t(T) * D * 4 +
-                      4 * T * sizeof(float);
-  auto kernel = a.alibi_slopes.empty() ? flash_bwd_wgmma<D, BF16, false> : flash_bwd_wgmma<D, BF16, true>;
-  NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
-  kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdKeys - 1) / kBwdKeys)), kWgThreads, smem, stream()>>>(
-      p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<float*>(acc.ptr), static_cast<uint16_t*>(dk.data),
-      static_cast<uint16_t*>(dv.data));
-  NX_CUDA_LAUNCH_CHECK();
-  dq_from_fragments<D, BF16><<<unsigned(std::min<int64_t>((units + 255) / 256, 65535)), 256, 0, stream()>>>(
-      static_cast<const float4*>(acc.ptr), static_cast<uint16_t*>(dq.data), units, int(a.tq), p.scale);
   NX_CUDA_LAUNCH_CHECK();
 }
 
@@ -458,23 +210,6 @@ bool attention_wgmma(const AttentionParams& a, const View& q, const View& k, con
   const bool bf16 = q.dtype == DType::BF16;
   if (a.dim == 64) bf16 ? launch_fwd_wgmma<64, true>(a, q, k, v, out, lse) : launch_fwd_wgmma<64, false>(a, q, k, v, out, lse);
   else bf16 ? launch_fwd_wgmma<128, true>(a, q, k, v, out, lse) : launch_fwd_wgmma<128, false>(a, q, k, v, out, lse);
-  return true;
-#else
-  return false;
-#endif
-}
-
-// The wgmma backward (dQ with f32 atomics, so not deterministic); false where it does not apply.
-bool attention_backward_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v,
-                              const View& dout, const float* lse, const float* delta, const View& dq, const View& dk,
-                              const View& dv) {
-#if defined(NEXUS_HAVE_SM90A)
-  if (compute_capability() != 90) return false;
-  const bool bf16 = q.dtype == DType::BF16;
-  if (a.dim == 64) bf16 ? launch_bwd_wgmma<64, true>(a, q, k, v, dout, lse, delta, dq, dk, dv)
-                        : launch_bwd_wgmma<64, false>(a, q, k, v, dout, lse, delta, dq, dk, dv);
-  else bf16 ? launch_bwd_wgmma<128, true>(a, q, k, v, dout, lse, delta, dq, dk, dv)
-            : launch_bwd_wgmma<128, false>(a, q, k, v, dout, lse, delta, dq, dk, dv);
   return true;
 #else
   return false;

@@ -1,0 +1,119 @@
+// Hopper (sm_90a) building blocks of the wgmma flash-attention kernels (flash_wgmma.cu,
+// flash_wgmma_bwd.cu): wgmma issue/commit/wait, 128-byte-swizzled shared tiles and their matrix
+// descriptors, mbarriers, named barriers and bulk reduce-adds. Everything is compiled only for
+// sm_90a (__CUDA_ARCH_FEAT_SM90_ALL).
+//
+// Swizzled layout: a [rows, D] 16-bit tile is stored as D / 64 column blocks of rows x 128 bytes;
+// the 16-byte unit u of row r sits at unit u ^ (r % 8), 1024-byte atoms. wgmma reads it through a
+// descriptor (start, lbo = column-block stride for N-/M-major operands, sbo = 8-row stride).
+#pragma once
+#include "cuda/flash_common.cuh"
+#include "cuda/wgmma.cuh"
+
+namespace nx::cuda::flash {
+
+using namespace wgmma;
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+// cp.async writes are generic-proxy; wgmma reads through the async proxy.
+__device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+
+// Descriptor of a 128-byte-swizzled operand at byte address addr: lbo = distance between 64-element
+// column blocks (N-major operands only), sbo = distance between groups of 8 rows.
+__device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return uint64_t((addr & 0x3FFFF) >> 4) | uint64_t(lbo >> 4) << 16 | uint64_t(sbo >> 4) << 32 | uint64_t(1) << 62;
+}
+
+// Rows [r0, r0 + ROWS) of a row-major [n, D] matrix into the swizzled layout: D / 64 column blocks
+// of ROWS x 128 bytes; the 16-byte unit u of row r lands at unit u ^ (r % 8). Rows past n are zeros.
+// Issued by THREADS threads, this one being number tid: each pass covers THREADS / (D / 8) rows, a
+// multiple of 8, so a thread keeps its unit and swizzle phase and only steps its two pointers.
+template <int D, int ROWS, int THREADS>
+__device__ __forceinline__ void load_sw128(uint8_t* dst, const uint16_t* src, int64_t r0, int64_t n, int tid) {
+  constexpr int kUnits = D / 8, kRowsPerPass = THREADS / kUnits;  // 16-byte units per row
+  static_assert(THREADS % kUnits == 0 && kRowsPerPass % 8 == 0 && ROWS % kRowsPerPass == 0, "uneven tile split");
+  const int u = tid % kUnits, r = tid / kUnits;
+  uint8_t* d = dst + (u / 8) * (ROWS * 128) + r * 128 + (((u % 8) ^ (r % 8)) << 4);
+  const uint16_t* from = src + (r0 + r) * D + u * 8;
+  const int64_t rows_left = n - r0 - r;
+#pragma unroll
+  for (int i = 0; i < ROWS / kRowsPerPass; ++i) {
+    const bool ok = i * kRowsPerPass < rows_left;
+    cp_async16(d + i * kRowsPerPass * 128, ok ? from + i * kRowsPerPass * D : src, ok);
+  }
+}
+
+// D (+)= A B with both operands in shared memory: K-major, or with TRANS both transposed.
+template <int N, bool BF16, bool TRANS = false>
+__device__ __forceinline__ void mma_ss(float* d, uint64_t a, uint64_t b, int accumulate) {
+  if constexpr (TRANS) {
+    static_assert(N == 32 || N == 64, "no such transposed shape generated");
+    if constexpr (N == 32) BF16 ? wgmma_ss_t_n32_bf16(d, a, b, accumulate) : wgmma_ss_t_n32_f16(d, a, b, accumulate);
+    else BF16 ? wgmma_ss_t_n64_bf16(d, a, b, accumulate) : wgmma_ss_t_n64_f16(d, a, b, accumulate);
+  } else if constexpr (N == 64) {
+    BF16 ? wgmma_ss_n64_bf16(d, a, b, accumulate) : wgmma_ss_n64_f16(d, a, b, accumulate);
+  } else {
+    BF16 ? wgmma_ss_n128_bf16(d, a, b, accumulate) : wgmma_ss_n128_f16(d, a, b, accumulate);
+  }
+}
+// D += A B with A from registers (m16n8k16 A fragments per warp), B N-major in shared memory.
+template <int N, bool BF16>
+__device__ __forceinline__ void mma_rs(float* d, const uint32_t* a, uint64_t b) {
+  if constexpr (N == 64) BF16 ? wgmma_rs_n64_bf16(d, a, b, 1) : wgmma_rs_n64_f16(d, a, b, 1);
+  else BF16 ? wgmma_rs_n128_bf16(d, a, b, 1) : wgmma_rs_n128_f16(d, a, b, 1);
+}
+
+// Accumulator tile s (rows g, g + 8; 16-wide column chunks) as A fragments for the next product.
+template <bool BF16, int NT>
+__device__ __forceinline__ void to_a_fragments(uint32_t (&a)[NT / 2][4], const float (&s)[1][NT][4]) {
+#pragma unroll
+  for (int kc = 0; kc < NT / 2; ++kc) {
+    a[kc][0] = pack2<BF16>(s[0][2 * kc][0], s[0][2 * kc][1]);
+    a[kc][1] = pack2<BF16>(s[0][2 * kc][2], s[0][2 * kc][3]);
+    a[kc][2] = pack2<BF16>(s[0][2 * kc + 1][0], s[0][2 * kc + 1][1]);
+    a[kc][3] = pack2<BF16>(s[0][2 * kc + 1][2], s[0][2 * kc + 1][3]);
+  }
+}
+// dst[0, bytes) += src[0, bytes) in f32, by the bulk-copy engine (asynchronous; see bulk_wait_read).
+__device__ __forceinline__ void bulk_reduce_add_f32(float* dst, const float* src, uint32_t bytes) {
+  asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
+               ::"l"(dst), "r"(smem_addr(src)), "r"(bytes) : "memory");
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+}
+// The bulk operations this thread issued have finished reading shared memory.
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+
+// mbarriers: a phase completes when `count` arrivals have been made; waiters name the phase parity.
+__device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(smem_addr(bar)), "r"(parity) : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(smem_addr(bar)) : "memory");
+}
+// Arrives on bar once every cp.async this thread issued so far has landed (counts as one of the
+// barrier's expected arrivals).
+__device__ __forceinline__ void mbar_arrive_on_copies(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+// Named barriers 1..15 between `threads` threads (0 is __syncthreads).
+__device__ __forceinline__ void named_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void named_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+#endif  // __CUDA_ARCH_FEAT_SM90_ALL
+
+}  // namespace nx::cuda::flash

@@ -1,0 +1,263 @@
+// Flash-attention backward on Hopper's warpgroup MMA (wgmma, sm_90a), bf16/f16, head_dim 64 or 128.
+#include "cuda/flash_sm90.cuh"
+
+namespace nx::cuda {
+namespace {
+
+using namespace flash;
+
+constexpr int kWgThreads = 256;
+
+// A block owns 128 keys of one (batch, kv head): warpgroup w owns keys 64w.. and keeps their dK and
+// dV in registers. It walks the 64-row query tiles of every head sharing the kv head (Q, dO, lse
+// and delta double-buffered). Per tile:
+//   S^T = K Q^T and dP^T = V dO^T (both operands from shared memory), P^T = exp(S^T - lse),
+//   dS^T = P^T (dP^T - delta); dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers;
+//   dS^T goes to shared memory, where dQ = dS K (warpgroup w takes half of the head dimension) is
+//   formed, staged in f32 and added to dq_acc by a bulk reduce-add (cp.reduce.async.bulk) per
+//   warpgroup. dq_acc holds each tile in fragment order (see dq_index), so the staging stores are
+//   whole 16-byte rows of consecutive lanes (no bank conflicts); dq_from_fragments converts it.
+// Query rows per tile: 64 at head_dim 128 (registers), 128 at head_dim 64 (half the barriers and
+// staging per FLOP; there each warpgroup forms dQ for its own 64 rows instead of half the columns).
+constexpr int kBwdKeys = 128;
+__host__ __device__ constexpr int bwd_rows(int d) { return d == 64 ? 128 : 64; }
+// dQ columns per warpgroup: the whole head at 128-row tiles, half of it at 64-row tiles.
+__host__ __device__ constexpr int bwd_dq_cols(int d) { return bwd_rows(d) == 128 ? d : d / 2; }
+// Offset in a dq_acc tile of accumulator element e of n8 block n held by lane `lane` of warp `warp`
+// of warpgroup wg: warpgroup-major, so each warpgroup's half is one contiguous range.
+template <int D>
+__host__ __device__ constexpr int dq_index(int wg, int warp, int n, int lane, int e) {
+  return (((wg * 4 + warp) * (bwd_dq_cols(D) / 8) + n) * 32 + lane) * 4 + e;
+}
+
+
+template <int D, bool BF16, bool ALIBI>
+__global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
+    const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
+    const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq_acc,
+    uint16_t* __restrict__ dk, uint16_t* __restrict__ dv) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int KB = kBwdKeys, T = bwd_rows(D), NT = T / 8, DT = D / 8;
+  // the dQ tile [T][D] split between the warpgroups: rows when T = 128, columns when T = 64
+  constexpr int NQ = bwd_dq_cols(D);
+  const int dq_row0 = T == 128 ? (threadIdx.x / 128) * 64 : 0, dq_col0 = T == 128 ? 0 : (threadIdx.x / 128) * NQ;
+  constexpr int kKVBytes = KB * D * 2, kTileBytes = T * D * 2;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* ks = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
+  uint8_t* vs = ks + kKVBytes;
+  uint8_t* qbuf = vs + kKVBytes;             // two Q tiles
+  uint8_t* dobuf = qbuf + 2 * kTileBytes;    // two dO tiles
+  uint8_t* dst = dobuf + 2 * kTileBytes;     // dS^T [query / 64][key][query % 64], swizzled
+  float* dqs = reinterpret_cast<float*>(dst + KB * T * 2);  // dQ tile (T x D f32), as in dq_acc
+  float* stats = dqs + T * D;                // [buffer][lse | delta][T]
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
+  const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq, group = int(p.heads / p.kv_heads);
+  const int nkb = (tk + KB - 1) / KB;
+  const int kb = int(blockIdx.x % nkb);
+  const int64_t bhk = blockIdx.x / nkb;
+  const int hk = int(bhk % p.kv_heads), b = int(bhk / p.kv_heads);
+  const int k0 = kb * KB;
+  // query tiles that see any of this block's keys (causal: those at or after the first key)
+  const int first_q = p.causal ? max(0, k0 - offset) / T * T : 0;
+  const int tiles_per_head = first_q < tq ? (tq - first_q + T - 1) / T : 0;
+  const int total = tiles_per_head * group;
+  auto stage = [&](int i, int buf) {  // query tile i of the walk (head-major) into buffer buf
+    const int h = hk * group + i / tiles_per_head, q0 = first_q + (i % tiles_per_head) * T;
+    const int64_t base = (int64_t(b) * p.heads + h) * p.tq;
+    load_sw128<D, T, kWgThreads>(qbuf + buf * kTileBytes, q + base * D, q0, p.tq, threadIdx.x);
+    load_sw128<D, T, kWgThreads>(dobuf + buf * kTileBytes, dout + base * D, q0, p.tq, threadIdx.x);
+    if (threadIdx.x < 2 * T) {  // lse then delta; rows past the end read as +inf / 0 (weight 0)
+      const int r = threadIdx.x % T;
+      const bool ok = q0 + r < tq;
+      const float* src = threadIdx.x < T ? lse : delta;
+      float* d = stats + buf * 2 * T + threadIdx.x;
+      if (ok) cp_async4(d, src + base + q0 + r, true);
+      else *d = threadIdx.x < T ? INFINITY : 0.f;
+    }
+  };
+  load_sw128<D, KB, kWgThreads>(ks, k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, threadIdx.x);
+  load_sw128<D, KB, kWgThreads>(vs, v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, threadIdx.x);
+  if (total > 0) stage(0, 0);
+  cp_async_commit();
+
+  float dka[1][DT][4], dva[1][DT][4];
+#pragma unroll
+  for (int i = 0; i < DT; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dka[0][i][e] = dva[0][i][e] = 0.f;
+  const int key_row = wg * 64 + warp * 16 + g;  // this thread's first key row in the block
+  const int keys[2] = {k0 + key_row, k0 + key_row + 8};
+  const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
+  const uint32_t k_addr = smem_addr(ks), v_addr = smem_addr(vs), ds_addr = smem_addr(dst);
+
+  for (int i = 0; i < total; ++i) {
+    const int buf = i & 1, h = hk * group + i / tiles_per_head, q0 = first_q + (i % tiles_per_head) * T;
+    cp_async_wait_all();
+    fence_async_smem();
+    __syncthreads();  // tile i landed; every warpgroup is done with tile i - 1
+    if (i + 1 < total) stage(i + 1, buf ^ 1);
+    cp_async_commit();
+    const uint32_t q_addr = smem_addr(qbuf + buf * kTileBytes), do_addr = smem_addr(dobuf + buf * kTileBytes);
+    const float* ls = stats + buf * 2 * T;
+    const float* dl = ls + T;
+
+    // S^T = K Q^T and dP^T = V dO^T: 64 keys x 64 queries per warpgroup
+    float st[1][NT][4], dpt[1][NT][4];
+    wg_fence();
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+      const uint32_t a_off = (kc / 4) * (KB * 128) + wg * 64 * 128 + (kc % 4) * 32, b_off = (kc / 4) * (T * 128) + (kc % 4) * 32;
+      mma_ss<T, BF16>(&st[0][0][0], sw128_desc(k_addr + a_off, 16, 1024), sw128_desc(q_addr + b_off, 16, 1024), kc > 0);
+    }
+    wg_commit();
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+      const uint32_t a_off = (kc / 4) * (KB * 128) + wg * 64 * 128 + (kc % 4) * 32, b_off = (kc / 4) * (T * 128) + (kc % 4) * 32;
+      mma_ss<T, BF16>(&dpt[0][0][0], sw128_desc(v_addr + a_off, 16, 1024), sw128_desc(do_addr + b_off, 16, 1024), kc > 0);
+    }
+    wg_commit();
+    // P^T, with masks only on tiles that cross a sequence end or the diagonal
+    const bool edge = q0 + T > tq || k0 + KB > tk || (p.causal && k0 + wg * 64 + 63 > offset + q0);
+    const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
+    wg_wait<1>();
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n * 8 + t * 2 + (e & 1), query = q0 + col, key = keys[e >> 1], qpos = offset + query;
+        float x = fmaf(st[0][n][e], scale2, -ls[col] * log2e);
+        if constexpr (ALIBI) x -= slope2 * float(qpos - key);
+        float pv = ex2(x);  // rows without keys have lse = +inf: weight 0
+        if (edge && (query >= tq || key >= tk || (p.causal && key > qpos))) pv = 0.f;
+        st[0][n][e] = pv;
+      }
+    uint32_t pa[NT / 2][4], dsa[NT / 2][4];
+    to_a_fragments<BF16>(pa, st);
+    wg_wait<0>();
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dpt[0][n][e] = st[0][n][e] * (dpt[0][n][e] - dl[n * 8 + t * 2 + (e & 1)]);
+    to_a_fragments<BF16>(dsa, dpt);
+    // dV += P^T dO, dK += dS^T Q (B operands N-major: head_dim contiguous)
+    wg_fence();
+#pragma unroll
+    for (int kc = 0; kc < T / 16; ++kc) {
+      mma_rs<D, BF16>(&dva[0][0][0], pa[kc], sw128_desc(do_addr + kc * 16 * 128, T * 128, 1024));
+      mma_rs<D, BF16>(&dka[0][0][0], dsa[kc], sw128_desc(q_addr + kc * 16 * 128, T * 128, 1024));
+    }
+    wg_commit();
+    // dS^T to shared memory (swizzled rows of 64 queries) for dQ = dS K
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = key_row + r * 8;
+        *reinterpret_cast<uint32_t*>(dst + (n / 8) * (KB * 128) + row * 128 + (((n % 8) ^ (row % 8)) << 4) + t * 4) =
+            dsa[n / 2][(n % 2) * 2 + r];
+      }
+    fence_async_smem();
+    if (threadIdx.x % 128 == 0) bulk_wait_read();  // the previous tile's dQ has left the staging buffer
+    __syncthreads();  // dS^T complete
+    // dQ[dq_row0.., dq_col0..] = dS K over the block's 128 keys (A = dS M-major, B = K N-major)
+    float dqa[1][NQ / 8][4];
+    wg_fence();
+#pragma unroll
+    for (int kc = 0; kc < KB / 16; ++kc) {
+      const uint32_t a_off = (dq_row0 / 64) * (KB * 128) + kc * 16 * 128;
+      const uint32_t b_off = (dq_col0 / 64) * (KB * 128) + (dq_col0 % 64) * 2 + kc * 16 * 128;
+      mma_ss<NQ, BF16, true>(&dqa[0][0][0], sw128_desc(ds_addr + a_off, KB * 128, 1024),
+                             sw128_desc(k_addr + b_off, KB * 128, 1024), kc > 0);
+    }
+    wg_commit();
+    wg_wait<0>();
+#pragma unroll
+    for (int n = 0; n < NQ / 8; ++n)
+      *reinterpret_cast<float4*>(dqs + dq_index<D>(wg, warp, n, lane, 0)) =
+          make_float4(dqa[0][n][0], dqa[0][n][1], dqa[0][n][2], dqa[0][n][3]);
+    fence_async_smem();
+    named_sync(1 + wg, 128);  // this warpgroup's half is staged
+    if (threadIdx.x % 128 == 0) {
+      constexpr int kHalf = T * D / 2;
+      const int64_t tile = (int64_t(b) * p.heads + h) * ((tq + T - 1) / T) + q0 / T;
+      bulk_reduce_add_f32(dq_acc + tile * T * D + wg * kHalf, dqs + wg * kHalf, uint32_t(kHalf * 4));
+    }
+  }
+  cp_async_wait_all();
+  if (threadIdx.x % 128 == 0) bulk_wait_all();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (keys[r] >= tk) continue;
+    const int64_t at = ((int64_t(b) * p.kv_heads + hk) * p.tk + keys[r]) * D;
+#pragma unroll
+    for (int dn = 0; dn < DT; ++dn) {
+      *reinterpret_cast<uint32_t*>(dk + at + dn * 8 + t * 2) = pack2<BF16>(dka[0][dn][r * 2] * p.scale, dka[0][dn][r * 2 + 1] * p.scale);
+      *reinterpret_cast<uint32_t*>(dv + at + dn * 8 + t * 2) = pack2<BF16>(dva[0][dn][r * 2], dva[0][dn][r * 2 + 1]);
+    }
+  }
+#endif
+}
+
+// dq = scale * dq_acc, from the fragment-ordered tiles back to [batch * heads, tq, D] rows; one
+// thread per 4 accumulator elements (rows g and g + 8, two columns).
+template <int D, bool BF16>
+__global__ void dq_from_fragments(const float4* __restrict__ acc, uint16_t* __restrict__ dq, int64_t units, int tq,
+                                  float scale) {
+  constexpr int T = bwd_rows(D), NQ = bwd_dq_cols(D), kUnits = T * D / 4;
+  const int ntiles = (tq + T - 1) / T;
+  for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < units; u += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t tile = u / kUnits;
+    const int within = int(u % kUnits), lane = within % 32, n = (within / 32) % (NQ / 8), wgwarp = within / 32 / (NQ / 8);
+    const int wg = wgwarp / 4, warp = wgwarp % 4;
+    const int row = int(tile % ntiles) * T + (T == 128 ? wg * 64 : 0) + warp * 16 + lane / 4;
+    const int col = (T == 128 ? 0 : wg * NQ) + n * 8 + (lane % 4) * 2;
+    const float4 x = acc[u];
+    uint16_t* base = dq + ((tile / ntiles) * tq) * D + col;
+    if (row < tq) *reinterpret_cast<uint32_t*>(base + int64_t(row) * D) = pack2<BF16>(x.x * scale, x.y * scale);
+    if (row + 8 < tq) *reinterpret_cast<uint32_t*>(base + int64_t(row + 8) * D) = pack2<BF16>(x.z * scale, x.w * scale);
+  }
+}
+
+template <int D, bool BF16>
+void launch_bwd_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v, const View& dout,
+                      const float* lse, const float* delta, const View& dq, const View& dk, const View& dv) {
+  TcParams p = tc_params(a);
+  constexpr int T = bwd_rows(D);
+  const int64_t units = a.batch * a.heads * ((a.tq + T - 1) / T) * T * D / 4;
+  Scratch acc(current_device(), size_t(units) * 16);
+  NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, size_t(units) * 16, stream()));
+  const size_t smem = 1024 + size_t(2 * kBwdKeys + 4 * T) * D * 2 + size_t(kBwdKeys) * T * 2 + size_t(T) * D * 4 +
+                      4 * T * sizeof(float);
+  auto kernel = a.alibi_slopes.empty() ? flash_bwd_wgmma<D, BF16, false> : flash_bwd_wgmma<D, BF16, true>;
+  NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
+  kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdKeys - 1) / kBwdKeys)), kWgThreads, smem, stream()>>>(
+      p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<float*>(acc.ptr), static_cast<uint16_t*>(dk.data),
+      static_cast<uint16_t*>(dv.data));
+  NX_CUDA_LAUNCH_CHECK();
+  dq_from_fragments<D, BF16><<<unsigned(std::min<int64_t>((units + 255) / 256, 65535)), 256, 0, stream()>>>(
+      static_cast<const float4*>(acc.ptr), static_cast<uint16_t*>(dq.data), units, int(a.tq), p.scale);
+  NX_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace
+
+// The wgmma backward (dQ with f32 atomics, so not deterministic); false where it does not apply.
+bool attention_backward_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v,
+                              const View& dout, const float* lse, const float* delta, const View& dq, const View& dk,
+                              const View& dv) {
+#if defined(NEXUS_HAVE_SM90A)
+  if (compute_capability() != 90) return false;
+  const bool bf16 = q.dtype == DType::BF16;
+  if (a.dim == 64) bf16 ? launch_bwd_wgmma<64, true>(a, q, k, v, dout, lse, delta, dq, dk, dv)
+                        : launch_bwd_wgmma<64, false>(a, q, k, v, dout, lse, delta, dq, dk, dv);
+  else bf16 ? launch_bwd_wgmma<128, true>(a, q, k, v, dout, lse, delta, dq, dk, dv)
+            : launch_bwd_wgmma<128, false>(a, q, k, v, dout, lse, delta, dq, dk, dv);
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace nx::cuda
