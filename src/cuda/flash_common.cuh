@@ -132,6 +132,26 @@ __device__ __forceinline__ void online_softmax(float (&s)[MT][NT][4], float (&o)
   rescale_rows(o, corr);
 }
 
+// The walk of a backward block that owns KB keys of one (batch, kv head): the query tiles of T rows,
+// of every head sharing that kv head, that see any of its keys (causal: those at or after the
+// first key), head-major. Tile i is query rows q0(i).. of head head(i).
+struct KeyBlockWalk {
+  int b, hk, k0, group, first_q, tiles_per_head, total;
+  __device__ KeyBlockWalk(const TcParams& p, int KB, int T) {
+    const int tq = int(p.tq), tk = int(p.tk), nkb = (tk + KB - 1) / KB;
+    const int64_t bhk = blockIdx.x / nkb;
+    hk = int(bhk % p.kv_heads);
+    b = int(bhk / p.kv_heads);
+    k0 = int(blockIdx.x % nkb) * KB;
+    group = int(p.heads / p.kv_heads);
+    first_q = p.causal ? max(0, k0 - (tk - tq)) / T * T : 0;
+    tiles_per_head = first_q < tq ? (tq - first_q + T - 1) / T : 0;
+    total = tiles_per_head * group;
+  }
+  __device__ int head(int i) const { return hk * group + i / tiles_per_head; }
+  __device__ int q0(int i, int T) const { return first_q + (i % tiles_per_head) * T; }
+};
+
 inline TcParams tc_params(const AttentionParams& a) {
   TcParams p{};
   p.heads = a.heads; p.kv_heads = a.kv_heads; p.tq = a.tq; p.tk = a.tk;

@@ -456,20 +456,13 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_fused_tc(TcParams p, const 
   uint16_t* dss = dobuf + 2 * T * LD;   // dS^T [key][query]
   float* stats = reinterpret_cast<float*>(dss + KB * kLdS);  // [buffer][lse | delta][T]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq, group = int(p.heads / p.kv_heads);
-  const int nkb = (tk + KB - 1) / KB;
-  const int kb = int(blockIdx.x % nkb);
-  const int64_t bhk = blockIdx.x / nkb;
-  const int hk = int(bhk % p.kv_heads), b = int(bhk / p.kv_heads);
-  const int k0 = kb * KB;
+  const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq;
+  const KeyBlockWalk walk(p, KB, T);
+  const int b = walk.b, hk = walk.hk, k0 = walk.k0, total = walk.total;
   const uint16_t* kg = k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
   const uint16_t* vg = v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
-  // query tiles that see any of this block's keys (causal: those at or after the first key)
-  const int first_q = p.causal ? max(0, k0 - offset) / T * T : 0;
-  const int tiles_per_head = first_q < tq ? (tq - first_q + T - 1) / T : 0;
-  const int total = tiles_per_head * group;
   auto stage = [&](int i, int buf) {  // query tile i of the walk (head-major) into buffer buf
-    const int h = hk * group + i / tiles_per_head, q0 = first_q + (i % tiles_per_head) * T;
+    const int h = walk.head(i), q0 = walk.q0(i, T);
     const int64_t base = (int64_t(b) * p.heads + h) * p.tq;
     stage_tile<D, T>(qbuf + buf * T * LD, q + base * D, q0, p.tq);
     stage_tile<D, T>(dobuf + buf * T * LD, dout + base * D, q0, p.tq);
@@ -494,7 +487,7 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_fused_tc(TcParams p, const 
   const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
 
   for (int i = 0; i < total; ++i) {
-    const int buf = i & 1, h = hk * group + i / tiles_per_head, q0 = first_q + (i % tiles_per_head) * T;
+    const int buf = i & 1, h = walk.head(i), q0 = walk.q0(i, T);
     if (i + 1 < total) stage(i + 1, buf ^ 1);
     cp_async_commit();
     cp_async_wait_pending<1>();  // everything but the tile just issued has landed

@@ -52,18 +52,11 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, con
   float* stats = dqs + T * D;                // [buffer][lse | delta][T]
   const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq, group = int(p.heads / p.kv_heads);
-  const int nkb = (tk + KB - 1) / KB;
-  const int kb = int(blockIdx.x % nkb);
-  const int64_t bhk = blockIdx.x / nkb;
-  const int hk = int(bhk % p.kv_heads), b = int(bhk / p.kv_heads);
-  const int k0 = kb * KB;
-  // query tiles that see any of this block's keys (causal: those at or after the first key)
-  const int first_q = p.causal ? max(0, k0 - offset) / T * T : 0;
-  const int tiles_per_head = first_q < tq ? (tq - first_q + T - 1) / T : 0;
-  const int total = tiles_per_head * group;
+  const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq;
+  const KeyBlockWalk walk(p, KB, T);
+  const int b = walk.b, hk = walk.hk, k0 = walk.k0, total = walk.total;
   auto stage = [&](int i, int buf) {  // query tile i of the walk (head-major) into buffer buf
-    const int h = hk * group + i / tiles_per_head, q0 = first_q + (i % tiles_per_head) * T;
+    const int h = walk.head(i), q0 = walk.q0(i, T);
     const int64_t base = (int64_t(b) * p.heads + h) * p.tq;
     load_sw128<D, T, kWgThreads>(qbuf + buf * kTileBytes, q + base * D, q0, p.tq, threadIdx.x);
     load_sw128<D, T, kWgThreads>(dobuf + buf * kTileBytes, dout + base * D, q0, p.tq, threadIdx.x);
@@ -92,7 +85,7 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, con
   const uint32_t k_addr = smem_addr(ks), v_addr = smem_addr(vs), ds_addr = smem_addr(dst);
 
   for (int i = 0; i < total; ++i) {
-    const int buf = i & 1, h = hk * group + i / tiles_per_head, q0 = first_q + (i % tiles_per_head) * T;
+    const int buf = i & 1, h = walk.head(i), q0 = walk.q0(i, T);
     cp_async_wait_all();
     fence_async_smem();
     __syncthreads();  // tile i landed; every warpgroup is done with tile i - 1
