@@ -9,16 +9,17 @@ using namespace flash;
 constexpr int kWgThreads = 256;
 
 // A block owns 128 keys of one (batch, kv head): warpgroup w owns keys 64w.. and keeps their dK and
-// dV in registers. It walks the 64-row query tiles of every head sharing the kv head (Q, dO, lse
-// and delta double-buffered). Per tile:
+// dV in registers. It walks the query tiles of every head sharing the kv head (Q, dO, lse and
+// delta double-buffered, loaded by all threads with cp.async). Per tile:
 //   S^T = K Q^T and dP^T = V dO^T (both operands from shared memory), P^T = exp(S^T - lse),
 //   dS^T = P^T (dP^T - delta); dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers;
-//   dS^T goes to shared memory, where dQ = dS K (warpgroup w takes half of the head dimension) is
-//   formed, staged in f32 and added to dq_acc by a bulk reduce-add (cp.reduce.async.bulk) per
-//   warpgroup. dq_acc holds each tile in fragment order (see dq_index), so the staging stores are
-//   whole 16-byte rows of consecutive lanes (no bank conflicts); dq_from_fragments converts it.
-// Query rows per tile: 64 at head_dim 128 (registers), 128 at head_dim 64 (half the barriers and
-// staging per FLOP; there each warpgroup forms dQ for its own 64 rows instead of half the columns).
+//   dS^T goes to shared memory, where dQ = dS K is formed (split between the warpgroups by rows
+//   or by columns, see bwd_dq_cols), staged in f32 and added to dq_acc by a bulk reduce-add
+//   (cp.reduce.async.bulk) per warpgroup. dq_acc holds each tile in fragment order (dq_index), so
+//   the staging stores are whole 16-byte rows of consecutive lanes (no bank conflicts);
+//   dq_from_fragments converts it.
+// Query rows per tile: 64 at head_dim 128 (registers: dK and dV alone take 128), 128 at head_dim
+// 64 (half the barriers and staging per FLOP).
 constexpr int kBwdKeys = 128;
 __host__ __device__ constexpr int bwd_rows(int d) { return d == 64 ? 128 : 64; }
 // dQ columns per warpgroup: the whole head at 128-row tiles, half of it at 64-row tiles.
@@ -29,7 +30,6 @@ template <int D>
 __host__ __device__ constexpr int dq_index(int wg, int warp, int n, int lane, int e) {
   return (((wg * 4 + warp) * (bwd_dq_cols(D) / 8) + n) * 32 + lane) * 4 + e;
 }
-
 
 template <int D, bool BF16, bool ALIBI>
 __global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
