@@ -6,11 +6,15 @@ namespace {
 
 using namespace flash;
 
-constexpr int kWgThreads = 256;
+constexpr int kBwdCompute = 256, kBwdThreads = 384, kBwdStages = 2;
+static_assert(kBwdThreads == kBwdCompute + 128, "two compute warpgroups and one loader");
+// setmaxnreg: 128 x 56 + 256 x 224 registers fit the 64K file; the loader needs few
 
-// A block owns 128 keys of one (batch, kv head): warpgroup w owns keys 64w.. and keeps their dK and
-// dV in registers. It walks the query tiles of every head sharing the kv head (Q, dO, lse and
-// delta double-buffered, loaded by all threads with cp.async). Per tile:
+// A block owns 128 keys of one (batch, kv head) and has three warpgroups: two compute (warpgroup w
+// owns keys 64w.. and keeps their dK and dV in registers), the third loads K and V once and then
+// the Q and dO tiles of every head sharing the kv head into a ring of stages guarded by mbarriers,
+// as in the forward (lse and delta, read by plain loads, are staged by the compute threads behind
+// their per-tile named barrier). Per tile:
 //   S^T = K Q^T and dP^T = V dO^T (both operands from shared memory), P^T = exp(S^T - lse),
 //   dS^T = P^T (dP^T - delta); dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers;
 //   dS^T goes to shared memory, where dQ = dS K is formed (split between the warpgroups by rows
@@ -18,6 +22,8 @@ constexpr int kWgThreads = 256;
 //   (cp.reduce.async.bulk) per warpgroup. dq_acc holds each tile in fragment order (dq_index), so
 //   the staging stores are whole 16-byte rows of consecutive lanes (no bank conflicts);
 //   dq_from_fragments converts it.
+// dS^T is double-buffered, so the two compute warpgroups meet once per tile (both halves of dS^T
+// written) and one may run into the next tile while the other still forms dQ.
 // Query rows per tile: 64 at head_dim 128 (registers: dK and dV alone take 128), 128 at head_dim
 // 64 (half the barriers and staging per FLOP).
 constexpr int kBwdKeys = 128;
@@ -32,12 +38,12 @@ __host__ __device__ constexpr int dq_index(int wg, int warp, int n, int lane, in
 }
 
 template <int D, bool BF16, bool ALIBI>
-__global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
+__global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
     const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
     const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq_acc,
     uint16_t* __restrict__ dk, uint16_t* __restrict__ dv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int KB = kBwdKeys, T = bwd_rows(D), NT = T / 8, DT = D / 8;
+  constexpr int KB = kBwdKeys, T = bwd_rows(D), NT = T / 8, DT = D / 8, S = kBwdStages;
   // the dQ tile [T][D] split between the warpgroups: rows when T = 128, columns when T = 64
   constexpr int NQ = bwd_dq_cols(D);
   const int dq_row0 = T == 128 ? (threadIdx.x / 128) * 64 : 0, dq_col0 = T == 128 ? 0 : (threadIdx.x / 128) * NQ;
@@ -45,34 +51,47 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, con
   extern __shared__ uint8_t smem_raw[];
   uint8_t* ks = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint8_t* vs = ks + kKVBytes;
-  uint8_t* qbuf = vs + kKVBytes;             // two Q tiles
-  uint8_t* dobuf = qbuf + 2 * kTileBytes;    // two dO tiles
-  uint8_t* dst = dobuf + 2 * kTileBytes;     // dS^T [query / 64][key][query % 64], swizzled
-  float* dqs = reinterpret_cast<float*>(dst + KB * T * 2);  // dQ tile (T x D f32), as in dq_acc
-  float* stats = dqs + T * D;                // [buffer][lse | delta][T]
-  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
-  const int g = lane / 4, t = lane % 4;
+  uint8_t* qbuf = vs + kKVBytes;             // S Q tiles
+  uint8_t* dobuf = qbuf + S * kTileBytes;    // S dO tiles
+  uint8_t* dst = dobuf + S * kTileBytes;     // two dS^T [query / 64][key][query % 64], swizzled
+  float* dqs = reinterpret_cast<float*>(dst + 2 * KB * T * 2);  // dQ tile (T x D f32), as in dq_acc
+  float* stats = dqs + T * D;                // [tile parity][lse | delta][T], staged by the compute threads
+  uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + 2 * 2 * T);
+  uint64_t* full = kv_full + 1;
+  uint64_t* empty = full + S;
   const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq;
   const KeyBlockWalk walk(p, KB, T);
   const int b = walk.b, hk = walk.hk, k0 = walk.k0, total = walk.total;
-  auto stage = [&](int i, int buf) {  // query tile i of the walk (head-major) into buffer buf
-    const int h = walk.head(i), q0 = walk.q0(i, T);
-    const int64_t base = (int64_t(b) * p.heads + h) * p.tq;
-    load_sw128<D, T, kWgThreads>(qbuf + buf * kTileBytes, q + base * D, q0, p.tq, threadIdx.x);
-    load_sw128<D, T, kWgThreads>(dobuf + buf * kTileBytes, dout + base * D, q0, p.tq, threadIdx.x);
-    if (threadIdx.x < 2 * T) {  // lse then delta; rows past the end read as +inf / 0 (weight 0)
-      const int r = threadIdx.x % T;
-      const bool ok = q0 + r < tq;
-      const float* src = threadIdx.x < T ? lse : delta;
-      float* d = stats + buf * 2 * T + threadIdx.x;
-      if (ok) cp_async4(d, src + base + q0 + r, true);
-      else *d = threadIdx.x < T ? INFINITY : 0.f;
+  if (threadIdx.x == 0) {
+    mbar_init(kv_full, 128);  // one arrival per loader thread
+    for (int s = 0; s < S; ++s) {
+      mbar_init(full + s, 128);
+      mbar_init(empty + s, kBwdCompute / 32);  // one per compute warp
     }
-  };
-  load_sw128<D, KB, kWgThreads>(ks, k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, threadIdx.x);
-  load_sw128<D, KB, kWgThreads>(vs, v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, threadIdx.x);
-  if (total > 0) stage(0, 0);
-  cp_async_commit();
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (threadIdx.x >= kBwdCompute) {  // the loader warpgroup
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
+    const int tid = threadIdx.x - kBwdCompute;
+    load_sw128<D, KB, 128>(ks, k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, tid);
+    load_sw128<D, KB, 128>(vs, v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, tid);
+    mbar_arrive_on_copies(kv_full);
+    for (int i = 0; i < total; ++i) {
+      const int s = i % S, q0 = walk.q0(i, T);
+      if (i >= S) mbar_wait(empty + s, (i / S - 1) & 1);  // tile i - S has left the stage
+      const int64_t base = (int64_t(b) * p.heads + walk.head(i)) * p.tq;
+      load_sw128<D, T, 128>(qbuf + s * kTileBytes, q + base * D, q0, p.tq, tid);
+      load_sw128<D, T, 128>(dobuf + s * kTileBytes, dout + base * D, q0, p.tq, tid);
+      mbar_arrive_on_copies(full + s);
+    }
+    cp_async_wait_all();  // nothing may stay in flight at exit
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
+  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, t = lane % 4;
 
   float dka[1][DT][4], dva[1][DT][4];
 #pragma unroll
@@ -82,18 +101,29 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, con
   const int key_row = wg * 64 + warp * 16 + g;  // this thread's first key row in the block
   const int keys[2] = {k0 + key_row, k0 + key_row + 8};
   const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
-  const uint32_t k_addr = smem_addr(ks), v_addr = smem_addr(vs), ds_addr = smem_addr(dst);
+  const uint32_t k_addr = smem_addr(ks), v_addr = smem_addr(vs);
+  // lse and delta of tile i into stats[i % 2] (plain loads and stores, published by the per-tile
+  // named barrier: tile i + 1's are staged during tile i, after every read of that half)
+  auto stage_stats = [&](int i) {
+    if (i >= total || threadIdx.x >= 2 * T) return;
+    const int r = threadIdx.x % T, q0 = walk.q0(i, T);
+    const int64_t at = (int64_t(b) * p.heads + walk.head(i)) * p.tq + q0 + r;
+    const bool ok = q0 + r < tq;  // rows past the end: weight 0
+    stats[(i % 2) * 2 * T + threadIdx.x] = threadIdx.x < T ? (ok ? lse[at] : INFINITY) : (ok ? delta[at] : 0.f);
+  };
+  stage_stats(0);
+  named_sync(1, kBwdCompute);
+  mbar_wait(kv_full, 0);
 
   for (int i = 0; i < total; ++i) {
-    const int buf = i & 1, h = walk.head(i), q0 = walk.q0(i, T);
-    cp_async_wait_all();
+    const int s = i % S, h = walk.head(i), q0 = walk.q0(i, T);
+    mbar_wait(full + s, (i / S) & 1);
     fence_async_smem();
-    __syncthreads();  // tile i landed; every warpgroup is done with tile i - 1
-    if (i + 1 < total) stage(i + 1, buf ^ 1);
-    cp_async_commit();
-    const uint32_t q_addr = smem_addr(qbuf + buf * kTileBytes), do_addr = smem_addr(dobuf + buf * kTileBytes);
-    const float* ls = stats + buf * 2 * T;
+    const uint32_t q_addr = smem_addr(qbuf + s * kTileBytes), do_addr = smem_addr(dobuf + s * kTileBytes);
+    const float* ls = stats + (i % 2) * 2 * T;
     const float* dl = ls + T;
+    uint8_t* dsb = dst + (i % 2) * (KB * T * 2);  // this tile's dS^T
+    const uint32_t ds_addr = smem_addr(dsb);
 
     // S^T = K Q^T and dP^T = V dO^T: 64 keys x 64 queries per warpgroup
     float st[1][NT][4], dpt[1][NT][4];
@@ -147,12 +177,13 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, con
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = key_row + r * 8;
-        *reinterpret_cast<uint32_t*>(dst + (n / 8) * (KB * 128) + row * 128 + (((n % 8) ^ (row % 8)) << 4) + t * 4) =
+        *reinterpret_cast<uint32_t*>(dsb + (n / 8) * (KB * 128) + row * 128 + (((n % 8) ^ (row % 8)) << 4) + t * 4) =
             dsa[n / 2][(n % 2) * 2 + r];
       }
     fence_async_smem();
     if (threadIdx.x % 128 == 0) bulk_wait_read();  // the previous tile's dQ has left the staging buffer
-    __syncthreads();  // dS^T complete
+    stage_stats(i + 1);  // both warpgroups have read stats[(i + 1) % 2] for the last time (tile i - 1)
+    named_sync(1, kBwdCompute);  // both halves of dS^T written (and each warpgroup's staging free)
     // dQ[dq_row0.., dq_col0..] = dS K over the block's 128 keys (A = dS M-major, B = K N-major)
     float dqa[1][NQ / 8][4];
     wg_fence();
@@ -164,20 +195,22 @@ __global__ void __launch_bounds__(kWgThreads, 1) flash_bwd_wgmma(TcParams p, con
                              sw128_desc(k_addr + b_off, KB * 128, 1024), kc > 0);
     }
     wg_commit();
-    wg_wait<0>();
+    wg_wait<0>();  // every product of tile i is done: its stage may be refilled
+    fence_async_smem();
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty + s);
 #pragma unroll
     for (int n = 0; n < NQ / 8; ++n)
       *reinterpret_cast<float4*>(dqs + dq_index<D>(wg, warp, n, lane, 0)) =
           make_float4(dqa[0][n][0], dqa[0][n][1], dqa[0][n][2], dqa[0][n][3]);
     fence_async_smem();
-    named_sync(1 + wg, 128);  // this warpgroup's half is staged
+    named_sync(2 + wg, 128);  // this warpgroup's half is staged
     if (threadIdx.x % 128 == 0) {
       constexpr int kHalf = T * D / 2;
       const int64_t tile = (int64_t(b) * p.heads + h) * ((tq + T - 1) / T) + q0 / T;
       bulk_reduce_add_f32(dq_acc + tile * T * D + wg * kHalf, dqs + wg * kHalf, uint32_t(kHalf * 4));
     }
   }
-  cp_async_wait_all();
   if (threadIdx.x % 128 == 0) bulk_wait_all();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
@@ -216,16 +249,16 @@ template <int D, bool BF16>
 void launch_bwd_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v, const View& dout,
                       const float* lse, const float* delta, const View& dq, const View& dk, const View& dv) {
   TcParams p = tc_params(a);
-  constexpr int T = bwd_rows(D);
+  constexpr int T = bwd_rows(D), S = kBwdStages;
   const int64_t units = a.batch * a.heads * ((a.tq + T - 1) / T) * T * D / 4;
   Scratch acc(current_device(), size_t(units) * 16);
   NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, size_t(units) * 16, stream()));
-  const size_t smem = 1024 + size_t(2 * kBwdKeys + 4 * T) * D * 2 + size_t(kBwdKeys) * T * 2 + size_t(T) * D * 4 +
-                      4 * T * sizeof(float);
+  const size_t smem = 1024 + size_t(2 * kBwdKeys + 2 * S * T) * D * 2 + 2 * size_t(kBwdKeys) * T * 2 +
+                      size_t(T) * D * 4 + 2 * 2 * T * sizeof(float) + (1 + 2 * S) * 8;
   auto kernel = a.alibi_slopes.empty() ? flash_bwd_wgmma<D, BF16, false> : flash_bwd_wgmma<D, BF16, true>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
-  kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdKeys - 1) / kBwdKeys)), kWgThreads, smem, stream()>>>(
+  kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdKeys - 1) / kBwdKeys)), kBwdThreads, smem, stream()>>>(
       p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<float*>(acc.ptr), static_cast<uint16_t*>(dk.data),
       static_cast<uint16_t*>(dv.data));
   NX_CUDA_LAUNCH_CHECK();
