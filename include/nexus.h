@@ -196,6 +196,8 @@ NX_API nx_status nx_tensor_retain(nx_tensor* out, nx_tensor t);
 /* Releases the caller's handle. NULL is a no-op. */
 NX_API void nx_tensor_free(nx_tensor t);
 
+/* BEGIN GENERATED OPS: scripts/opgen.py writes this part from src/ops/ops.yaml; edit that file. */
+
 /* ---------------------------------------------------------------- views and shape ops */
 /* Views share storage with their input; writes through one are seen by the other. */
 /* Reshape: a view when strides allow, otherwise a copy. One dimension may be -1. */
@@ -285,14 +287,12 @@ NX_API nx_status nx_softplus(nx_tensor* out, nx_tensor x, nx_stream stream);
 NX_API nx_status nx_mish(nx_tensor* out, nx_tensor x, nx_stream stream);
 /* min(max(x, lo), hi); lo <= hi. */
 NX_API nx_status nx_clamp(nx_tensor* out, nx_tensor x, double lo, double hi, nx_stream stream);
-
 /* Fused elementwise ops (one kernel instead of two), with broadcasting and gradients:
  * relu(a + b); gelu(x + bias) (exact, or the tanh approximation); a * tanh(b). */
 NX_API nx_status nx_add_relu(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
 NX_API nx_status nx_bias_gelu(nx_tensor* out, nx_tensor x, nx_tensor bias, bool approximate_tanh,
                               nx_stream stream);
 NX_API nx_status nx_mul_tanh(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
-
 /* In-place: modify x's storage and bump its version counter. Autodiff detects when a tensor it
  * saved for backward was changed this way and fails backward with NX_ERR_STATE. x must not be a
  * leaf that requires grad (NX_ERR_STATE). b broadcasts to x's shape. */
@@ -338,8 +338,8 @@ NX_API nx_status nx_log_softmax(nx_tensor* out, nx_tensor x, int64_t axis, nx_st
  * Tk - Tq + i, so Tq < Tk is a prefill after a KV cache. causal masks keys after the query;
  * alibi adds -slope_h * (query position - key position) with the standard ALiBi slopes; scale
  * <= 0 means 1/sqrt(D). Differentiable (once: no double backward through this op). */
-NX_API nx_status nx_flash_attention(nx_tensor* out, nx_tensor q, nx_tensor k, nx_tensor v, bool causal, bool alibi,
-                                    double scale, nx_stream stream);
+NX_API nx_status nx_flash_attention(nx_tensor* out, nx_tensor q, nx_tensor k, nx_tensor v,
+                                    bool causal, bool alibi, double scale, nx_stream stream);
 
 /* ---------------------------------------------------------------- indexing */
 /* Selects entries of x along axis at the integer (i32/i64) indices of the 1-d tensor index. */
@@ -352,8 +352,8 @@ NX_API nx_status nx_gather(nx_tensor* out, nx_tensor x, int64_t axis, nx_tensor 
 NX_API nx_status nx_embedding(nx_tensor* out, nx_tensor weight, nx_tensor indices,
                               nx_stream stream);
 /* indices (any shape) to indices.shape + [num_classes] of dtype. */
-NX_API nx_status nx_one_hot(nx_tensor* out, nx_tensor indices, int64_t num_classes,
-                            nx_dtype dtype, nx_stream stream);
+NX_API nx_status nx_one_hot(nx_tensor* out, nx_tensor indices, int64_t num_classes, nx_dtype dtype,
+                            nx_stream stream);
 
 /* ---------------------------------------------------------------- losses */
 typedef enum { NX_REDUCTION_MEAN = 0, NX_REDUCTION_SUM = 1, NX_REDUCTION_NONE = 2 } nx_reduction;
@@ -370,28 +370,32 @@ NX_API nx_status nx_mse_loss(nx_tensor* out, nx_tensor input, nx_tensor target,
 NX_API nx_status nx_bce_with_logits(nx_tensor* out, nx_tensor logits, nx_tensor target,
                                     nx_reduction reduction, nx_stream stream);
 
-/* ---------------------------------------------------------------- fused kernels
- * One kernel per row forward and one backward, saving only per-row statistics; f32, f64, f16,
+/* ---------------------------------------------------------------- fused kernels */
+/* One kernel per row forward and one backward, saving only per-row statistics; f32, f64, f16,
  * bf16 (half types accumulate in f32). Any layout (non-contiguous inputs are copied first).
  * Differentiable, also to second order (under create_graph the VJPs run as ordinary ops).
  * Bias + GELU is nx_bias_gelu above. */
 /* RMSNorm over the last axis: x / sqrt(mean(x^2) + eps) * weight. weight [C] or NULL. */
-NX_API nx_status nx_rms_norm(nx_tensor* out, nx_tensor x, nx_tensor weight, double eps, nx_stream stream);
+NX_API nx_status nx_rms_norm(nx_tensor* out, nx_tensor x, nx_tensor weight, double eps,
+                             nx_stream stream);
 /* LayerNorm over the last axis (biased variance); weight, bias [C] or NULL. */
-NX_API nx_status nx_layer_norm(nx_tensor* out, nx_tensor x, nx_tensor weight, nx_tensor bias, double eps,
-                               nx_stream stream);
+NX_API nx_status nx_layer_norm(nx_tensor* out, nx_tensor x, nx_tensor weight, nx_tensor bias,
+                               double eps, nx_stream stream);
 /* Residual add + norm in one pass: *sum_out = x + residual (what the next residual adds to) and
  * *out = rms_norm(*sum_out) / layer_norm(*sum_out). residual has x's shape. */
-NX_API nx_status nx_add_rms_norm(nx_tensor* out, nx_tensor* sum_out, nx_tensor x, nx_tensor residual,
-                                 nx_tensor weight, double eps, nx_stream stream);
-NX_API nx_status nx_add_layer_norm(nx_tensor* out, nx_tensor* sum_out, nx_tensor x, nx_tensor residual,
-                                   nx_tensor weight, nx_tensor bias, double eps, nx_stream stream);
+NX_API nx_status nx_add_rms_norm(nx_tensor* out, nx_tensor* sum_out, nx_tensor x,
+                                 nx_tensor residual, nx_tensor weight, double eps,
+                                 nx_stream stream);
+NX_API nx_status nx_add_layer_norm(nx_tensor* out, nx_tensor* sum_out, nx_tensor x,
+                                   nx_tensor residual, nx_tensor weight, nx_tensor bias, double eps,
+                                   nx_stream stream);
 /* Cross-entropy of logits [N, V] against integer targets [N] (i32/i64) without a [N, V]
  * probability tensor: the forward keeps the per-row log-sum-exp, the backward recomputes
  * softmax - onehot. Rows whose target is ignore_index do not count. A target outside [0, V)
  * is NX_ERR_INVALID_ARGUMENT on the CPU and gives a NaN loss on CUDA (no host sync). */
-NX_API nx_status nx_softmax_cross_entropy(nx_tensor* out, nx_tensor logits, nx_tensor target, int64_t ignore_index,
-                                          nx_reduction reduction, nx_stream stream);
+NX_API nx_status nx_softmax_cross_entropy(nx_tensor* out, nx_tensor logits, nx_tensor target,
+                                          int64_t ignore_index, nx_reduction reduction,
+                                          nx_stream stream);
 /* SwiGLU's gate: silu(gate) * up, broadcasting. */
 NX_API nx_status nx_swiglu(nx_tensor* out, nx_tensor gate, nx_tensor up, nx_stream stream);
 /* One Adam step (AdamW when decoupled_weight_decay) in place over n tensors at once (one kernel
@@ -399,10 +403,15 @@ NX_API nx_status nx_swiglu(nx_tensor* out, nx_tensor gate, nx_tensor up, nx_stre
  * step >= 1 is the step number for the bias corrections. All 4n tensors contiguous, on one
  * device, of one floating dtype, each of its param's shape; the four counts must be equal.
  * Not recorded by autodiff (params may require grad). torch.optim.Adam(W) semantics. */
-NX_API nx_status nx_adam_step_multi(const nx_tensor* params, size_t n, const nx_tensor* grads, size_t ngrads,
-                                    const nx_tensor* exp_avgs, size_t nexp_avgs, const nx_tensor* exp_avg_sqs,
-                                    size_t nexp_avg_sqs, int64_t step, double lr, double beta1, double beta2,
-                                    double eps, double weight_decay, bool decoupled_weight_decay, nx_stream stream);
+NX_API nx_status nx_adam_step_multi(const nx_tensor* params, size_t n,
+                                    const nx_tensor* grads, size_t ngrads,
+                                    const nx_tensor* exp_avgs, size_t nexp_avgs,
+                                    const nx_tensor* exp_avg_sqs, size_t nexp_avg_sqs, int64_t step,
+                                    double lr, double beta1, double beta2, double eps,
+                                    double weight_decay, bool decoupled_weight_decay,
+                                    nx_stream stream);
+
+/* END GENERATED OPS */
 
 /* ---------------------------------------------------------------- autodiff */
 /* Marks a floating-point tensor as a leaf whose gradient backward accumulates. */

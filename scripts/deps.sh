@@ -2,7 +2,7 @@
 # Installs the Debian 12 packages NexusGrad needs to build and test, skipping those present.
 set -euo pipefail
 packages=(build-essential cmake pkg-config ccache libcmocka-dev libgtest-dev
-          python3-torch python3-numpy python3-pytest python3-venv python3-dev swig graphviz valgrind
+          python3-torch python3-numpy python3-pytest python3-yaml python3-venv python3-dev swig graphviz valgrind
           dataset-fashion-mnist default-jdk-headless
           libopenblas0-pthread)  # the BLAS peer of bench/cpu_bench.py (NumPy and torch use it)
 missing=()

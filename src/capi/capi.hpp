@@ -2,6 +2,7 @@
 // an nx_status plus a thread-local message. Every extern "C" function body runs inside guard().
 #pragma once
 #include <cstring>
+#include <initializer_list>
 #include <new>
 #include <string>
 #include <vector>
@@ -81,5 +82,12 @@ int enum_value(const E& e) {
 }
 // Checks that a stream (if given) is valid and on device.
 void check_stream(nx_stream stream, Device device);
+
+// Arguments of the op shims (src/capi/ops_gen.cpp, generated from src/ops/ops.yaml).
+std::vector<int64_t> axes_arg(const int64_t* axes, size_t naxes);
+std::vector<Tensor> tensor_list(const nx_tensor* xs, size_t n);
+Reduction reduction_arg(const nx_reduction& reduction);  // by reference: see enum_value
+// Writes results[i] to *outs[i]; on failure releases the handles already made.
+void wrap_outs(std::initializer_list<nx_tensor*> outs, const std::vector<Tensor>& results);
 
 }  // namespace nx::capi

@@ -99,4 +99,36 @@ void check_stream(nx_stream stream, Device device) {
   set_current_stream(stream->native);
 }
 
+std::vector<int64_t> axes_arg(const int64_t* axes, size_t naxes) {
+  if (naxes && !axes) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": axes is NULL but naxes is ", naxes);
+  return std::vector<int64_t>(axes, axes + naxes);
+}
+
+std::vector<Tensor> tensor_list(const nx_tensor* xs, size_t n) {
+  if (!xs) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": the tensor array is NULL");
+  std::vector<Tensor> v;
+  v.reserve(n);
+  for (size_t i = 0; i < n; ++i) v.push_back(unwrap(xs[i], "an element of the tensor array"));
+  return v;
+}
+
+Reduction reduction_arg(const nx_reduction& reduction) {
+  const int r = enum_value(reduction);
+  if (r != NX_REDUCTION_MEAN && r != NX_REDUCTION_SUM && r != NX_REDUCTION_NONE)
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": invalid reduction ", r);
+  return Reduction(r);
+}
+
+void wrap_outs(std::initializer_list<nx_tensor*> outs, const std::vector<Tensor>& results) {
+  std::vector<nx_tensor> made;
+  try {
+    for (const Tensor& t : results) made.push_back(wrap(t));
+  } catch (...) {
+    for (nx_tensor h : made) release(h);
+    throw;
+  }
+  size_t i = 0;
+  for (nx_tensor* out : outs) *out = made[i++];
+}
+
 }  // namespace nx::capi

@@ -588,7 +588,7 @@ bool attention_backward_tensor_core(const AttentionParams& a, const View& q, con
                                     const View& dout, const float* lse, const float* delta, const View& dq,
                                     const View& dk, const View& dv);
 
-void attention_forward(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
+void launch_attention_forward(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
                        const View& lse) {
   if (attention_tensor_core(a, q, k, v, out, lse)) return;
   Params p = make_params(a);
@@ -629,7 +629,7 @@ void attention_forward(const AttentionParams& a, const View& q, const View& k, c
   });
 }
 
-void attention_backward(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
+void launch_attention_backward(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
                         const View& dout, const View& lse, const View& dq, const View& dk, const View& dv) {
   Params p = make_params(a);
   const int64_t rows = p.batch * p.heads * p.tq;

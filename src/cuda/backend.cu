@@ -107,87 +107,14 @@ class CudaBackend final : public Backend {
   }
   bool native_half_matmul() const override { return true; }
   bool native_half_attention() const override { return true; }
-  void attention_forward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
-                         const View& lse) override {
-    use_device(device_);
-    cuda::attention_forward(p, q, k, v, out, lse);
+  // Each kernel of the registry: select this backend's device, then launch (cuda::launch_<name>).
+#define NX_CUDA_KERNEL(name, params, args) \
+  void name params override {              \
+    use_device(device_);                   \
+    launch_##name args;                    \
   }
-  void attention_backward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
-                          const View& dout, const View& lse, const View& dq, const View& dk, const View& dv) override {
-    use_device(device_);
-    cuda::attention_backward(p, q, k, v, out, dout, lse, dq, dk, dv);
-  }
-  void norm_forward(const NormParams& p, const View& y, const View& s, const View& x, const View& r, const View& w,
-                    const View& b, const View& mean, const View& rstd) override {
-    use_device(device_);
-    launch_norm_forward(p, y, s, x, r, w, b, mean, rstd);
-  }
-  void norm_backward(const NormParams& p, const View& dx, const View& dw, const View& db, const View& dy, const View& x,
-                     const View& w, const View& mean, const View& rstd) override {
-    use_device(device_);
-    launch_norm_backward(p, dx, dw, db, dy, x, w, mean, rstd);
-  }
-  void xent_forward(const View& loss, const View& lse, const View& logits, const View& target, int64_t rows,
-                    int64_t cols, int64_t ignore_index) override {
-    use_device(device_);
-    launch_xent_forward(loss, lse, logits, target, rows, cols, ignore_index);
-  }
-  void xent_backward(const View& dl, const View& logits, const View& target, const View& lse, const View& scale,
-                     int64_t rows, int64_t cols, int64_t ignore_index) override {
-    use_device(device_);
-    launch_xent_backward(dl, logits, target, lse, scale, rows, cols, ignore_index);
-  }
-  void adam_multi(const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& p) override {
-    use_device(device_);
-    launch_adam_multi(slots, dtype, p);
-  }
-  void copy(const View& dst, const View& src) override { use_device(device_); launch_copy(dst, src); }
-  void fill(const View& dst, double v) override { use_device(device_); launch_fill(dst, v); }
-  void unary(UnaryOp op, const View& dst, const View& src, double p0, double p1) override {
-    use_device(device_);
-    launch_unary(op, dst, src, p0, p1);
-  }
-  void binary(BinaryOp op, const View& dst, const View& a, const View& b) override {
-    use_device(device_);
-    launch_binary(op, dst, a, b);
-  }
-  void where(const View& dst, const View& c, const View& a, const View& b) override {
-    use_device(device_);
-    launch_where(dst, c, a, b);
-  }
-  void reduce_rows(ReduceOp op, const View& dst, const View& src, int64_t rows, int64_t cols) override {
-    use_device(device_);
-    launch_reduce_rows(op, dst, src, rows, cols);
-  }
-  void reduce_middle(ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n, int64_t inner) override {
-    use_device(device_);
-    launch_reduce_middle(op, dst, src, outer, n, inner);
-  }
-  void matmul(const View& dst, const View& a, const View& b) override { use_device(device_); gemm(dst, a, b); }
-  void softmax_rows(const View& dst, const View& src, int64_t rows, int64_t cols, bool log) override {
-    use_device(device_);
-    launch_softmax_rows(dst, src, rows, cols, log);
-  }
-  void index_select(const View& d, const View& s, const View& i, int64_t o, int64_t n, int64_t in) override {
-    use_device(device_);
-    launch_index_select(d, s, i, o, n, in);
-  }
-  void index_add(const View& d, const View& s, const View& i, int64_t o, int64_t n, int64_t in) override {
-    use_device(device_);
-    launch_index_add(d, s, i, o, n, in);
-  }
-  void gather(const View& d, const View& s, const View& i, int64_t axis) override {
-    use_device(device_);
-    launch_gather(d, s, i, axis);
-  }
-  void scatter_add(const View& d, const View& s, const View& i, int64_t axis) override {
-    use_device(device_);
-    launch_scatter_add(d, s, i, axis);
-  }
-  void random(const View& dst, uint64_t seed, uint64_t offset, bool normal) override {
-    use_device(device_);
-    launch_random(dst, seed, offset, normal);
-  }
+  NX_KERNELS(NX_CUDA_KERNEL)
+#undef NX_CUDA_KERNEL
 
  private:
   int device_;

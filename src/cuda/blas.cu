@@ -78,7 +78,7 @@ cudaDataType_t cuda_type(DType d) {
 void set_tf32(bool enabled) { g_tf32 = enabled; }
 bool tf32_enabled() { return g_tf32; }
 
-void gemm(const View& dst, const View& a, const View& b) {
+void launch_matmul(const View& dst, const View& a, const View& b) {
   const int64_t batch = dst.shape[0], m = dst.shape[1], n = dst.shape[2], k = a.shape[2];
   const int device = current_device();
   const size_t es = dtype_size(a.dtype);

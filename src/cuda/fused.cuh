@@ -1,4 +1,4 @@
-// Fused kernels (fused_norm.cu, fused_loss.cu, fused_optim.cu): launchers, and the row helpers
+// Fused kernels (fused_norm.cu, fused_loss.cu, fused_optim.cu): the row helpers
 // they share. Rows are contiguous; a block owns a row and walks it with 16-byte vector accesses
 // over the part that is 16-byte aligned (a scalar head and tail cover the rest, so odd widths
 // such as a 50257-token vocabulary still vectorize). Arithmetic in A = float (double for f64).
@@ -7,19 +7,9 @@
 #include <cstring>
 #include <vector>
 
-#include "cuda/common.cuh"
+#include "cuda/kernels.cuh"  // the launchers (launch_norm_forward...)
 
 namespace nx::cuda {
-
-void launch_norm_forward(const NormParams& p, const View& y, const View& sum_out, const View& x, const View& residual,
-                         const View& w, const View& b, const View& mean, const View& rstd);
-void launch_norm_backward(const NormParams& p, const View& dx, const View& dw, const View& db, const View& dy,
-                          const View& x, const View& w, const View& mean, const View& rstd);
-void launch_xent_forward(const View& loss, const View& lse, const View& logits, const View& target, int64_t rows,
-                         int64_t cols, int64_t ignore_index);
-void launch_xent_backward(const View& dlogits, const View& logits, const View& target, const View& lse,
-                          const View& scale, int64_t rows, int64_t cols, int64_t ignore_index);
-void launch_adam_multi(const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& p);
 
 namespace fused {
 

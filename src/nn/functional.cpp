@@ -136,13 +136,16 @@ Tensor activation(const std::string& name, const Tensor& x) {
   if (name == "gelu_tanh") return unary(UnaryOp::GeluTanh, x);
   if (name == "silu" || name == "swish") return unary(UnaryOp::Silu, x);
   if (name == "softplus") return unary(UnaryOp::Softplus, x);
-  if (name == "mish") return unary(UnaryOp::Mish, x);
   if (name == "gcu") return mul(x, unary(UnaryOp::Cos, x));
   if (name == "gaussian") return exp(neg(square(x)));
   if (name == "sigmoid") return unary(UnaryOp::Sigmoid, x);
   if (name == "tanh") return unary(UnaryOp::Tanh, x);
   if (name == "softmax") return softmax(x, -1);
   if (name == "identity") return x;
+  UnaryOp op;  // any other parameterless unary op of the registry, by its name (e.g. mish)
+  if (unary_from_name(name.c_str(), &op) && op != UnaryOp::LeakyRelu && op != UnaryOp::Clamp &&
+      op != UnaryOp::AddScalar && op != UnaryOp::MulScalar && op != UnaryOp::PowScalar)
+    return unary(op, x);
   fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": unknown activation \"", name,
        "\" (relu, leaky_relu, gelu, gelu_tanh, silu, swish, softplus, mish, gcu, gaussian, sigmoid, tanh, softmax, identity)");
 }

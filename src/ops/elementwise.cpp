@@ -1,6 +1,8 @@
 // Unary and binary elementwise ops, where and clamp: dtype promotion, broadcasting, dispatch,
 // and each op's VJP (written with ops, hence differentiable again).
 #include <cmath>
+#include <cstring>
+#include <iterator>
 
 #include "ops/ops.hpp"
 
@@ -15,50 +17,6 @@ Tensor raw_cast(const Tensor& x, DType dtype) {
   Tensor out = Tensor::empty(x.shape(), dtype, x.device());
   backend(x.device()).copy(View::of(out), View::of(x));
   return out;
-}
-
-bool has_integer_kernel(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Neg: case UnaryOp::Abs: case UnaryOp::Relu: case UnaryOp::Clamp:
-    case UnaryOp::Square: case UnaryOp::Sign: case UnaryOp::AddScalar: case UnaryOp::MulScalar:
-      return true;
-    default:
-      return false;
-  }
-}
-
-const char* unary_name(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::Neg: return "NegBackward";
-    case UnaryOp::Abs: return "AbsBackward";
-    case UnaryOp::Exp: return "ExpBackward";
-    case UnaryOp::Log: return "LogBackward";
-    case UnaryOp::Sqrt: return "SqrtBackward";
-    case UnaryOp::Rsqrt: return "RsqrtBackward";
-    case UnaryOp::Sin: return "SinBackward";
-    case UnaryOp::Cos: return "CosBackward";
-    case UnaryOp::Tanh: return "TanhBackward";
-    case UnaryOp::Sinh: return "SinhBackward";
-    case UnaryOp::Cosh: return "CoshBackward";
-    case UnaryOp::Sigmoid: return "SigmoidBackward";
-    case UnaryOp::Relu: return "ReluBackward";
-    case UnaryOp::LeakyRelu: return "LeakyReluBackward";
-    case UnaryOp::Gelu: return "GeluBackward";
-    case UnaryOp::GeluTanh: return "GeluTanhBackward";
-    case UnaryOp::Silu: return "SiluBackward";
-    case UnaryOp::Softplus: return "SoftplusBackward";
-    case UnaryOp::Mish: return "MishBackward";
-    case UnaryOp::Clamp: return "ClampBackward";
-    case UnaryOp::AddScalar: return "AddScalarBackward";
-    case UnaryOp::MulScalar: return "MulScalarBackward";
-    case UnaryOp::PowScalar: return "PowScalarBackward";
-    case UnaryOp::Square: return "SquareBackward";
-    case UnaryOp::Reciprocal: return "ReciprocalBackward";
-    case UnaryOp::Sign: return "SignBackward";
-    case UnaryOp::Erf: return "ErfBackward";
-    case UnaryOp::Step: return "StepBackward";
-  }
-  return "UnaryBackward";
 }
 
 Tensor u(UnaryOp op, const Tensor& x, double p0 = 0) { return unary(op, x, p0); }
@@ -133,6 +91,33 @@ Tensor unary_vjp(UnaryOp op, const Tensor& x, const Tensor& g, double p0, double
 
 }  // namespace
 
+// ---- the registry's facts per op code (core/op_enums.inc, generated from src/ops/ops.yaml)
+namespace {
+struct UnaryInfo { const char* name; const char* node; bool int_kernel; };
+struct BinaryInfo { const char* name; const char* node; BinaryResult result; };
+#define NX_UNARY_INFO(Enum, name, int_kernel) {name, #Enum "Backward", int_kernel},
+constexpr UnaryInfo kUnary[] = {NX_UNARY_OPS(NX_UNARY_INFO)};
+#undef NX_UNARY_INFO
+#define NX_BINARY_INFO(Enum, name, result) {name, #Enum "Backward", BinaryResult::result},
+constexpr BinaryInfo kBinary[] = {NX_BINARY_OPS(NX_BINARY_INFO)};
+#undef NX_BINARY_INFO
+}  // namespace
+
+const char* op_name(UnaryOp op) { return kUnary[size_t(op)].name; }
+const char* node_name(UnaryOp op) { return kUnary[size_t(op)].node; }
+bool has_integer_kernel(UnaryOp op) { return kUnary[size_t(op)].int_kernel; }
+bool unary_from_name(const char* name, UnaryOp* op) {
+  for (size_t i = 0; i < std::size(kUnary); ++i)
+    if (std::strcmp(kUnary[i].name, name) == 0) {
+      *op = UnaryOp(i);
+      return true;
+    }
+  return false;
+}
+const char* op_name(BinaryOp op) { return kBinary[size_t(op)].name; }
+const char* node_name(BinaryOp op) { return kBinary[size_t(op)].node; }
+BinaryResult binary_result(BinaryOp op) { return kBinary[size_t(op)].result; }
+
 Tensor unary(UnaryOp op, const Tensor& x, double p0, double p1) {
   DType out_dtype = x.dtype();
   if (!is_floating(out_dtype) && (!has_integer_kernel(op) || out_dtype == DType::Bool)) out_dtype = DType::F32;
@@ -144,7 +129,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double p0, double p1) {
   backend(x.device()).unary(op, View::of(out), View::of(xin), p0, p1);
   out = raw_cast(out, out_dtype);
   if (!is_floating(out_dtype) || op == UnaryOp::Sign || op == UnaryOp::Step) return out;
-  return record1(unary_name(op), out, {x}, {x}, [op, p0, p1](const Grads& g, const Grads& s, const auto&) {
+  return record1(node_name(op), out, {x}, {x}, [op, p0, p1](const Grads& g, const Grads& s, const auto&) {
     Tensor gx = unary_vjp(op, s[0], g[0], p0, p1);
     return Grads{gx.dtype() == s[0].dtype() ? gx : cast(gx, s[0].dtype())};
   });
@@ -154,24 +139,6 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
   if (!(lo <= hi))
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": lo must not exceed hi (got lo=", lo, ", hi=", hi, ")");
   return unary(UnaryOp::Clamp, x, lo, hi);
-}
-
-static const char* binary_name(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::Add: return "AddBackward";
-    case BinaryOp::Sub: return "SubBackward";
-    case BinaryOp::Mul: return "MulBackward";
-    case BinaryOp::Div: return "DivBackward";
-    case BinaryOp::Pow: return "PowBackward";
-    case BinaryOp::Maximum: return "MaximumBackward";
-    case BinaryOp::Minimum: return "MinimumBackward";
-    case BinaryOp::AddRelu: return "AddReluBackward";
-    case BinaryOp::AddGelu: return "BiasGeluBackward";
-    case BinaryOp::AddGeluTanh: return "BiasGeluTanhBackward";
-    case BinaryOp::MulTanh: return "MulTanhBackward";
-    case BinaryOp::SiluMul: return "SwiGLUBackward";
-    default: return "CompareBackward";
-  }
 }
 
 static Grads binary_vjp(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& g,
@@ -238,8 +205,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   check_same_device(a, b, "a", "b");
   Shape shape = broadcast_shapes(a.shape(), b.shape());
   DType dt = promote(a.dtype(), b.dtype());
-  if ((op == BinaryOp::Div || op == BinaryOp::Pow || op >= BinaryOp::AddRelu) && !is_comparison(op) && !is_floating(dt))
-    dt = DType::F32;
+  if (binary_result(op) == BinaryResult::Float && !is_floating(dt)) dt = DType::F32;
   if (dt == DType::Bool && !is_comparison(op) && op != BinaryOp::Maximum && op != BinaryOp::Minimum &&
       op != BinaryOp::Mul)
     dt = DType::I64;
@@ -251,7 +217,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   if (is_comparison(op)) return out;
   out = raw_cast(out, dt);
   if (!is_floating(dt)) return out;
-  return record1(binary_name(op), out, {a, b}, {a, b}, [op](const Grads& g, const Grads& s, const auto& needs) {
+  return record1(node_name(op), out, {a, b}, {a, b}, [op](const Grads& g, const Grads& s, const auto& needs) {
     return binary_vjp(op, s[0], s[1], g[0], needs);
   });
 }

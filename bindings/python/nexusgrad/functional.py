@@ -14,83 +14,55 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 from . import _nexus as _C
 from ._dtypes import BY_VALUE, DType, DTypeLike, DeviceLike, int64, to_dtype, to_device
 from .tensor import Tensor, _as_tensor, _wrap, ones_like
+from . import _ops_gen
+from ._ops_gen import *  # noqa: F401,F403  (the ops whose wrappers src/ops/ops.yaml declares)
+from ._opargs import _S, _as_tensor_index, _axes, _pair, _reduction, _t
 
 __all__ = [
     # elementwise
-    "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "pow", "maximum", "minimum",
-    "eq", "ne", "lt", "le", "gt", "ge", "where", "neg", "negative", "abs", "exp", "log", "sqrt", "rsqrt",
-    "sin", "cos", "tanh", "sinh", "cosh", "sigmoid", "relu", "leaky_relu", "gelu", "silu", "softplus", "mish",
-    "clamp", "clip", "square", "add_relu", "bias_gelu", "mul_tanh", "add_", "mul_", "copy_",
+    "subtract", "multiply", "divide", "true_divide", "pow",
+    "where", "negative",
+    "gelu",
+    "clamp", "clip", "square", "bias_gelu", "add_", "mul_", "copy_",
     # reductions
-    "sum", "mean", "max", "min", "amax", "amin", "var", "std", "argmax", "argmin",
+    "max", "min", "var", "std", "argmax", "argmin",
     # linear algebra, softmax
-    "matmul", "mm", "bmm", "linear", "softmax", "log_softmax", "flash_attention", "scaled_dot_product_attention",
+    "mm", "bmm", "flash_attention", "scaled_dot_product_attention",
     # shape
-    "reshape", "view", "transpose", "swapaxes", "permute", "narrow", "slice", "expand", "squeeze", "unsqueeze",
-    "flatten", "contiguous", "clone", "cast", "cat", "concat", "concatenate", "stack", "split", "chunk",
+    "reshape", "view", "swapaxes", "permute", "narrow", "slice", "expand", "squeeze",
+    "cast", "cat", "concat", "concatenate", "stack", "split", "chunk",
     "detach", "to",
     # indexing
-    "index_select", "gather", "embedding", "one_hot",
+    "embedding", "one_hot",
     # losses
-    "cross_entropy", "nll_loss", "mse_loss", "binary_cross_entropy_with_logits", "bce_with_logits",
+    "cross_entropy", "nll_loss", "binary_cross_entropy_with_logits", "bce_with_logits",
     # autograd
     "backward", "grad", "jvp", "checkpoint", "backward_checked", "Graph",
     # I/O, runtime
     "save_safetensors", "load_safetensors", "SafeTensorsFile", "set_num_threads", "get_num_threads",
     "cpu_simd_level", "set_cpu_simd_level", "live_tensor_count", "version", "abi_version", "cuda",
 ]
-
-_S = None  # the default stream of the inputs' device (the Python layer does not expose streams)
-
-
-def _t(x: Any, like: Any = None) -> Tensor:
-    return x if type(x) is Tensor else _as_tensor(x, like if type(like) is Tensor else None)
+# ... and the generated wrappers (_ops_gen.py), listed once there:
+__all__ += [n for n in _ops_gen.__all__ if n not in __all__]
 
 
-def _pair(a: Any, b: Any) -> Tuple[Any, Any]:
-    """Handles of two operands, either of which may be a Python scalar."""
-    if type(a) is Tensor:
-        return a._h, _t(b, a)._h
-    if type(b) is Tensor:
-        return _t(a, b)._h, b._h
-    ta = _t(a)
-    return ta._h, _t(b, ta)._h
 
 
-def _axes(dim: Any) -> Any:
-    return None if dim is None else ([dim] if isinstance(dim, int) else list(dim))
 
 
-def _reduction(reduction: str) -> int:
-    try:
-        return {"mean": _C.NX_REDUCTION_MEAN, "sum": _C.NX_REDUCTION_SUM, "none": _C.NX_REDUCTION_NONE}[reduction]
-    except KeyError:
-        raise _C.InvalidArgumentError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}") from None
+
+
+
+
 
 
 # ---------------------------------------------------------------- elementwise, binary
-def add(input: Any, other: Any) -> Tensor:
-    """input + other, broadcasting and promoting like PyTorch."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_add(a, b, _S))
 
 
-def sub(input: Any, other: Any) -> Tensor:
-    """input - other."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_sub(a, b, _S))
 
 
-def mul(input: Any, other: Any) -> Tensor:
-    """input * other."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_mul(a, b, _S))
 
 
-def div(input: Any, other: Any) -> Tensor:
-    """True division input / other (integer inputs give float32)."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_div(a, b, _S))
 
 
 def pow(input: Any, exponent: Any) -> Tensor:
@@ -102,52 +74,20 @@ def pow(input: Any, exponent: Any) -> Tensor:
     return _wrap(_C.nx_pow(a, b, _S))
 
 
-def maximum(input: Any, other: Any) -> Tensor:
-    """Elementwise maximum."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_maximum(a, b, _S))
 
 
-def minimum(input: Any, other: Any) -> Tensor:
-    """Elementwise minimum."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_minimum(a, b, _S))
 
 
-def eq(input: Any, other: Any) -> Tensor:
-    """input == other as a bool tensor."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_eq(a, b, _S))
 
 
-def ne(input: Any, other: Any) -> Tensor:
-    """input != other as a bool tensor."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_ne(a, b, _S))
 
 
-def lt(input: Any, other: Any) -> Tensor:
-    """input < other as a bool tensor."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_lt(a, b, _S))
 
 
-def le(input: Any, other: Any) -> Tensor:
-    """input <= other as a bool tensor."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_le(a, b, _S))
 
 
-def gt(input: Any, other: Any) -> Tensor:
-    """input > other as a bool tensor."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_gt(a, b, _S))
 
 
-def ge(input: Any, other: Any) -> Tensor:
-    """input >= other as a bool tensor."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_ge(a, b, _S))
 
 
 def where(condition: Tensor, input: Any, other: Any) -> Tensor:
@@ -162,34 +102,9 @@ subtract, multiply, divide, true_divide = sub, mul, div, div
 
 
 # ---------------------------------------------------------------- elementwise, unary
-def _unary(name: str, cname: str, doc: str) -> Callable[[Tensor], Tensor]:
-    cfn = getattr(_C, cname)
-
-    def fn(input: Tensor) -> Tensor:
-        return _wrap(cfn(input._h, _S))
-
-    fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = doc
-    return fn
 
 
-neg = _unary("neg", "nx_neg", "-input.")
 negative = neg
-abs = _unary("abs", "nx_abs", "|input|.")
-exp = _unary("exp", "nx_exp", "e ** input (integer inputs give float32).")
-log = _unary("log", "nx_log", "Natural logarithm.")
-sqrt = _unary("sqrt", "nx_sqrt", "Square root.")
-rsqrt = _unary("rsqrt", "nx_rsqrt", "1 / sqrt(input).")
-sin = _unary("sin", "nx_sin", "Sine.")
-cos = _unary("cos", "nx_cos", "Cosine.")
-tanh = _unary("tanh", "nx_tanh", "Hyperbolic tangent.")
-sinh = _unary("sinh", "nx_sinh", "Hyperbolic sine.")
-cosh = _unary("cosh", "nx_cosh", "Hyperbolic cosine.")
-sigmoid = _unary("sigmoid", "nx_sigmoid", "1 / (1 + exp(-input)).")
-relu = _unary("relu", "nx_relu", "max(input, 0).")
-silu = _unary("silu", "nx_silu", "input * sigmoid(input).")
-softplus = _unary("softplus", "nx_softplus", "log(1 + exp(input)).")
-mish = _unary("mish", "nx_mish", "input * tanh(softplus(input)).")
 
 
 def square(input: Tensor) -> Tensor:
@@ -197,9 +112,6 @@ def square(input: Tensor) -> Tensor:
     return _wrap(_C.nx_pow_scalar(input._h, 2.0, _S)) if input.is_floating_point() else mul(input, input)
 
 
-def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:
-    """input where positive, negative_slope * input elsewhere."""
-    return _wrap(_C.nx_leaky_relu(input._h, float(negative_slope), _S))
 
 
 def gelu(input: Tensor, approximate: str = "none") -> Tensor:
@@ -219,10 +131,6 @@ def clamp(input: Tensor, min: Optional[float] = None, max: Optional[float] = Non
 clip = clamp
 
 
-def add_relu(input: Any, other: Any) -> Tensor:
-    """relu(input + other) in one fused kernel."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_add_relu(a, b, _S))
 
 
 def bias_gelu(input: Tensor, bias: Any, approximate: str = "none") -> Tensor:
@@ -231,10 +139,6 @@ def bias_gelu(input: Tensor, bias: Any, approximate: str = "none") -> Tensor:
     return _wrap(_C.nx_bias_gelu(a, b, approximate == "tanh", _S))
 
 
-def mul_tanh(input: Any, other: Any) -> Tensor:
-    """input * tanh(other) in one fused kernel."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_mul_tanh(a, b, _S))
 
 
 def add_(input: Tensor, other: Any) -> Tensor:
@@ -263,24 +167,12 @@ def copy_(input: Tensor, src: Any) -> Tensor:
 MaxResult = namedtuple("MaxResult", ["values", "indices"])
 
 
-def sum(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    """Sum over dim (an int, a sequence, or None for all axes)."""
-    return _wrap(_C.nx_sum(input._h, _axes(dim), bool(keepdim), _S))
 
 
-def mean(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    """Mean over dim (None: all axes)."""
-    return _wrap(_C.nx_mean(input._h, _axes(dim), bool(keepdim), _S))
 
 
-def amax(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    """Maximum values over dim (None: all axes)."""
-    return _wrap(_C.nx_max(input._h, _axes(dim), bool(keepdim), _S))
 
 
-def amin(input: Tensor, dim: Any = None, keepdim: bool = False) -> Tensor:
-    """Minimum values over dim (None: all axes)."""
-    return _wrap(_C.nx_min(input._h, _axes(dim), bool(keepdim), _S))
 
 
 def max(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
@@ -339,28 +231,15 @@ class _no_grad:
 
 
 # ---------------------------------------------------------------- linear algebra, softmax
-def matmul(input: Any, other: Any) -> Tensor:
-    """torch.matmul semantics (1-d operands promoted; batch dimensions broadcast)."""
-    a, b = _pair(input, other)
-    return _wrap(_C.nx_matmul(a, b, _S))
 
 
 mm = bmm = matmul
 
 
-def linear(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
-    """input @ weight.T + bias, weight [out_features, in_features]."""
-    return _wrap(_C.nx_linear(input._h, weight._h, None if bias is None else bias._h, _S))
 
 
-def softmax(input: Tensor, dim: int) -> Tensor:
-    """Softmax along dim."""
-    return _wrap(_C.nx_softmax(input._h, int(dim), _S))
 
 
-def log_softmax(input: Tensor, dim: int) -> Tensor:
-    """log(softmax(input, dim)), computed stably."""
-    return _wrap(_C.nx_log_softmax(input._h, int(dim), _S))
 
 
 # ---------------------------------------------------------------- attention
@@ -401,9 +280,6 @@ def view(input: Tensor, *shape: Any) -> Tensor:
     return _wrap(_C.nx_view(input._h, _size_args(shape), _S))
 
 
-def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
-    """Swaps two axes (a view)."""
-    return _wrap(_C.nx_transpose(input._h, int(dim0), int(dim1), _S))
 
 
 swapaxes = transpose
@@ -442,24 +318,12 @@ def squeeze(input: Tensor, dim: Any = None) -> Tensor:
     return input if h is input._h else _wrap(h)
 
 
-def unsqueeze(input: Tensor, dim: int) -> Tensor:
-    """Inserts a size-1 axis at dim."""
-    return _wrap(_C.nx_unsqueeze(input._h, int(dim), _S))
 
 
-def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
-    """Merges the axes start_dim..end_dim (inclusive) into one."""
-    return _wrap(_C.nx_flatten(input._h, int(start_dim), int(end_dim), _S))
 
 
-def contiguous(input: Tensor) -> Tensor:
-    """A row-major copy, or input itself when already contiguous."""
-    return _wrap(_C.nx_contiguous(input._h, _S))
 
 
-def clone(input: Tensor) -> Tensor:
-    """A copy with its own storage (recorded by autodiff)."""
-    return _wrap(_C.nx_clone(input._h, _S))
 
 
 def cast(input: Tensor, dtype: DTypeLike) -> Tensor:
@@ -521,16 +385,8 @@ def chunk(input: Tensor, chunks: int, dim: int = 0) -> Tuple[Tensor, ...]:
 
 
 # ---------------------------------------------------------------- indexing
-def index_select(input: Tensor, dim: int, index: Any) -> Tensor:
-    """Entries of input along dim at the integer positions of the 1-d index."""
-    idx = index if type(index) is Tensor else _as_tensor_index(index, input)
-    return _wrap(_C.nx_index_select(input._h, int(dim), idx._h, _S))
 
 
-def gather(input: Tensor, dim: int, index: Any) -> Tensor:
-    """torch.gather: out[i][j] = input[index[i][j]][j] for dim 0, and so on."""
-    idx = index if type(index) is Tensor else _as_tensor_index(index, input)
-    return _wrap(_C.nx_gather(input._h, int(dim), idx._h, _S))
 
 
 def embedding(input: Any, weight: Tensor) -> Tensor:
@@ -547,10 +403,6 @@ def one_hot(tensor: Tensor, num_classes: int = -1, dtype: DTypeLike = int64) -> 
     return _wrap(_C.nx_one_hot(tensor._h, int(num_classes), to_dtype(dtype).value, _S))
 
 
-def _as_tensor_index(index: Any, like: Tensor) -> Tensor:
-    from .tensor import tensor as make
-
-    return make(index, dtype=int64, device=like.device)
 
 
 # ---------------------------------------------------------------- losses
@@ -566,9 +418,6 @@ def nll_loss(input: Tensor, target: Tensor, ignore_index: int = -100, reduction:
     return _wrap(_C.nx_nll_loss(input._h, target._h, int(ignore_index), _reduction(reduction), _S))
 
 
-def mse_loss(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:
-    """Mean squared error."""
-    return _wrap(_C.nx_mse_loss(input._h, _t(target, input)._h, _reduction(reduction), _S))
 
 
 def binary_cross_entropy_with_logits(input: Tensor, target: Any, reduction: str = "mean") -> Tensor:
@@ -806,15 +655,11 @@ def _install_methods() -> None:
         m.__doc__ = fn.__doc__
         return m
 
-    names = ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
-             "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sinh", "cosh", "sigmoid",
-             "relu", "leaky_relu", "gelu", "silu", "softplus", "mish", "clamp", "clip", "square",
-             "add_", "mul_", "copy_", "sum", "mean", "max", "min", "amax", "amin", "var", "std", "argmax",
-             "argmin", "matmul", "softmax", "log_softmax", "reshape", "view", "transpose", "permute", "narrow",
-             "expand", "squeeze", "unsqueeze", "flatten", "contiguous", "clone", "split", "chunk",
-             "index_select", "gather"]
+    names = ["pow", "gelu", "clamp", "clip", "square", "add_", "mul_", "copy_", "max", "min", "var",
+             "std", "argmax", "argmin", "reshape", "view", "permute", "narrow", "expand", "squeeze",
+             "split", "chunk"]
     g = globals()
-    for name in names:
+    for name in dict.fromkeys(names + _ops_gen.METHODS):
         setattr(Tensor, name, method(g[name]))
 
     def fill_(self: Tensor, value: float) -> Tensor:
