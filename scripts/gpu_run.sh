@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (see ../shared/gpu/README.md): build the CUDA configuration, run the GPU
 # tests, compute-sanitizer and the CUDA benchmarks; logs go to $OUT (or ./gpu-out).
-# usage: scripts/gpu_run.sh [targets...]   (default: everything GPU-related; `dist` runs the multi-GPU
+# usage: scripts/gpu_run.sh [targets...]   (build test sanitize bench attention fused parity_attn harness opbench gpt dist)   (default: everything GPU-related; `dist` runs the multi-GPU
 # tests, a 2-rank train_gpt and bench/dist_bench.sh, and is not in the default)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -65,6 +65,23 @@ if [[ $steps == *parity_attn* ]]; then
     > "$out/attention_parity.txt" 2>&1
   echo "exit $?" | tee -a "$out/summary.txt"
   tail -5 "$out/attention_parity.txt" | tee -a "$out/summary.txt"
+fi
+if [[ $steps == *harness* ]]; then
+  # the op harness (tests/harness): every registry op on CPU and CUDA, against torch and CPU-vs-CUDA
+  log "op harness"
+  cmake -S . -B build-gpu-py -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90a -DNEXUS_PYTHON=ON -DNEXUS_TESTS=OFF \
+    -DPython3_EXECUTABLE="$(command -v python3)" > "$out/configure_py.log" 2>&1 && \
+  cmake --build build-gpu-py --target nexus_python nexus_python_package > "$out/build_py.log" 2>&1 \
+    || { tail -30 "$out/configure_py.log" "$out/build_py.log"; exit 1; }
+  PYTHONPATH=build-gpu-py/python timeout ${HARNESS_TIMEOUT:-400} python3 tests/harness/op_harness.py \
+    > "$out/op_harness.txt" 2>&1
+  echo "exit $?" | tee -a "$out/summary.txt"
+  grep -E '^FAIL' "$out/op_harness.txt" | head -40
+  tail -1 "$out/op_harness.txt" | tee -a "$out/summary.txt"
+  if [[ $steps == *opbench* ]]; then
+    PYTHONPATH=build-gpu-py/python timeout ${OPBENCH_TIMEOUT:-300} python3 bench/op_bench.py --device cuda \
+      2>&1 | tee "$out/op_bench.txt"
+  fi
 fi
 if [[ $steps == *gpt* ]]; then
   log "train_gpt on the GPU"

@@ -159,16 +159,12 @@ class CpuBackend final : public Backend {
         case UnaryOp::MulScalar: return T(v * T(p0));
         case UnaryOp::Square: return T(v * v);
         case UnaryOp::Sign: return T(v > 0 ? 1 : (v < 0 ? -1 : 0));
+        case UnaryOp::PowScalar: return T(std::pow(double(v), p0));  // exact below 2^53
         default: return T(0);
       }
     };
-    switch (op) {
-      case UnaryOp::Neg: case UnaryOp::Abs: case UnaryOp::Relu: case UnaryOp::Clamp:
-      case UnaryOp::AddScalar: case UnaryOp::MulScalar: case UnaryOp::Square: case UnaryOp::Sign:
-        break;
-      default:
-        fail(NX_ERR_DTYPE, current_api(), ": this op has no integer kernel (", dtype_name(dst.dtype), ")");
-    }
+    if (!has_integer_kernel(op))
+      fail(NX_ERR_DTYPE, current_api(), ": ", op_name(op), " has no integer kernel (", dtype_name(dst.dtype), ")");
     for_each_row<2>(dst.shape, {&dst.strides, &src.strides}, [&](auto off, int64_t n, auto st) {
       T* d = at<T>(dst, off[0]);
       const T* s = at<T>(src, off[1]);

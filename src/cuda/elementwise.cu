@@ -11,6 +11,16 @@ namespace {
 
 template <class T> struct Vec16 { static constexpr int N = 16 / sizeof(T); T v[N]; };
 
+// Integer power by squaring: exact, where double pow's last-ulp error truncates 3^1 to 2.
+template <class T>
+__device__ __forceinline__ T int_pow(T base, T exp) {
+  if (exp < T(0)) return base == T(1) ? T(1) : base == T(-1) ? ((exp & T(1)) ? T(-1) : T(1)) : T(0);
+  T r = 1;
+  for (; exp; exp >>= 1, base *= base)
+    if (exp & T(1)) r *= base;
+  return r;
+}
+
 template <class T>
 __device__ __forceinline__ T unary_op(UnaryOp op, T x, T p0, T p1) {
   switch (op) {
@@ -24,6 +34,9 @@ __device__ __forceinline__ T unary_op(UnaryOp op, T x, T p0, T p1) {
     case UnaryOp::Sign: return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
     case UnaryOp::Step: return x > T(0) ? T(1) : T(0);
     default: break;
+  }
+  if constexpr (!std::is_floating_point_v<T>) {
+    if (op == UnaryOp::PowScalar) return int_pow(x, p0);
   }
   if constexpr (std::is_floating_point_v<T>) {
     switch (op) {
@@ -70,7 +83,8 @@ __device__ __forceinline__ T binary_op(BinaryOp op, T a, T b) {
       else return b == T(0) ? T(0) : T(a / b);
     case BinaryOp::Pow:
       if constexpr (std::is_floating_point_v<T>) return pow(a, b);
-      else return T(pow(double(a), double(b)));
+      else if constexpr (std::is_same_v<T, bool>) return a || !b;  // x^0 == 1, 0^1 == 0
+      else return int_pow(a, b);
     case BinaryOp::Maximum:
       if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }
       return a > b ? a : b;

@@ -20,12 +20,23 @@ __global__ void index_select_kernel(B* dst, const B* src, const void* index, boo
   }
 }
 
+// Hardware atomic adds; the 16-bit floats add in their own precision, as PyTorch's CUDA index_add_
+// does (an f32 accumulation buffer is the mixed-precision issue's to add).
+__device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(double* p, double v) { atomicAdd(p, v); }
+__device__ __forceinline__ void atomic_add(Half* p, Half v) {
+  atomicAdd(reinterpret_cast<__half*>(p), __ushort_as_half(v.bits));
+}
+__device__ __forceinline__ void atomic_add(BFloat16* p, BFloat16 v) {
+  atomicAdd(reinterpret_cast<__nv_bfloat16*>(p), __ushort_as_bfloat16(v.bits));
+}
+
 template <class T>
 __global__ void index_add_kernel(T* dst, const T* src, const void* index, bool i64, int64_t nidx, int64_t n,
                                  int64_t inner, int64_t total) {
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e % inner, row = e / inner, j = row % nidx, o = row / nidx;
-    atomicAdd(dst + (o * n + index_at(index, i64, j)) * inner + i, src[e]);
+    atomic_add(dst + (o * n + index_at(index, i64, j)) * inner + i, src[e]);
   }
 }
 
@@ -54,7 +65,7 @@ __global__ void gather_kernel(B* dst, const B* src, const void* index, bool i64,
 template <class T>
 __global__ void scatter_add_kernel(T* dst, const T* src, const void* index, bool i64, Dims d, int64_t axis, int64_t total) {
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x)
-    atomicAdd(dst + target_offset(d, e, axis, index_at(index, i64, e)), src[e]);
+    atomic_add(dst + target_offset(d, e, axis, index_at(index, i64, e)), src[e]);
 }
 
 template <class T>
@@ -88,7 +99,9 @@ template <class F>
 void dispatch_atomic(DType d, F&& f) {
   if (d == DType::F32) f(float{});
   else if (d == DType::F64) f(double{});
-  else fail(NX_ERR_DTYPE, current_api(), ": CUDA index_add/scatter_add support f32 and f64, got ", dtype_name(d));
+  else if (d == DType::F16) f(Half{});
+  else if (d == DType::BF16) f(BFloat16{});
+  else fail(NX_ERR_DTYPE, current_api(), ": CUDA index_add/scatter_add support f32, f64, f16 and bf16, got ", dtype_name(d));
 }
 
 }  // namespace

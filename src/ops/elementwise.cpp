@@ -119,10 +119,20 @@ const char* node_name(BinaryOp op) { return kBinary[size_t(op)].node; }
 BinaryResult binary_result(BinaryOp op) { return kBinary[size_t(op)].result; }
 
 Tensor unary(UnaryOp op, const Tensor& x, double p0, double p1) {
+  // PyTorch's result dtypes: integer inputs stay integer where the op has an integer kernel and
+  // its scalars are whole numbers (x + 2, x ** 2, clamp(x, 0, 5)); bool becomes int64 for the
+  // scalar arithmetic (True + 1 == 2) and f32 for the rest.
+  auto whole = [](double v) { return std::isfinite(v) && v == std::floor(v); };
+  const bool scalar_op = op == UnaryOp::AddScalar || op == UnaryOp::MulScalar || op == UnaryOp::Clamp;
+  const bool whole_scalars = op == UnaryOp::PowScalar ? whole(p0) && p0 >= 0
+                             : op == UnaryOp::Clamp   ? whole(p0) && whole(p1)
+                             : scalar_op              ? whole(p0)
+                                                      : true;
   DType out_dtype = x.dtype();
-  if (!is_floating(out_dtype) && (!has_integer_kernel(op) || out_dtype == DType::Bool)) out_dtype = DType::F32;
-  if ((op == UnaryOp::AddScalar || op == UnaryOp::MulScalar) && !is_floating(out_dtype))
-    out_dtype = (p0 == std::floor(p0) && out_dtype != DType::Bool) ? out_dtype : DType::F32;
+  if (!is_floating(out_dtype)) {
+    if (!has_integer_kernel(op) || !whole_scalars || (out_dtype == DType::Bool && !scalar_op)) out_dtype = DType::F32;
+    else if (out_dtype == DType::Bool) out_dtype = DType::I64;
+  }
   DType cd = compute_dtype(out_dtype);
   Tensor xin = raw_cast(x, cd);
   Tensor out = Tensor::empty(x.shape(), cd, x.device());
@@ -206,9 +216,10 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   Shape shape = broadcast_shapes(a.shape(), b.shape());
   DType dt = promote(a.dtype(), b.dtype());
   if (binary_result(op) == BinaryResult::Float && !is_floating(dt)) dt = DType::F32;
-  if (dt == DType::Bool && !is_comparison(op) && op != BinaryOp::Maximum && op != BinaryOp::Minimum &&
-      op != BinaryOp::Mul)
-    dt = DType::I64;
+  // bool arithmetic: + is logical or and * logical and (PyTorch's bool results); the others count in int64
+  const bool bool_result = dt == DType::Bool && (op == BinaryOp::Add || op == BinaryOp::Mul ||
+                                                  op == BinaryOp::Maximum || op == BinaryOp::Minimum);
+  if (dt == DType::Bool && !is_comparison(op) && !bool_result) dt = DType::I64;
   DType cd = compute_dtype(dt);
   Tensor ac = raw_cast(a, cd), bc = raw_cast(b, cd);
   DType out_dtype = is_comparison(op) ? DType::Bool : cd;

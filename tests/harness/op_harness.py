@@ -1,0 +1,830 @@
+#!/usr/bin/env python3
+"""The op harness: every op of src/ops/ops.yaml, every dtype it declares, every device present,
+checked through the C API (nexusgrad._nexus, nx_<op>(handles..., attributes..., stream)):
+
+  forward    our outputs against PyTorch's on the same input values (shape, dtype and values;
+             f16/bf16 inputs reach torch as float32 and the result is compared at half tolerance)
+  grad       for ops with `grad`: the gradient of every input listed there, from our backward
+             (nx_backward with a random upstream gradient) against torch.autograd's
+  gradcheck  in f64: central differences of sum(w * op(x)) (random w) against our backward
+  cuda       on CUDA: the same inputs on the CPU and on the GPU, outputs and gradients compared
+
+The cases (inputs, attributes, torch references, skips with their reasons) are in op_cases.py;
+an op of the registry without a case, or a case for an op the registry lacks, is a failure.
+Prints one summary line and exits 1 when any check failed:
+  op harness: N ops, M op x dtype x device cases, K checks, F failed
+
+usage: OMP_NUM_THREADS=2 PYTHONPATH=BUILD/python python3 tests/harness/op_harness.py
+       [--op NAME[,NAME]] [--dtype f32] [--device cpu|cuda] [-v]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+REGISTRY = os.path.join(ROOT, "src", "ops", "ops.yaml")
+sys.path.insert(0, HERE)
+
+import op_cases  # noqa: E402
+from op_cases import ALL_DTYPES, FLOAT_DTYPES, TORCH_DTYPES, Arg, Case, Idx, Variant  # noqa: E402
+
+from nexusgrad import _nexus as C  # noqa: E402
+
+# ---------------------------------------------------------------- tolerances (declared once)
+# |ours - torch| <= atol + rtol |torch|, by the dtype of the compared tensor. f32/f64 are the
+# parity tests' values; half types allow a rounding or two of the result (f16 ulp 2^-10,
+# bf16 2^-7 near 1), gradients two more (they go through a few rounded ops). A case widens
+# these only with a reason (op_cases.Case.tol_reason).
+TOL = {
+    "f32": {"fwd": (1e-5, 1e-4), "grad": (1e-5, 1e-4)},
+    "f64": {"fwd": (1e-10, 1e-10), "grad": (1e-10, 1e-10)},
+    "f16": {"fwd": (1e-3, 2e-3), "grad": (2e-3, 4e-3)},
+    "bf16": {"fwd": (8e-3, 1.6e-2), "grad": (1.6e-2, 3.2e-2)},
+}
+# gradcheck: step, and |analytic - numeric| <= rtol |numeric| + atol max(1, |L|) (the second
+# term is the central difference's rounding noise, ~1e-16 |L| / eps)
+GC_EPS, GC_RTOL, GC_ATOL = 1e-6, 1e-6, 1e-8
+GC_MAX_ELEMENTS = 2500  # finite differences cost two op calls per input element
+
+NX_DTYPE = {"f32": C.NX_F32, "f64": C.NX_F64, "f16": C.NX_F16, "bf16": C.NX_BF16, "i32": C.NX_I32,
+            "i64": C.NX_I64, "bool": C.NX_BOOL}
+DTYPE_NAME = {v: k for k, v in NX_DTYPE.items()}
+NP_DTYPE = {"f32": np.float32, "f64": np.float64, "f16": np.float16, "bf16": np.int16, "i32": np.int32,
+            "i64": np.int64, "bool": np.bool_}
+NX_REDUCTION = {"mean": C.NX_REDUCTION_MEAN, "sum": C.NX_REDUCTION_SUM, "none": C.NX_REDUCTION_NONE}
+TORCH_NAME = {v: k for k, v in TORCH_DTYPES.items()}
+
+
+# ---------------------------------------------------------------- the registry
+@dataclass
+class CArg:
+    name: str
+    kind: str  # tensor, tensors (pointer + count), ints (pointer + count), float, int, bool, dtype, reduction
+
+
+@dataclass
+class Op:
+    name: str
+    args: List[CArg]
+    nouts: int  # 0: in place (outs: none); -1: a list whose length the arguments decide (split)
+    optional: List[str]
+    index: List[str]
+    grad: List[str]
+    dtypes: List[str]
+    devices: List[str]
+    kind: str
+
+
+SCALAR_KINDS = {"double": "float", "int64_t": "int", "bool": "bool", "nx_dtype": "dtype", "nx_reduction": "reduction",
+                "nx_tensor": "tensor"}
+
+
+def parse_args(text: str) -> List[CArg]:
+    params = [p.strip() for p in text.replace("\n", " ").split(",") if p.strip()]
+    out: List[CArg] = []
+    i = 0
+    while i < len(params):
+        ctype, name = params[i].rsplit(None, 1)
+        if name.startswith("*"):
+            ctype, name = ctype + "*", name[1:]
+        if ctype.endswith("*"):  # a pointer and its count: one logical argument
+            if i + 1 >= len(params) or not params[i + 1].startswith("size_t"):
+                raise ValueError(f"pointer argument {name} without a size_t count")
+            base = ctype.replace("const", "").replace("*", "").strip()
+            kind = {"nx_tensor": "tensors", "int64_t": "ints"}.get(base)
+            if kind is None:
+                raise ValueError(f"unknown array argument type {ctype}")
+            out.append(CArg(name, kind))
+            i += 2
+            continue
+        if ctype not in SCALAR_KINDS:
+            raise ValueError(f"unknown argument type {ctype}")
+        out.append(CArg(name, SCALAR_KINDS[ctype]))
+        i += 1
+    return out
+
+
+def expand_dtypes(spec: Any) -> List[str]:
+    if spec == "float":
+        return list(FLOAT_DTYPES)
+    if spec == "numeric":
+        return list(FLOAT_DTYPES) + ["i32", "i64"]
+    if spec == "all":
+        return list(ALL_DTYPES)
+    if isinstance(spec, list) and all(d in ALL_DTYPES for d in spec):
+        return list(spec)
+    raise ValueError(f"unknown dtypes {spec!r}")
+
+
+def load_registry(path: str = REGISTRY) -> Dict[str, Op]:
+    try:
+        import yaml
+    except ImportError:
+        raise SystemExit("op_harness: the `yaml` module is missing (Debian: apt-get install python3-yaml; "
+                         "pip: pip install pyyaml)")
+    with open(path) as f:
+        doc = yaml.safe_load(f)
+    ops: Dict[str, Op] = {}
+    for section in doc["sections"]:
+        for o in section["ops"]:
+            outs = str(o.get("outs", "nx_tensor* out")).strip()
+            nouts = 0 if outs == "none" else -1 if outs == "nx_tensor* outs" else len(outs.split(","))
+            ops[o["name"]] = Op(o["name"], parse_args(o["args"]), nouts, list(o.get("optional", [])),
+                                list(o.get("index", [])), list(o.get("grad", [])), expand_dtypes(o["dtypes"]),
+                                list(o.get("devices", ["cpu", "cuda"])), o.get("kind", "other"))
+    return ops
+
+
+# ---------------------------------------------------------------- tensors between torch and us
+def to_nx(t: torch.Tensor, device: str) -> Any:
+    """A new engine tensor with t's values (copied through a host buffer: bf16 as its bits)."""
+    name = TORCH_NAME[t.dtype]
+    t = t.detach().cpu().contiguous()
+    arr = t.view(torch.int16).numpy() if name == "bf16" else t.numpy()
+    return C.nx_tensor_from_data(arr, list(t.shape), NX_DTYPE[name], device, None)
+
+
+def to_torch(h: Any) -> torch.Tensor:
+    """A CPU torch copy of an engine tensor (any layout, any device)."""
+    name = DTYPE_NAME[C.nx_tensor_dtype(h)]
+    buf = np.empty(C.nx_tensor_shape(h), NP_DTYPE[name])
+    C.nx_tensor_copy_to_host(h, buf, None)
+    t = torch.from_numpy(buf)
+    return t.view(torch.bfloat16) if name == "bf16" else t
+
+
+class NoGrad:
+    def __enter__(self) -> None:
+        self.prev = C.nx_grad_mode_enabled()
+        C.nx_grad_mode_set(False)
+
+    def __exit__(self, *exc: Any) -> None:
+        C.nx_grad_mode_set(self.prev)
+
+
+def seed_of(*parts: Any) -> int:
+    return zlib.crc32("/".join(str(p) for p in parts).encode())
+
+
+# ---------------------------------------------------------------- materialized inputs
+@dataclass
+class In:
+    """One tensor input: its storage and how the op's view is made of it (layout)."""
+    storage: torch.Tensor
+    layout: str
+    floating: bool
+
+    @property
+    def view(self) -> torch.Tensor:
+        if self.layout == "T":
+            return self.storage.transpose(-1, -2)
+        if self.layout == "S":
+            return self.storage[..., ::2]
+        return self.storage
+
+    def to_nx(self, device: str) -> Any:
+        """The engine tensor the op receives: a leaf (a detached view for T/S layouts)."""
+        h = to_nx(self.storage, device)
+        if self.layout == "contig":
+            return h
+        with NoGrad():
+            v = C.nx_transpose(h, -1, -2, None) if self.layout == "T" else C.nx_slice(h, -1, 0, 1 << 62, 2, None)
+        return C.nx_tensor_detach(v)
+
+
+def storage_shape(arg: Arg) -> Tuple[int, ...]:
+    s = tuple(arg.shape)
+    if arg.layout == "T":
+        if len(s) < 2:
+            raise ValueError(f"layout T needs two dimensions, got shape {s}")
+        return s[:-2] + (s[-1], s[-2])
+    if arg.layout == "S":
+        if len(s) < 1:
+            raise ValueError("layout S needs a dimension")
+        return s[:-1] + (2 * s[-1],)
+    if arg.layout != "contig":
+        raise ValueError(f"unknown layout {arg.layout}")
+    return s
+
+
+def is_tensor_list(m: Any) -> bool:
+    """A materialized tensor array (attribute lists such as axes hold plain numbers)."""
+    return isinstance(m, list) and len(m) > 0 and all(isinstance(x, In) for x in m)
+
+
+def make_input(spec: Any, dtype: str, rng: np.random.Generator) -> Any:
+    if isinstance(spec, Arg):
+        dt = spec.dtype or dtype
+        vals = spec.dom(rng, storage_shape(spec), op_cases.kind_of(dt))
+        t = torch.from_numpy(np.ascontiguousarray(vals)).to(TORCH_DTYPES[dt])
+        return In(t, spec.layout, dt in FLOAT_DTYPES)
+    if isinstance(spec, Idx):
+        n = int(np.prod(spec.shape, dtype=np.int64))
+        vals = np.asarray(spec.values, np.int64) if spec.values is not None else rng.integers(0, spec.high, n)
+        if spec.ignore:
+            value, every = spec.ignore
+            vals = vals.copy()
+            vals[1::every] = value
+        return In(torch.from_numpy(vals.reshape(spec.shape)).to(TORCH_DTYPES[spec.dtype or dtype]), "contig", False)
+    if isinstance(spec, list) and spec and all(isinstance(s, Arg) for s in spec):
+        return [make_input(s, dtype, rng) for s in spec]
+    return spec  # None (an optional tensor left out) or an attribute value
+
+
+def materialize(op: Op, variant: Variant, dtype: str, seed: int) -> Dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    return {a.name: make_input(variant.args[a.name], dtype, rng) for a in op.args}
+
+
+# ---------------------------------------------------------------- our side: calls and backward
+def c_value(arg: CArg, v: Any, handles: Dict[str, Any]) -> Any:
+    if arg.kind == "tensor":
+        return handles.get(arg.name)
+    if arg.kind == "tensors":
+        return handles[arg.name]
+    if arg.kind == "ints":
+        return [int(x) for x in v]
+    if arg.kind == "float":
+        return float(v)
+    if arg.kind == "int":
+        return int(v)
+    if arg.kind == "bool":
+        return bool(v)
+    if arg.kind == "dtype":
+        return NX_DTYPE[v]
+    if arg.kind == "reduction":
+        return NX_REDUCTION[v]
+    raise ValueError(arg.kind)
+
+
+def call_op(op: Op, mats: Dict[str, Any], handles: Dict[str, Any], mutates: Optional[List[str]]) -> List[Any]:
+    """nx_<op>(...); returns the output handles (for in-place ops: the written inputs)."""
+    args = [c_value(a, mats[a.name], handles) for a in op.args]
+    res = getattr(C, "nx_" + op.name)(*args, None)
+    if op.nouts == 0:
+        outs: List[Any] = []
+        for name in mutates or []:
+            h = handles[name]
+            outs.extend(h if isinstance(h, list) else [h])
+        return outs
+    if op.nouts == 1:
+        return [res]
+    return list(res)
+
+
+def grad_leaves(op: Op, mats: Dict[str, Any]) -> List[Tuple[str, str, Optional[int]]]:
+    """(label, argument name, list position) of every floating input listed in `grad`."""
+    out = []
+    for name in op.grad:
+        m = mats.get(name)
+        if is_tensor_list(m):
+            out += [(f"{name}[{i}]", name, i) for i, x in enumerate(m) if x.floating]
+        elif isinstance(m, In) and m.floating:
+            out.append((name, name, None))
+    return out
+
+
+def leaf_handle(handles: Dict[str, Any], name: str, pos: Optional[int]) -> Any:
+    return handles[name] if pos is None else handles[name][pos]
+
+
+@dataclass
+class Result:
+    outs: List[torch.Tensor]
+    grads: Dict[str, Optional[torch.Tensor]]
+    graph: bool  # whether some output requires grad
+    devices: List[str]  # where the outputs and gradients live ("cpu", "cuda:0")
+
+
+def backward_root(outs: List[Any], gouts: List[Optional[torch.Tensor]], device: str) -> None:
+    """nx_backward from the outputs with upstream gradients gouts: one output directly, several
+    through sum_k sum(out_k * gout_k) (the engine has one root per backward)."""
+    pairs = [(o, g) for o, g in zip(outs, gouts) if g is not None and C.nx_tensor_requires_grad(o)]
+    if len(pairs) == 1:
+        C.nx_backward(pairs[0][0], to_nx(pairs[0][1], device), None)
+        return
+    root = None
+    for o, g in pairs:
+        term = C.nx_sum(C.nx_mul(o, to_nx(g, device), None), [], False, None)
+        root = term if root is None else C.nx_add(root, term, None)
+    if root is not None:
+        C.nx_backward(root, None, None)
+
+
+def run_ours(op: Op, case: Case, mats: Dict[str, Any], device: str,
+             gout_fn: Optional[Any]) -> Result:
+    """Our op on device. gout_fn(outputs) -> upstream gradients (None: no backward)."""
+    handles: Dict[str, Any] = {}
+    for name, m in mats.items():
+        if isinstance(m, In):
+            handles[name] = m.to_nx(device)
+        elif is_tensor_list(m):
+            handles[name] = [x.to_nx(device) for x in m]
+    leaves = grad_leaves(op, mats) if gout_fn else []
+    for _, name, pos in leaves:
+        C.nx_tensor_set_requires_grad(leaf_handle(handles, name, pos), True)
+    outs = call_op(op, mats, handles, case.mutates)
+    result = Result([to_torch(h) for h in outs], {}, any(C.nx_tensor_requires_grad(h) for h in outs),
+                    [C.nx_tensor_device(h) for h in outs])
+    if gout_fn and result.graph:
+        backward_root(outs, gout_fn(result.outs), device)
+        for label, name, pos in leaves:
+            g = C.nx_tensor_grad(leaf_handle(handles, name, pos))
+            result.grads[label] = None if g is None else to_torch(g)
+            if g is not None:
+                result.devices.append(C.nx_tensor_device(g))
+    return result
+
+
+# ---------------------------------------------------------------- the torch side
+RefResult = Tuple[List[torch.Tensor], List[torch.dtype], Dict[str, Optional[torch.Tensor]]]
+
+
+def run_ref(op: Op, case: Case, variant: Variant, mats: Dict[str, Any], dtype: str,
+            gout_fn: Optional[Any]) -> RefResult:
+    """torch's outputs, the dtypes ours must have, and torch's gradients (gout_fn given)."""
+    upcast = case.upcast_half and dtype in ("f16", "bf16")
+    leaves: Dict[str, torch.Tensor] = {}
+    want_grad = {(name, pos) for _, name, pos in grad_leaves(op, mats)} if gout_fn else set()
+
+    def prep(m: In, name: str, pos: Optional[int]) -> torch.Tensor:
+        t = m.view.clone() if case.mutates else m.view  # an in-place reference writes its input
+        if upcast and t.dtype in (torch.float16, torch.bfloat16):
+            t = t.float()
+        if (name, pos) in want_grad:
+            t = t.detach().requires_grad_(True)
+            leaves[name if pos is None else f"{name}[{pos}]"] = t
+        return t
+
+    kwargs: Dict[str, Any] = {}
+    for a in op.args:
+        m = mats[a.name]
+        if isinstance(m, In):
+            kwargs[a.name] = prep(m, a.name, None)
+        elif is_tensor_list(m):
+            kwargs[a.name] = [prep(x, a.name, i) for i, x in enumerate(m)]
+        else:
+            kwargs[a.name] = m
+    out = (variant.ref or case.ref)(**kwargs)
+    outs = list(out) if isinstance(out, (tuple, list)) else [out]
+    half = TORCH_DTYPES[dtype]
+    dtypes = [half if upcast and o.dtype == torch.float32 else o.dtype for o in outs]
+    grads: Dict[str, Optional[torch.Tensor]] = {}
+    if gout_fn:
+        gouts = gout_fn([o.detach().to(d) for o, d in zip(outs, dtypes)])
+        pairs = [(o, g.to(o.dtype)) for o, g in zip(outs, gouts) if g is not None and o.requires_grad]
+        names = list(leaves)
+        if pairs and names:
+            gs = torch.autograd.grad([p[0] for p in pairs], [leaves[n] for n in names], [p[1] for p in pairs],
+                                     allow_unused=True)
+            grads = dict(zip(names, gs))
+    return [o.detach() for o in outs], dtypes, grads
+
+
+def upstream(seed: int) -> Any:
+    """Random upstream gradients N(0, 1) for the floating outputs, the same for every device."""
+    def fn(outs: List[torch.Tensor]) -> List[Optional[torch.Tensor]]:
+        res: List[Optional[torch.Tensor]] = []
+        for i, o in enumerate(outs):
+            if not o.is_floating_point():
+                res.append(None)
+                continue
+            g = torch.Generator().manual_seed(seed + i)
+            res.append(torch.randn(tuple(o.shape), generator=g, dtype=torch.float64).to(o.dtype))
+        return res
+    return fn
+
+
+# ---------------------------------------------------------------- comparisons
+def compare(got: torch.Tensor, want: torch.Tensor, want_dtype: torch.dtype, tol: Tuple[float, float]) -> Optional[str]:
+    """None when got matches want (shape, dtype, values within tol; NaN and inf where want has
+    them), else what differs."""
+    if tuple(got.shape) != tuple(want.shape):
+        return f"shape {tuple(got.shape)}, want {tuple(want.shape)}"
+    if got.dtype != want_dtype:
+        return f"dtype {TORCH_NAME.get(got.dtype, got.dtype)}, want {TORCH_NAME.get(want_dtype, want_dtype)}"
+    if got.numel() == 0:
+        return None
+    g, w = got.double().reshape(-1), want.double().reshape(-1)
+    if not want_dtype.is_floating_point:
+        bad = (g != w).nonzero()
+        if len(bad):
+            i = int(bad[0])
+            return f"{len(bad)} of {g.numel()} differ; first at {i}: {g[i].item()} vs {w[i].item()} (exact)"
+        return None
+    atol, rtol = tol
+    nan_g, nan_w = torch.isnan(g), torch.isnan(w)
+    same_inf = torch.isinf(w) & (g == w)
+    err = (g - w).abs()
+    bad = (nan_g != nan_w) | (~nan_w & ~same_inf & ~(err <= atol + rtol * w.abs()))
+    if bool(bad.any()):
+        idx = bad.nonzero().reshape(-1)
+        fin = ~nan_w & ~torch.isinf(w) & ~torch.isnan(err)
+        worst = int(torch.where(fin, err, torch.zeros_like(err)).argmax()) if bool(fin.any()) else int(idx[0])
+        i = int(idx[0])
+        return (f"{len(idx)} of {g.numel()} outside atol {atol:g} rtol {rtol:g}: max |err| {err[worst].item():.3g} at "
+                f"{worst} ({g[worst].item():.9g} vs {w[worst].item():.9g}); first at {i} ({g[i].item():.9g} vs "
+                f"{w[i].item():.9g})")
+    return None
+
+
+def zeros_if_none(g: Optional[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(like) if g is None else g
+
+
+# ---------------------------------------------------------------- the run
+class Harness:
+    def __init__(self, ops: Dict[str, Op], verbose: bool, simd_levels: Sequence[str]) -> None:
+        self.ops = ops
+        self.verbose = verbose
+        # CPU runs repeat at each SIMD level (the first is the default one, where finite
+        # differences run; the others re-check forward and grad against torch)
+        self.simd_levels = list(simd_levels)
+        self.level = ""
+        self.checks = 0
+        self.failures: List[str] = []
+        self.skips: List[str] = []
+        self.combos = 0
+        self.gradchecks: Dict[str, int] = {}
+        self.gradcheck_skipped: Dict[str, List[str]] = {}
+        self.by_mode: Dict[str, int] = {}
+
+    # -------------------------------------------------------------- bookkeeping
+    def check(self, ok_msg: Optional[str], where: str, mode: str = "meta") -> bool:
+        self.checks += 1
+        self.by_mode[mode] = self.by_mode.get(mode, 0) + 1
+        if ok_msg is not None:
+            self.failures.append(f"{where}: {ok_msg}")
+            print(f"FAIL {where}: {ok_msg}", flush=True)
+            return False
+        return True
+
+    def skip(self, where: str, reason: str) -> None:
+        self.skips.append(f"{where}: {reason}")
+        if self.verbose:
+            print(f"SKIP {where}: {reason}")
+
+    @staticmethod
+    def skip_reason(case: Case, variant: Variant, mode: str, dtype: str, device: str) -> Optional[str]:
+        for table in (variant.skip, case.skip):
+            for key, reason in table.items():
+                parts = key.split("@") + ["*", "*"]
+                if parts[0] in (mode, "*") and parts[1] in (dtype, "*") and parts[2] in (device, "*"):
+                    if not reason:
+                        raise ValueError(f"{case.op}: skip {key} without a reason")
+                    return reason
+        return None
+
+    @staticmethod
+    def tol(case: Case, variant: Variant, what: str, dtype_name: str, device: str) -> Tuple[float, float]:
+        """TOL, unless the variant or the case widens it: keys [grad@]DTYPE[@DEVICE], the most
+        specific first (a plain DTYPE key applies to gradients too)."""
+        keys = [f"{dtype_name}@{device}", dtype_name]
+        if what == "grad":
+            keys = [f"grad@{dtype_name}@{device}", f"grad@{dtype_name}"] + keys
+        for table, reason in ((variant.tol, variant.tol_reason), (case.tol, case.tol_reason)):
+            for key in keys:
+                if key in table:
+                    if not reason:
+                        raise ValueError(f"{case.op}: tolerance {key} widened without a tol_reason")
+                    return table[key]
+        return TOL.get(dtype_name, TOL["f64"])[what]
+
+    # -------------------------------------------------------------- case vs registry
+    def validate(self, op: Op, case: Case) -> bool:
+        """A case must name exactly the op's C arguments, give Idx for `index` arguments and
+        floating Args for `grad` ones; a mismatch is a failure (the harness would test a
+        different signature than the registry declares)."""
+        names = [a.name for a in op.args]
+        problems = []
+        for v in case.variants:
+            missing = [n for n in names if n not in v.args and n not in op.optional]
+            extra = [k for k in v.args if k not in names]
+            if missing or extra:
+                problems.append(f"variant {v.name}: missing {missing}, unknown {extra}")
+            for a in op.args:
+                spec = v.args.get(a.name)
+                if a.name in op.index and spec is not None and not isinstance(spec, Idx):
+                    problems.append(f"variant {v.name}: index argument {a.name} is not an Idx")
+                if a.name not in op.index and isinstance(spec, Idx):
+                    problems.append(f"variant {v.name}: {a.name} is an Idx but ops.yaml does not list it in `index`")
+                if a.kind in ("tensor", "tensors") and spec is None and a.name not in op.optional:
+                    problems.append(f"variant {v.name}: required tensor {a.name} is None")
+            for g in op.grad:
+                spec = v.args.get(g)
+                specs = spec if isinstance(spec, list) else [spec]
+                if spec is not None and not all(isinstance(s, Arg) for s in specs):
+                    problems.append(f"variant {v.name}: grad input {g} is not an Arg")
+        names_seen = [v.name for v in case.variants]
+        dups = sorted({n for n in names_seen if names_seen.count(n) > 1})
+        if dups:
+            problems.append(f"variant names repeat (they seed the inputs): {dups}")
+        if case.mutates and op.nouts != 0:
+            problems.append("`mutates` given but ops.yaml declares outputs")
+        if op.nouts == 0 and not case.mutates:
+            problems.append("in-place op (outs: none) without `mutates`")
+        return self.check("; ".join(problems) if problems else None, f"{op.name} case matches ops.yaml")
+
+    def variants_of(self, op: Op, case: Case) -> List[Variant]:
+        """The case's variants plus, per optional tensor, the first variant with it left out."""
+        out = [Variant(v.name, dict(v.args, **{o: None for o in op.optional if o not in v.args}), v.dtypes,
+                       v.devices, v.skip, v.ref, v.tol, v.tol_reason) for v in case.variants]
+        if op.optional and case.variants:
+            base = case.variants[0]
+            combos = [[o] for o in op.optional] + ([list(op.optional)] if len(op.optional) > 1 else [])
+            for leave_out in combos:
+                out.append(Variant("no_" + "_".join(leave_out), dict(base.args, **{o: None for o in leave_out}),
+                                   base.dtypes, base.devices, base.skip, base.ref, base.tol, base.tol_reason))
+        return out
+
+    # -------------------------------------------------------------- one op
+    def run_op(self, op: Op, case: Case, dtypes: Sequence[str], devices: Sequence[str]) -> bool:
+        """Runs every variant of the case; False when the case does not match the registry."""
+        if not self.validate(op, case):
+            return False
+        variants = self.variants_of(op, case)
+        for dtype in op.dtypes:
+            if dtype not in dtypes:
+                continue
+            for device in devices:
+                if device not in op.devices:
+                    continue
+                ran = False
+                for level in (self.simd_levels if device == "cpu" else [""]):
+                    if level:
+                        C.nx_cpu_set_simd_level(level)
+                    self.level = level
+                    ran |= self.run_combo(op, case, variants, dtype, device)
+                if device == "cpu" and self.simd_levels:
+                    C.nx_cpu_set_simd_level(self.simd_levels[0])
+                self.level = ""
+                if ran:
+                    self.combos += 1
+                elif not any(self.skip_reason(case, v, "*", dtype, device) for v in variants):
+                    self.check("no variant ran", f"{op.name} {dtype} {device}")
+        # Every differentiable op with f64 gets finite differences somewhere, unless the case
+        # itself says why not.
+        if op.grad and "f64" in op.dtypes and "f64" in dtypes and "cpu" in devices and "gradcheck" not in case.skip:
+            if not self.gradchecks.get(op.name):
+                self.check(f"no variant ran (skipped: {self.gradcheck_skipped.get(op.name, [])})",
+                           f"{op.name} gradcheck coverage")
+        return True
+
+    def run_combo(self, op: Op, case: Case, variants: List[Variant], dtype: str, device: str) -> bool:
+        before = self.checks
+        for v in variants:
+            if v.dtypes is not None and dtype not in v.dtypes:
+                continue
+            if v.devices is not None and device not in v.devices:
+                continue
+            where = f"{op.name} {dtype} {device}{'/' + self.level if self.level else ''} [{v.name}]"
+            try:
+                self.run_variant(op, case, v, dtype, device, where)
+            except Exception as e:  # an engine error, or a reference torch cannot compute
+                self.check(f"{type(e).__name__}: {e}", where)
+        return self.checks > before
+
+    def run_variant(self, op: Op, case: Case, v: Variant, dtype: str, device: str, where: str) -> None:
+        seed = seed_of(op.name, v.name, dtype)
+        mats = materialize(op, v, dtype, seed)
+        floating = dtype in FLOAT_DTYPES
+        has_grad = bool(op.grad) and floating and bool(grad_leaves(op, mats))
+        skip_fwd = self.skip_reason(case, v, "forward", dtype, device)
+        skip_grad = self.skip_reason(case, v, "grad", dtype, device) if has_grad else None
+        for mode, reason in (("forward", skip_fwd), ("grad", skip_grad)):
+            if reason:
+                self.skip(f"{where} {mode}", reason)
+        do_grad = has_grad and not skip_grad
+        gout = upstream(seed + 7) if do_grad else None
+        if not skip_fwd or do_grad:
+            ours = run_ours(op, case, mats, device, gout)
+            ref_outs, ref_dtypes, ref_grads = run_ref(op, case, v, mats, dtype, gout)
+            if not skip_fwd:
+                if len(ours.outs) != len(ref_outs):
+                    self.check(f"{len(ours.outs)} outputs, torch has {len(ref_outs)}", f"{where} forward", "forward")
+                for j, (o, r, d) in enumerate(zip(ours.outs, ref_outs, ref_dtypes)):
+                    self.check(compare(o, r, d, self.tol(case, v, "fwd", TORCH_NAME[d], device)),
+                               f"{where} forward out{j}", "forward")
+            if device != "cpu":  # nothing may fall back to (or land on) the host
+                elsewhere = [d for d in ours.devices if not d.startswith(device)]
+                self.check(f"results on {elsewhere}" if elsewhere else None, f"{where} results on {device}", "cuda")
+            if do_grad:
+                if not ours.graph:
+                    # integer outputs (a cast to i64...) have no gradient, in torch as in ours
+                    if any(o.is_floating_point() for o in ours.outs) or ref_grads:
+                        self.check("no output requires grad: the op recorded no graph", f"{where} grad")
+                else:
+                    for label, g in ref_grads.items():
+                        leaf = self.leaf_view(mats, label)
+                        want = zeros_if_none(g, leaf.float() if case.upcast_half else leaf)
+                        got = ours.grads.get(label)
+                        got = zeros_if_none(got, leaf)
+                        self.check(compare(got, want, leaf.dtype, self.tol(case, v, "grad", dtype, device)),
+                                   f"{where} grad {label}", "grad")
+        if device != "cpu":
+            self.cuda_vs_cpu(op, case, v, mats, dtype, device, where, gout)
+        if dtype == "f64" and op.grad and (not self.level or self.level == self.simd_levels[0]):
+            self.gradcheck(op, case, v, mats, device, where, seed)
+
+    @staticmethod
+    def leaf_view(mats: Dict[str, Any], label: str) -> torch.Tensor:
+        if label.endswith("]"):
+            name, pos = label[:-1].split("[")
+            return mats[name][int(pos)].view
+        return mats[label].view
+
+    # -------------------------------------------------------------- CUDA against the CPU
+    def cuda_vs_cpu(self, op: Op, case: Case, v: Variant, mats: Dict[str, Any], dtype: str, device: str,
+                    where: str, gout: Any) -> None:
+        reason = self.skip_reason(case, v, "cuda", dtype, device)
+        if reason:
+            self.skip(f"{where} cuda", reason)
+            return
+        gpu = run_ours(op, case, mats, device, gout)
+        cpu = run_ours(op, case, mats, "cpu", gout)
+        for j, (g, c) in enumerate(zip(gpu.outs, cpu.outs)):
+            self.check(compare(g, c, c.dtype, self.tol(case, v, "fwd", TORCH_NAME[c.dtype], device)),
+                       f"{where} cuda out{j}", "cuda")
+        for label, c in cpu.grads.items():
+            leaf = self.leaf_view(mats, label)
+            self.check(compare(zeros_if_none(gpu.grads.get(label), leaf), zeros_if_none(c, leaf), leaf.dtype,
+                               self.tol(case, v, "grad", dtype, device)), f"{where} cuda grad {label}", "cuda")
+
+    # -------------------------------------------------------------- finite differences
+    def gradcheck(self, op: Op, case: Case, v: Variant, mats: Dict[str, Any], device: str, where: str,
+                  seed: int) -> None:
+        leaves = grad_leaves(op, mats)
+        if not leaves:
+            return
+        reason = self.skip_reason(case, v, "gradcheck", "f64", device)
+        n = sum(self.leaf_view(mats, label).numel() for label, _, _ in leaves)
+        if not reason and n > GC_MAX_ELEMENTS:
+            reason = f"{n} input elements > {GC_MAX_ELEMENTS}: too slow for finite differences"
+        if not reason and n == 0:
+            reason = "empty inputs: nothing to perturb"
+        if reason:
+            self.gradcheck_skipped.setdefault(op.name, []).append(v.name)
+            self.skip(f"{where} gradcheck", reason)
+            return
+        wfn = upstream(seed + 11)
+        weights: List[Optional[torch.Tensor]] = []
+
+        def wrapped(outs: List[torch.Tensor]) -> List[Optional[torch.Tensor]]:
+            weights[:] = wfn(outs)
+            return weights
+
+        analytic = run_ours(op, case, mats, device, wrapped)
+        if any(o.is_floating_point() and o.dtype != torch.float64 for o in analytic.outs):
+            self.skip(f"{where} gradcheck", "an output is not f64: finite differences need f64 outputs")
+            self.gradcheck_skipped.setdefault(op.name, []).append(v.name)
+            return
+        if not analytic.graph:
+            if any(o.is_floating_point() for o in analytic.outs):
+                self.check("no output requires grad", f"{where} gradcheck")
+            return  # integer outputs: nothing to differentiate
+
+        # The objective on plain contiguous inputs (values do not depend on the layout).
+        base = {k: (m.view.contiguous() if isinstance(m, In) else [x.view.contiguous() for x in m]
+                    if is_tensor_list(m) else None) for k, m in mats.items()}
+
+        def objective(name: str, pos: Optional[int], flat: int, delta: float) -> float:
+            handles: Dict[str, Any] = {}
+            for k, m in base.items():
+                if m is not None:
+                    items = m if isinstance(m, list) else [m]
+                    hs = []
+                    for i, t in enumerate(items):
+                        if k == name and (pos is None or pos == i):
+                            t = t.clone()
+                            t.view(-1)[flat] += delta
+                        hs.append(to_nx(t, device))
+                    handles[k] = hs if isinstance(m, list) else hs[0]
+            with NoGrad():
+                outs = call_op(op, mats, handles, case.mutates)
+            total = 0.0
+            for h, w in zip(outs, weights):
+                if w is not None:
+                    total += float((to_torch(h).double() * w.double()).sum())
+            return total
+
+        L0 = objective("", None, 0, 0.0)
+        atol = GC_ATOL * max(1.0, abs(L0))
+        for label, name, pos in leaves:
+            a = analytic.grads.get(label)
+            leaf = self.leaf_view(mats, label)
+            if leaf.numel() == 0:
+                continue  # nothing to compare: no check
+            a = zeros_if_none(a, leaf).double().contiguous().reshape(-1)
+            x = base[name][pos] if pos is not None else base[name]
+            worst, msg = 0.0, None
+            for j in range(x.numel()):
+                x0 = float(x.view(-1)[j])
+                step = (x0 + GC_EPS) - (x0 - GC_EPS)  # the step actually taken in f64
+                num = (objective(name, pos, j, GC_EPS) - objective(name, pos, j, -GC_EPS)) / step
+                err = abs(float(a[j]) - num)
+                allowed = GC_RTOL * abs(num) + atol
+                worst = max(worst, err / allowed)
+                if not err <= allowed and msg is None:
+                    msg = (f"element {j}: analytic {float(a[j]):.12g}, numeric {num:.12g} "
+                           f"(|diff| {err:.3g} > {allowed:.3g})")
+            self.gradchecks[op.name] = self.gradchecks.get(op.name, 0) + 1
+            self.check(msg, f"{where} gradcheck {label}", "gradcheck")
+
+
+# ---------------------------------------------------------------- main
+def simd_levels(wanted: Sequence[str]) -> List[str]:
+    """The CPU SIMD levels to run: the default one first, then the others the processor has."""
+    default = C.nx_cpu_simd_level()
+    levels = [default] + [lv for lv in ("avx512", "avx2", "scalar") if lv != default]
+    have = []
+    for lv in levels:
+        try:
+            C.nx_cpu_set_simd_level(lv)
+            have.append(lv)
+        except Exception:  # the processor lacks it
+            pass
+    C.nx_cpu_set_simd_level(default)
+    if wanted:
+        missing = [lv for lv in wanted if lv not in have]
+        if missing:
+            raise SystemExit(f"op harness: SIMD level(s) {missing} not available here (have {have})")
+        return [lv for lv in have if lv in wanted]
+    return have
+
+
+def cuda_available() -> bool:
+    try:
+        return C.nx_cuda_device_count() > 0
+    except Exception:
+        return False
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--op", action="append", default=[], help="only these ops (repeat, or comma-separated)")
+    p.add_argument("--dtype", action="append", default=[],
+                   help="only these dtypes (f32, f64, f16, bf16, i32, i64, bool)")
+    p.add_argument("--device", choices=("cpu", "cuda"), help="only this device (default: cpu, and cuda when present)")
+    p.add_argument("--simd", action="append", default=[],
+                   help="CPU SIMD levels (scalar, avx2, avx512; default: the processor's best, then the others)")
+    p.add_argument("-v", "--verbose", action="store_true", help="list every op x dtype x device and every skip")
+    args = p.parse_args(argv)
+    start = time.time()
+    torch.manual_seed(0)
+    ops = load_registry()
+    h = Harness(ops, args.verbose, simd_levels([s for o in args.simd for s in o.split(",") if s]))
+
+    wanted = [n for o in args.op for n in o.split(",") if n]
+    dtypes = [d for o in args.dtype for d in o.split(",") if d] or list(ALL_DTYPES)
+    has_cuda = cuda_available()
+    if args.device == "cuda" and not has_cuda:
+        print("op harness: --device cuda but the engine sees no CUDA device")
+        return 1
+    devices = [args.device] if args.device else ["cpu"] + (["cuda"] if has_cuda else [])
+    if has_cuda:
+        C.nx_cuda_set_tf32(False)  # f32 matmuls at full precision, like torch's CPU reference
+
+    # registry <-> cases: both directions
+    names = wanted or list(ops)
+    for n in wanted:
+        if n not in ops:
+            h.check(f"not in {os.path.relpath(REGISTRY, ROOT)}", f"--op {n}")
+    if not wanted:
+        for n in op_cases.CASES:
+            if n not in ops:
+                h.check(f"case for an op that {os.path.relpath(REGISTRY, ROOT)} does not declare", f"case {n}")
+    covered = 0
+    for n in names:
+        if n not in ops:
+            continue
+        case = op_cases.CASES.get(n)
+        if case is None:
+            h.check("declared in ops.yaml but has no case in tests/harness/op_cases.py", f"{n}")
+            continue
+        t0 = time.time()
+        before_checks, before_fail = h.checks, len(h.failures)
+        covered += h.run_op(ops[n], case, dtypes, devices)
+        if args.verbose:
+            print(f"  {n:<22} {h.checks - before_checks:5d} checks, {len(h.failures) - before_fail} failed "
+                  f"({time.time() - t0:.2f}s)", flush=True)
+    if args.verbose:
+        print(f"devices: {', '.join(devices)} (CPU SIMD levels {', '.join(h.simd_levels)}); checks by mode: "
+              f"{', '.join(f'{k} {n}' for k, n in sorted(h.by_mode.items()))}; {len(h.skips)} skipped modes; "
+              f"{time.time() - start:.1f}s")
+    print(f"op harness: {covered} ops, {h.combos} op x dtype x device cases, {h.checks} checks, "
+          f"{len(h.failures)} failed")
+    return 0 if not h.failures else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
