@@ -575,8 +575,9 @@ NX_API nx_status nx_layer_norm_create(nx_module* out, int64_t dim, double eps, n
 NX_API nx_status nx_rms_norm_create(nx_module* out, int64_t dim, double eps, nx_dtype dtype,
                                     nx_device device, nx_stream stream);
 NX_API nx_status nx_dropout_create(nx_module* out, double p);
-/* name: relu, leaky_relu, gelu, gelu_tanh, silu (swish), softplus, mish, gcu (x cos x),
- * gaussian (exp(-x^2)), sigmoid, tanh, softmax (last axis), identity. */
+/* name: any unary op of the op registry without a parameter (relu, gelu, gelu_tanh, silu, softplus,
+ * sigmoid, tanh...), or leaky_relu (slope 0.01), swish (silu), gcu (x cos x), gaussian (exp(-x^2)),
+ * softmax (last axis), identity. An unknown name's message lists them all. */
 NX_API nx_status nx_activation_create(nx_module* out, const char* name);
 NX_API nx_status nx_flatten_create(nx_module* out);
 NX_API nx_status nx_conv2d_create(nx_module* out, int64_t in_channels, int64_t out_channels, int64_t kernel,

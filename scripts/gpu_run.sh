@@ -9,13 +9,13 @@ out=${OUT:-gpu-out}
 mkdir -p "$out"
 [ -f .gpu/setup.sh ] && source .gpu/setup.sh
 export NCCL_NVLS_ENABLE=0
-steps=${*:-build test sanitize bench}
+steps=${*:-build test harness sanitize bench}
 log() { echo "== $*" | tee -a "$out/summary.txt"; }
 if [[ $steps == *build* ]]; then
   log "build"
   cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90a -DNEXUS_TORCH_PYTHON="$(command -v python3)" \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests cuda_bench fused_bench attention_bench dist_bench quickstart train_gpt parity_fixtures_cuda test_parity} > "$out/build.log" 2>&1 \
+  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests cuda_bench fused_bench attention_bench dist_bench quickstart train_gpt} > "$out/build.log" 2>&1 \
     || { grep -E 'error' -A3 "$out/build.log" | head -60; exit 1; }
 fi
 if [[ $steps == *test* ]]; then

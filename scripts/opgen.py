@@ -243,13 +243,21 @@ def enums(reg, sections) -> str:
              "// X(Enum, \"name\", has integer kernels): the UnaryOps, ops of the C API first.",
              "#define NX_UNARY_OPS(X) \\"]
     lines += [f"  X({e}, \"{n}\", {'true' if i else 'false'}) \\" for e, n, i in unary]
+    end_macro(lines)
     lines.append("")
     lines.append("// X(Enum, \"name\", result): the BinaryOps; result Same (the promoted dtype), Float (f32 for")
     lines.append("// integer inputs) or Bool (comparisons).")
     lines.append("#define NX_BINARY_OPS(X) \\")
     lines += [f"  X({e}, \"{n}\", {r.capitalize()}) \\" for e, n, r in binary]
+    end_macro(lines)
     lines.append("")
     return "\n".join(lines)
+
+
+def end_macro(lines: list[str]) -> list[str]:
+    """Drops the line continuation after a macro's last entry."""
+    lines[-1] = lines[-1].removesuffix(" \\")
+    return lines
 
 
 def kernels(reg) -> str:
@@ -267,6 +275,7 @@ def kernels(reg) -> str:
         sig = ", ".join(p.c for p in params)
         args = ", ".join(p.name for p in params)
         lines.append(f"  X({k['name']}, ({sig}), ({args})) \\")
+    end_macro(lines)
     lines.append("")
     return "\n".join(lines)
 

@@ -27,6 +27,9 @@ struct View {
 #include "core/op_enums.inc"
 #define NX_ENUM_ENTRY(Enum, ...) Enum,
 enum class UnaryOp { NX_UNARY_OPS(NX_ENUM_ENTRY) };
+#define NX_COUNT_ENTRY(...) +1
+constexpr int kUnaryOpCount = 0 NX_UNARY_OPS(NX_COUNT_ENTRY);
+#undef NX_COUNT_ENTRY
 enum class BinaryOp { NX_BINARY_OPS(NX_ENUM_ENTRY) };
 #undef NX_ENUM_ENTRY
 enum class ReduceOp { Sum, Max, Min, ArgMax };

@@ -129,25 +129,28 @@ static Tensor pool(const Tensor& x, int64_t kernel, int64_t stride, bool is_max)
 Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride) { return pool(x, kernel, stride, true); }
 Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride) { return pool(x, kernel, stride, false); }
 
+// The unary ops of the registry that take a parameter (not usable as a named activation).
+static bool has_parameter(UnaryOp op) {
+  return op == UnaryOp::LeakyRelu || op == UnaryOp::Clamp || op == UnaryOp::AddScalar || op == UnaryOp::MulScalar ||
+         op == UnaryOp::PowScalar;
+}
+
+// By name: the few below, else any parameterless unary op of the op registry (relu, gelu,
+// gelu_tanh, silu, softplus, sigmoid, tanh...), so a new unary op is an activation at once.
 Tensor activation(const std::string& name, const Tensor& x) {
-  if (name == "relu") return unary(UnaryOp::Relu, x);
   if (name == "leaky_relu") return unary(UnaryOp::LeakyRelu, x, 0.01);
-  if (name == "gelu") return unary(UnaryOp::Gelu, x);
-  if (name == "gelu_tanh") return unary(UnaryOp::GeluTanh, x);
-  if (name == "silu" || name == "swish") return unary(UnaryOp::Silu, x);
-  if (name == "softplus") return unary(UnaryOp::Softplus, x);
+  if (name == "swish") return unary(UnaryOp::Silu, x);
   if (name == "gcu") return mul(x, unary(UnaryOp::Cos, x));
   if (name == "gaussian") return exp(neg(square(x)));
-  if (name == "sigmoid") return unary(UnaryOp::Sigmoid, x);
-  if (name == "tanh") return unary(UnaryOp::Tanh, x);
   if (name == "softmax") return softmax(x, -1);
   if (name == "identity") return x;
-  UnaryOp op;  // any other parameterless unary op of the registry, by its name (e.g. mish)
-  if (unary_from_name(name.c_str(), &op) && op != UnaryOp::LeakyRelu && op != UnaryOp::Clamp &&
-      op != UnaryOp::AddScalar && op != UnaryOp::MulScalar && op != UnaryOp::PowScalar)
-    return unary(op, x);
+  UnaryOp op;
+  if (unary_from_name(name.c_str(), &op) && !has_parameter(op)) return unary(op, x);
+  std::string names;
+  for (int i = 0; i < kUnaryOpCount; ++i)
+    if (!has_parameter(UnaryOp(i))) names.append(", ").append(op_name(UnaryOp(i)));
   fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": unknown activation \"", name,
-       "\" (relu, leaky_relu, gelu, gelu_tanh, silu, swish, softplus, mish, gcu, gaussian, sigmoid, tanh, softmax, identity)");
+       "\" (leaky_relu, swish, gcu, gaussian, softmax, identity", names, ")");
 }
 
 }  // namespace nx::fn

@@ -264,7 +264,6 @@ def layers(out_dir):
         "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
         "silu": F.silu,
         "softplus": F.softplus,
-        "mish": F.mish,
         "gcu": lambda x: x * torch.cos(x),
         "gaussian": lambda x: torch.exp(-x * x),
         "sigmoid": torch.sigmoid,

@@ -112,8 +112,8 @@ def Dropout(p: float = 0.5) -> Module:
 
 
 def Activation(name: str) -> Module:
-    """relu, leaky_relu, gelu, gelu_tanh, silu, softplus, mish, gcu, gaussian, sigmoid, tanh, softmax,
-    identity."""
+    """Any unary op of the registry without a parameter (relu, gelu, gelu_tanh, silu, softplus, sigmoid,
+    tanh...), or leaky_relu, swish, gcu, gaussian, softmax, identity."""
     return Module(_C.nx_activation_create(name))
 
 
