@@ -90,6 +90,23 @@ NX_API const char* nx_dtype_name(nx_dtype dtype);
 NX_API int32_t nx_cuda_device_count(void);
 
 /* ---------------------------------------------------------------- handles */
+/* Handles are opaque ids, not pointers: each names its type, a slot of one handle table and the
+ * slot's generation, so a NULL, freed, stale or foreign handle of any type is refused with
+ * NX_ERR_INVALID_ARGUMENT without memory being read, and a freed handle never reaches an object
+ * created later. Freeing NULL, a freed or a foreign handle does nothing. */
+typedef enum {
+  NX_HANDLE_TENSOR = 1,
+  NX_HANDLE_STREAM = 2,
+  NX_HANDLE_EVENT = 3,
+  NX_HANDLE_MODULE = 4,
+  NX_HANDLE_OPTIMIZER = 5,
+  NX_HANDLE_TOKENIZER = 6,
+  NX_HANDLE_TEXT_LOADER = 7,
+  NX_HANDLE_SAFETENSORS = 8,
+  NX_HANDLE_GRAPH = 9,
+  NX_HANDLE_COMM = 10,
+  NX_HANDLE_DDP = 11
+} nx_handle_type;
 typedef struct nx_tensor_s* nx_tensor;
 typedef struct nx_stream_s* nx_stream;
 typedef struct nx_safetensors_s* nx_safetensors;
@@ -113,6 +130,8 @@ NX_API void nx_set_deterministic(bool enabled);
 NX_API bool nx_deterministic_enabled(void);
 /* Number of tensor handles currently alive (created and not yet freed), for leak checks. */
 NX_API int64_t nx_live_tensor_count(void);
+/* Number of live handles of one type (-1 for a value that is not an nx_handle_type). */
+NX_API int64_t nx_live_handle_count(nx_handle_type type);
 
 /* ---------------------------------------------------------------- streams */
 /* Creates a stream on device. Free with nx_stream_free. */

@@ -3,22 +3,17 @@
 #include "capi/capi.hpp"
 
 struct nx_graph_s {
-  uint32_t magic;
   std::vector<std::shared_ptr<nx::Node>> nodes;
   std::string dot;
 };
+NX_HANDLE_OBJECT(nx_graph_s, Graph);
 
 using namespace nx;
 using namespace nx::capi;
 
 namespace {
 
-constexpr uint32_t kGraphMagic = 0x4e584752u;  // "NXGR"
-
-const nx_graph_s& graph_arg(nx_graph g) {
-  if (!g || g->magic != kGraphMagic) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": g is NULL or not a live graph");
-  return *g;
-}
+const nx_graph_s& graph_arg(nx_graph g) { return handle_object(g, "g"); }
 
 // Runs a user segment function on tensors; its failures surface with its own status and message.
 std::vector<Tensor> call_segment(nx_checkpoint_fn fn, void* user_data, const std::vector<Tensor>& inputs,
@@ -245,7 +240,7 @@ nx_status nx_graph_create(nx_graph* out, nx_tensor root) {
   return guard("nx_graph_create", [&] {
     check_out(out);
     const Tensor& r = unwrap(root, "root");
-    *out = new nx_graph_s{kGraphMagic, topological_nodes(r.grad_fn()), graph_to_dot(r)};
+    *out = make_handle(std::make_unique<nx_graph_s>(nx_graph_s{topological_nodes(r.grad_fn()), graph_to_dot(r)}));
   });
 }
 nx_status nx_graph_node_count(nx_graph g, size_t* out) {
@@ -278,9 +273,7 @@ nx_status nx_graph_to_dot(nx_graph g, const char** out) {
   });
 }
 void nx_graph_free(nx_graph g) {
-  if (!g || g->magic != kGraphMagic) return;
-  g->magic = kDeadMagic;
-  delete g;
+  free_handle(g);
 }
 
 }  // extern "C"

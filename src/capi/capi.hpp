@@ -10,21 +10,20 @@
 #include "nexus.h"
 #include "ops/ops.hpp"
 
+#include "capi/handle_table.hpp"
+
+// The objects behind the handles (a handle is an id into the handle table, never one of these).
 struct nx_tensor_s {
-  uint32_t magic;
   nx::Tensor tensor;
 };
 struct nx_stream_s {
-  uint32_t magic;
   nx::Device device;
   void* native;  // cudaStream_t on CUDA, null on the CPU
 };
+NX_HANDLE_OBJECT(nx_tensor_s, Tensor);
+NX_HANDLE_OBJECT(nx_stream_s, Stream);
 
 namespace nx::capi {
-
-constexpr uint32_t kTensorMagic = 0x4e58544eu;  // "NXTN"
-constexpr uint32_t kStreamMagic = 0x4e585354u;  // "NXST"
-constexpr uint32_t kDeadMagic = 0xdeadbeefu;
 
 nx_status set_error(nx_status status, const std::string& message);
 const char* last_error();
@@ -47,7 +46,7 @@ nx_status guard(const char* api, F&& body) {
   }
 }
 
-// Tensor handles live in a registry so that a freed or foreign pointer is reported, not used.
+// Tensor handles (through the handle table: a freed or foreign handle is reported, not used).
 nx_tensor wrap(Tensor t);
 const Tensor& unwrap(nx_tensor h, const char* what);
 // Like unwrap but NULL gives an undefined Tensor (for optional inputs).

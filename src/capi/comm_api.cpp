@@ -14,27 +14,24 @@
 #endif
 
 struct nx_comm_s {
-  uint32_t magic;
   std::shared_ptr<nx::dist::Comm> comm;
 };
 struct nx_ddp_s {
-  uint32_t magic;
   std::unique_ptr<nx::dist::DataParallel> ddp;
 };
+NX_HANDLE_OBJECT(nx_comm_s, Comm);
+NX_HANDLE_OBJECT(nx_ddp_s, Ddp);
 
 using namespace nx;
 using namespace nx::capi;
 
 namespace {
-constexpr uint32_t kCommMagic = 0x4e58434du, kDdpMagic = 0x4e584444u;  // "NXCM", "NXDD"
 
 dist::Comm& comm_arg(nx_comm c) {
-  if (!c || c->magic != kCommMagic) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": comm is NULL or not a live communicator");
-  return *c->comm;
+  return *handle_object(c, "comm").comm;
 }
 dist::DataParallel& ddp_arg(nx_ddp d) {
-  if (!d || d->magic != kDdpMagic) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ddp is NULL or not a live nx_ddp");
-  return *d->ddp;
+  return *handle_object(d, "ddp").ddp;
 }
 dist::Reduce op_arg(const nx_reduce_op& op) {
   const int v = enum_value(op);
@@ -96,7 +93,7 @@ nx_comm make_comm(const dist::UniqueId& id, int64_t rank, int64_t size, nx_devic
   check_rank(rank, size);
   Device d = device_arg(device);
   if (d.is_cpu()) fail(NX_ERR_DEVICE, current_api(), ": communicators live on CUDA devices, got cpu");
-  return new nx_comm_s{kCommMagic, dist::comm_create(id, int(rank), int(size), d.index)};
+  return make_handle(std::make_unique<nx_comm_s>(nx_comm_s{dist::comm_create(id, int(rank), int(size), d.index)}));
 }
 }  // namespace
 
@@ -230,11 +227,7 @@ nx_status nx_comm_device(nx_comm comm, nx_device* out) {
     *out = comm_arg(comm).device.to_c();
   });
 }
-void nx_comm_free(nx_comm comm) {
-  if (!comm || comm->magic != kCommMagic) return;
-  comm->magic = kDeadMagic;
-  delete comm;
-}
+void nx_comm_free(nx_comm comm) { free_handle(comm); }
 
 nx_status nx_comm_all_reduce(nx_tensor t, nx_comm comm, nx_reduce_op op, nx_stream stream) {
   return guard("nx_comm_all_reduce", [&] {
@@ -286,8 +279,8 @@ nx_status nx_ddp_create(nx_ddp* out, const nx_tensor* params, size_t n, nx_comm 
     std::vector<Tensor> ps;
     for (size_t i = 0; i < n; ++i) ps.push_back(unwrap(params[i], "params[i]"));
     check_stream(stream, c.device);
-    auto ddp = std::make_unique<dist::DataParallel>(comm->comm, std::move(ps), bucket_bytes);
-    *out = new nx_ddp_s{kDdpMagic, std::move(ddp)};
+    auto ddp = std::make_unique<dist::DataParallel>(handle_object(comm, "comm").comm, std::move(ps), bucket_bytes);
+    *out = make_handle(std::make_unique<nx_ddp_s>(nx_ddp_s{std::move(ddp)}));
   });
 }
 nx_status nx_ddp_finish(nx_ddp ddp, nx_stream stream) {
@@ -303,10 +296,6 @@ nx_status nx_ddp_bucket_count(nx_ddp ddp, size_t* out) {
     *out = ddp_arg(ddp).bucket_count();
   });
 }
-void nx_ddp_free(nx_ddp ddp) {
-  if (!ddp || ddp->magic != kDdpMagic) return;
-  ddp->magic = kDeadMagic;
-  delete ddp;
-}
+void nx_ddp_free(nx_ddp ddp) { free_handle(ddp); }
 
 }  // extern "C"

@@ -4,21 +4,17 @@
 #include "core/cuda_iface.hpp"
 
 struct nx_event_s {
-  uint32_t magic;
   nx::Device device;
   void* native;
 };
+NX_HANDLE_OBJECT(nx_event_s, Event);
 
 using namespace nx;
 using namespace nx::capi;
 
 namespace {
-constexpr uint32_t kEventMagic = 0x4e584556u;  // "NXEV"
-
-nx_event_s& event_arg(nx_event e) {
-  if (!e || e->magic != kEventMagic) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": event is NULL or not a live event");
-  return *e;
-}
+nx_event_s& event_arg(nx_event e) { return handle_object(e, "event"); }
+void* native_stream(nx_stream stream) { return stream ? handle_object(stream, "stream").native : nullptr; }
 int cuda_index(int32_t device) {
   Device d = device_arg(nx_device{NX_CUDA, device});
   return d.index;
@@ -46,31 +42,31 @@ nx_status nx_event_create(nx_event* out, nx_device device) {
     check_out(out);
     Device d = device_arg(device);
     if (d.is_cpu()) fail(NX_ERR_DEVICE, current_api(), ": events exist on CUDA devices only (CPU work is synchronous)");
-    *out = new nx_event_s{kEventMagic, d, cuda::event_create(d.index)};
+    *out = make_handle(std::make_unique<nx_event_s>(nx_event_s{d, cuda::event_create(d.index)}));
   });
 }
 nx_status nx_event_record(nx_event event, nx_stream stream) {
   return guard("nx_event_record", [&] {
     auto& e = event_arg(event);
     check_stream(stream, e.device);
-    cuda::event_record(e.native, stream ? stream->native : nullptr);
+    cuda::event_record(e.native, native_stream(stream));
   });
 }
 nx_status nx_event_wait(nx_stream stream, nx_event event) {
   return guard("nx_event_wait", [&] {
     auto& e = event_arg(event);
     check_stream(stream, e.device);
-    cuda::stream_wait_event(stream ? stream->native : nullptr, e.native);
+    cuda::stream_wait_event(native_stream(stream), e.native);
   });
 }
 nx_status nx_event_synchronize(nx_event event) {
   return guard("nx_event_synchronize", [&] { cuda::event_synchronize(event_arg(event).native); });
 }
 void nx_event_free(nx_event event) {
-  if (!event || event->magic != kEventMagic) return;
-  event->magic = kDeadMagic;
-  cuda::event_destroy(event->native);
-  delete event;
+  auto* e = static_cast<nx_event_s*>(handle_remove(uint64_t(reinterpret_cast<uintptr_t>(event)), HandleKind::Event));
+  if (!e) return;  // NULL, freed or foreign: nothing to do
+  cuda::event_destroy(e->native);
+  delete e;
 }
 
 nx_status nx_cuda_memory_stats_get(nx_cuda_memory_stats* out, int32_t device) {

@@ -1,6 +1,3 @@
-#include <mutex>
-#include <unordered_set>
-
 #include "capi/capi.hpp"
 
 namespace nx::capi {
@@ -14,51 +11,15 @@ nx_status set_error(nx_status status, const std::string& message) {
 const char* last_error() { return tls_message.c_str(); }
 void clear_error() { tls_message.clear(); }
 
-namespace {
-std::mutex& registry_mutex() {
-  static std::mutex m;
-  return m;
-}
-std::unordered_set<const void*>& registry() {
-  static auto* live = new std::unordered_set<const void*>();  // never destroyed: handles may outlive statics
-  return *live;
-}
-}  // namespace
+nx_tensor wrap(Tensor t) { return make_handle(std::make_unique<nx_tensor_s>(nx_tensor_s{std::move(t)})); }
 
-nx_tensor wrap(Tensor t) {
-  auto* h = new nx_tensor_s{kTensorMagic, std::move(t)};
-  std::lock_guard<std::mutex> lock(registry_mutex());
-  registry().insert(h);
-  return h;
-}
-
-const Tensor& unwrap(nx_tensor h, const char* what) {
-  if (!h) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", what, " is NULL");
-  {
-    std::lock_guard<std::mutex> lock(registry_mutex());
-    if (!registry().count(h))
-      fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", what, " is not a live tensor handle (already freed, or not "
-           "created by NexusGrad)");
-  }
-  return h->tensor;
-}
+const Tensor& unwrap(nx_tensor h, const char* what) { return handle_object(h, what).tensor; }
 
 Tensor unwrap_optional(nx_tensor h, const char* what) { return h ? unwrap(h, what) : Tensor(); }
 
-void release(nx_tensor h) {
-  if (!h) return;
-  {
-    std::lock_guard<std::mutex> lock(registry_mutex());
-    if (!registry().erase(h)) return;  // double free or foreign pointer: ignore rather than crash
-  }
-  h->magic = kDeadMagic;
-  delete h;
-}
+void release(nx_tensor h) { free_handle(h); }
 
-int64_t live_tensors() {
-  std::lock_guard<std::mutex> lock(registry_mutex());
-  return int64_t(registry().size());
-}
+int64_t live_tensors() { return handle_count(HandleKind::Tensor); }
 
 Shape dims_arg(const int64_t* dims, size_t ndim, const char* what) {
   if (ndim > 0 && !dims) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", what, " is NULL but ndim is ", ndim);
@@ -91,12 +52,11 @@ DType dtype_arg(const nx_dtype& dtype) {
 
 void check_stream(nx_stream stream, Device device) {
   if (!stream) return;
-  if (stream->magic != kStreamMagic)
-    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": stream is not a live stream handle");
-  if (stream->device != device)
-    fail(NX_ERR_DEVICE, current_api(), ": stream is on ", device_str(stream->device), " but the tensors are on ",
+  const nx_stream_s& s = handle_object(stream, "stream");
+  if (s.device != device)
+    fail(NX_ERR_DEVICE, current_api(), ": stream is on ", device_str(s.device), " but the tensors are on ",
          device_str(device));
-  set_current_stream(stream->native);
+  set_current_stream(s.native);
 }
 
 std::vector<int64_t> axes_arg(const int64_t* axes, size_t naxes) {

@@ -3,19 +3,15 @@
 #include "io/safetensors.hpp"
 
 struct nx_safetensors_s {
-  uint32_t magic;
   nx::SafeTensorsFile file;
 };
+NX_HANDLE_OBJECT(nx_safetensors_s, SafeTensors);
 
 using namespace nx;
 using namespace nx::capi;
 
 namespace {
-constexpr uint32_t kSafeTensorsMagic = 0x4e585346u;  // "NXSF"
-const SafeTensorsFile& file_arg(nx_safetensors st) {
-  if (!st || st->magic != kSafeTensorsMagic) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": st is NULL or not a live file handle");
-  return st->file;
-}
+const SafeTensorsFile& file_arg(nx_safetensors st) { return handle_object(st, "st").file; }
 }  // namespace
 
 extern "C" {
@@ -25,7 +21,7 @@ nx_status nx_safetensors_open(nx_safetensors* out, const char* path) {
   return guard("nx_safetensors_open", [&] {
     check_out(out);
     check_out(path, "path");
-    *out = new nx_safetensors_s{kSafeTensorsMagic, SafeTensorsFile::open(path)};
+    *out = make_handle(std::make_unique<nx_safetensors_s>(nx_safetensors_s{SafeTensorsFile::open(path)}));
   });
 }
 nx_status nx_safetensors_count(nx_safetensors st, size_t* out) {
@@ -62,11 +58,7 @@ nx_status nx_safetensors_metadata(nx_safetensors st, const char* key, const char
     *out = it == md.end() ? nullptr : it->second.c_str();
   });
 }
-void nx_safetensors_free(nx_safetensors st) {
-  if (!st || st->magic != kSafeTensorsMagic) return;
-  st->magic = kDeadMagic;
-  delete st;
-}
+void nx_safetensors_free(nx_safetensors st) { free_handle(st); }
 nx_status nx_safetensors_save(const char* path, const char* const* names, const nx_tensor* tensors, size_t n) {
   return guard("nx_safetensors_save", [&] {
     check_out(path, "path");

@@ -8,42 +8,32 @@
 #include "nn/optim.hpp"
 
 struct nx_module_s {
-  uint32_t magic;
   std::shared_ptr<nx::nn::Module> module;
   std::vector<std::string> names;  // stable storage for nx_module_parameter's name
 };
 struct nx_optimizer_s {
-  uint32_t magic;
   std::unique_ptr<nx::nn::Optimizer> opt;
 };
 struct nx_tokenizer_s {
-  uint32_t magic;
   nx::Tokenizer tok;
 };
 struct nx_text_loader_s {
-  uint32_t magic;
   nx::TextBatches batches;
 };
+NX_HANDLE_OBJECT(nx_module_s, Module);
+NX_HANDLE_OBJECT(nx_optimizer_s, Optimizer);
+NX_HANDLE_OBJECT(nx_tokenizer_s, Tokenizer);
+NX_HANDLE_OBJECT(nx_text_loader_s, TextLoader);
 
 using namespace nx;
 using namespace nx::capi;
 
 namespace {
 
-constexpr uint32_t kModuleMagic = 0x4e584d44u, kOptMagic = 0x4e584f50u, kTokMagic = 0x4e58544bu, kLoaderMagic = 0x4e58544cu;
-
-nx::nn::Module& module_arg(nx_module m, const char* what = "m") {
-  if (!m || m->magic != kModuleMagic) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", what, " is NULL or not a live module");
-  return *m->module;
-}
-nx::nn::Optimizer& opt_arg(nx_optimizer o) {
-  if (!o || o->magic != kOptMagic) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": opt is NULL or not a live optimizer");
-  return *o->opt;
-}
-const Tokenizer& tok_arg(nx_tokenizer t) {
-  if (!t || t->magic != kTokMagic) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": tok is NULL or not a live tokenizer");
-  return t->tok;
-}
+nx::nn::Module& module_arg(nx_module m, const char* what = "m") { return *handle_object(m, what).module; }
+nx::nn::Optimizer& opt_arg(nx_optimizer o) { return *handle_object(o, "opt").opt; }
+const Tokenizer& tok_arg(nx_tokenizer t) { return handle_object(t, "tok").tok; }
+TextBatches& loader_arg(nx_text_loader l) { return handle_object(l, "loader").batches; }
 
 // Creates a module through make() after the usual argument checks.
 template <class F>
@@ -52,7 +42,7 @@ nx_status create(const char* api, nx_module* out, F make) {
   return guard(api, [&] {
     check_out(out);
     std::shared_ptr<nn::Module> m = make();
-    *out = new nx_module_s{kModuleMagic, std::move(m), {}};
+    *out = make_handle(std::make_unique<nx_module_s>(nx_module_s{std::move(m), {}}));
   });
 }
 
@@ -163,16 +153,14 @@ nx_status nx_sequential_create(nx_module* out, const nx_module* layers, size_t n
     if (n && !layers) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": layers is NULL");
     std::vector<nn::ModulePtr> ls;
     for (size_t i = 0; i < n; ++i) {
-      module_arg(layers[i], "an element of layers");
-      ls.push_back(layers[i]->module);
+      ls.push_back(handle_object(layers[i], "an element of layers").module);
     }
     return std::make_shared<nn::Sequential>(std::move(ls));
   });
 }
 nx_status nx_residual_create(nx_module* out, nx_module inner) {
   return create("nx_residual_create", out, [&] {
-    module_arg(inner, "inner");
-    return std::make_shared<nn::Residual>(inner->module);
+    return std::make_shared<nn::Residual>(handle_object(inner, "inner").module);
   });
 }
 nx_status nx_swiglu_create(nx_module* out, int64_t dim, int64_t hidden, nx_dtype dtype, nx_device device, nx_stream stream) {
@@ -241,9 +229,10 @@ nx_status nx_module_parameter(nx_module m, size_t i, const char** name, nx_tenso
     if (i >= params.size())
       fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": index ", i, " out of range (", params.size(), " parameters)");
     if (name) {
-      m->names.resize(params.size());
-      m->names[i] = params[i].first;
-      *name = m->names[i].c_str();
+      auto& names = handle_object(m, "m").names;
+      names.resize(params.size());
+      names[i] = params[i].first;
+      *name = names[i].c_str();
     }
     *out = wrap(*params[i].second);
   });
@@ -301,11 +290,7 @@ nx_status nx_module_load(nx_module m, const char* path) {
     }
   });
 }
-void nx_module_free(nx_module m) {
-  if (!m || m->magic != kModuleMagic) return;
-  m->magic = kDeadMagic;
-  delete m;
-}
+void nx_module_free(nx_module m) { free_handle(m); }
 
 nx_status nx_gpt_generate(nx_tensor* out, nx_module gpt, const int64_t* prompt, size_t n, int64_t new_tokens,
                           const nx_sample_config* config, nx_stream stream) {
@@ -313,7 +298,7 @@ nx_status nx_gpt_generate(nx_tensor* out, nx_module gpt, const int64_t* prompt, 
   return guard("nx_gpt_generate", [&] {
     check_out(out);
     auto* model = dynamic_cast<nn::GPT*>(&module_arg(gpt, "gpt"));
-    if (!model) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": gpt is a ", gpt->module->kind(), ", not a GPT module");
+    if (!model) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": gpt is a ", module_arg(gpt, "gpt").kind(), ", not a GPT module");
     if (!prompt || !n) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": the prompt is empty");
     if (new_tokens < 0) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": new_tokens must be >= 0");
     const auto& c = config_arg(config, "config");
@@ -337,7 +322,7 @@ nx_status nx_sgd_create(nx_optimizer* out, const nx_tensor* params, size_t n, do
   return guard("nx_sgd_create", [&] {
     check_out(out);
     auto ps = tensors_arg(params, n, "params");
-    *out = new nx_optimizer_s{kOptMagic, std::make_unique<nn::SGD>(ps, lr, momentum, nesterov, weight_decay)};
+    *out = make_handle(std::make_unique<nx_optimizer_s>(nx_optimizer_s{std::make_unique<nn::SGD>(ps, lr, momentum, nesterov, weight_decay)}));
   });
 }
 nx_status nx_adam_create(nx_optimizer* out, const nx_tensor* params, size_t n, double lr, double beta1, double beta2,
@@ -346,13 +331,13 @@ nx_status nx_adam_create(nx_optimizer* out, const nx_tensor* params, size_t n, d
   return guard("nx_adam_create", [&] {
     check_out(out);
     auto ps = tensors_arg(params, n, "params");
-    *out = new nx_optimizer_s{kOptMagic, std::make_unique<nn::Adam>(ps, lr, beta1, beta2, eps, weight_decay, decoupled)};
+    *out = make_handle(std::make_unique<nx_optimizer_s>(nx_optimizer_s{std::make_unique<nn::Adam>(ps, lr, beta1, beta2, eps, weight_decay, decoupled)}));
   });
 }
 nx_status nx_optimizer_step(nx_optimizer opt, nx_stream stream) {
   return guard("nx_optimizer_step", [&] {
     auto& o = opt_arg(opt);
-    if (stream) check_stream(stream, stream->device);
+    if (stream) check_stream(stream, handle_object(stream, "stream").device);
     o.step();
   });
 }
@@ -398,11 +383,7 @@ nx_status nx_optimizer_load(nx_optimizer opt, const char* path) {
     o.steps = steps;
   });
 }
-void nx_optimizer_free(nx_optimizer opt) {
-  if (!opt || opt->magic != kOptMagic) return;
-  opt->magic = kDeadMagic;
-  delete opt;
-}
+void nx_optimizer_free(nx_optimizer opt) { free_handle(opt); }
 nx_status nx_clip_grad_norm(double* total_norm, const nx_tensor* params, size_t n, double max_norm, nx_stream stream) {
   return guard("nx_clip_grad_norm", [&] {
     auto ps = tensors_arg(params, n, "params");
@@ -424,7 +405,7 @@ nx_status nx_tokenizer_bytes_create(nx_tokenizer* out) {
   clear_out(out);
   return guard("nx_tokenizer_bytes_create", [&] {
     check_out(out);
-    *out = new nx_tokenizer_s{kTokMagic, Tokenizer::bytes()};
+    *out = make_handle(std::make_unique<nx_tokenizer_s>(nx_tokenizer_s{Tokenizer::bytes()}));
   });
 }
 nx_status nx_tokenizer_bpe_train(nx_tokenizer* out, const char* text, size_t len, int64_t vocab_size) {
@@ -432,7 +413,7 @@ nx_status nx_tokenizer_bpe_train(nx_tokenizer* out, const char* text, size_t len
   return guard("nx_tokenizer_bpe_train", [&] {
     check_out(out);
     if (!text && len) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": text is NULL");
-    *out = new nx_tokenizer_s{kTokMagic, Tokenizer::train_bpe(std::string(text ? text : "", len), vocab_size)};
+    *out = make_handle(std::make_unique<nx_tokenizer_s>(nx_tokenizer_s{Tokenizer::train_bpe(std::string(text ? text : "", len), vocab_size)}));
   });
 }
 nx_status nx_tokenizer_load(nx_tokenizer* out, const char* path) {
@@ -440,7 +421,7 @@ nx_status nx_tokenizer_load(nx_tokenizer* out, const char* path) {
   return guard("nx_tokenizer_load", [&] {
     check_out(out);
     check_out(path, "path");
-    *out = new nx_tokenizer_s{kTokMagic, Tokenizer::load(path)};
+    *out = make_handle(std::make_unique<nx_tokenizer_s>(nx_tokenizer_s{Tokenizer::load(path)}));
   });
 }
 nx_status nx_tokenizer_save(nx_tokenizer tok, const char* path) {
@@ -475,11 +456,7 @@ nx_status nx_tokenizer_decode(nx_tokenizer tok, const int64_t* ids, size_t n, ch
     if (!s.empty()) std::memcpy(buf, s.data(), s.size());
   });
 }
-void nx_tokenizer_free(nx_tokenizer tok) {
-  if (!tok || tok->magic != kTokMagic) return;
-  tok->magic = kDeadMagic;
-  delete tok;
-}
+void nx_tokenizer_free(nx_tokenizer tok) { free_handle(tok); }
 nx_status nx_text_loader_create(nx_text_loader* out, nx_tensor tokens, int64_t batch, int64_t seq, uint64_t seed) {
   clear_out(out);
   return guard("nx_text_loader_create", [&] {
@@ -488,7 +465,7 @@ nx_status nx_text_loader_create(nx_text_loader* out, nx_tensor tokens, int64_t b
     if (t.dim() != 1) fail(NX_ERR_SHAPE, current_api(), ": tokens must be 1-d, got ", shape_str(t.shape()));
     t = contiguous(t);
     std::vector<int64_t> ids(t.data_as<int64_t>(), t.data_as<int64_t>() + t.numel());
-    *out = new nx_text_loader_s{kLoaderMagic, TextBatches(std::move(ids), batch, seq, seed)};
+    *out = make_handle(std::make_unique<nx_text_loader_s>(nx_text_loader_s{TextBatches(std::move(ids), batch, seq, seed)}));
   });
 }
 nx_status nx_text_loader_next(nx_text_loader loader, nx_tensor* inputs, nx_tensor* targets, nx_device device,
@@ -498,10 +475,9 @@ nx_status nx_text_loader_next(nx_text_loader loader, nx_tensor* inputs, nx_tenso
   return guard("nx_text_loader_next", [&] {
     check_out(inputs, "inputs");
     check_out(targets, "targets");
-    if (!loader || loader->magic != kLoaderMagic) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": loader is not live");
+    auto& b = loader_arg(loader);
     Device d = device_arg(device);
     check_stream(stream, d);
-    auto& b = loader->batches;
     Tensor x = Tensor::empty({b.batch(), b.seq()}, DType::I64, Device{});
     Tensor y = Tensor::empty({b.batch(), b.seq()}, DType::I64, Device{});
     b.next(x.data_as<int64_t>(), y.data_as<int64_t>());
@@ -512,20 +488,14 @@ nx_status nx_text_loader_next(nx_text_loader loader, nx_tensor* inputs, nx_tenso
 nx_status nx_text_loader_batches_per_epoch(nx_text_loader loader, int64_t* out) {
   return guard("nx_text_loader_batches_per_epoch", [&] {
     check_out(out);
-    if (!loader || loader->magic != kLoaderMagic) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": loader is not live");
-    *out = loader->batches.batches_per_epoch();
+    *out = loader_arg(loader).batches_per_epoch();
   });
 }
 nx_status nx_text_loader_shard(nx_text_loader loader, int32_t rank, int32_t world) {
   return guard("nx_text_loader_shard", [&] {
-    if (!loader || loader->magic != kLoaderMagic) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": loader is not live");
-    loader->batches.shard(rank, world);
+    loader_arg(loader).shard(rank, world);
   });
 }
-void nx_text_loader_free(nx_text_loader loader) {
-  if (!loader || loader->magic != kLoaderMagic) return;
-  loader->magic = kDeadMagic;
-  delete loader;
-}
+void nx_text_loader_free(nx_text_loader loader) { free_handle(loader); }
 
 }  // extern "C"

@@ -101,6 +101,10 @@ void nx_manual_seed(uint64_t seed) { manual_seed(seed); }
 void nx_set_deterministic(bool enabled) { set_deterministic(enabled); }
 bool nx_deterministic_enabled(void) { return deterministic(); }
 int64_t nx_live_tensor_count(void) { return live_tensors(); }
+int64_t nx_live_handle_count(nx_handle_type type) {
+  const int t = enum_value(type);
+  return t >= NX_HANDLE_TENSOR && t <= NX_HANDLE_DDP ? handle_count(HandleKind(t)) : -1;
+}
 
 // ---------------------------------------------------------------- streams
 nx_status nx_stream_create(nx_stream* out, nx_device device) {
@@ -109,7 +113,7 @@ nx_status nx_stream_create(nx_stream* out, nx_device device) {
     check_out(out);
     Device d = device_arg(device);
     void* native = d.is_cpu() ? nullptr : cuda::stream_create(d.index);
-    *out = new nx_stream_s{kStreamMagic, d, native};
+    *out = make_handle(std::make_unique<nx_stream_s>(nx_stream_s{d, native}));
   });
 }
 nx_status nx_stream_synchronize(nx_stream stream) {
@@ -118,23 +122,22 @@ nx_status nx_stream_synchronize(nx_stream stream) {
       for (int i = 0; i < cuda::device_count(); ++i) cuda::stream_synchronize(i, nullptr);
       return;
     }
-    check_stream(stream, stream->magic == kStreamMagic ? stream->device : Device{});
-    if (!stream->device.is_cpu()) cuda::stream_synchronize(stream->device.index, stream->native);
+    const nx_stream_s& s = handle_object(stream, "stream");
+    if (!s.device.is_cpu()) cuda::stream_synchronize(s.device.index, s.native);
   });
 }
 nx_status nx_stream_device(nx_stream stream, nx_device* out) {
   return guard("nx_stream_device", [&] {
     check_out(out);
     if (!stream) { *out = nx_device{NX_CPU, 0}; return; }
-    check_stream(stream, stream->magic == kStreamMagic ? stream->device : Device{});
-    *out = stream->device.to_c();
+    *out = handle_object(stream, "stream").device.to_c();
   });
 }
 void nx_stream_free(nx_stream stream) {
-  if (!stream || stream->magic != kStreamMagic) return;
-  stream->magic = kDeadMagic;
-  if (!stream->device.is_cpu()) cuda::stream_destroy(stream->device.index, stream->native);
-  delete stream;
+  auto* s = static_cast<nx_stream_s*>(handle_remove(uint64_t(reinterpret_cast<uintptr_t>(stream)), HandleKind::Stream));
+  if (!s) return;  // NULL, freed or foreign: nothing to do
+  if (!s->device.is_cpu()) cuda::stream_destroy(s->device.index, s->native);
+  delete s;
 }
 
 // ---------------------------------------------------------------- creation

@@ -118,7 +118,7 @@ static void test_collectives_reject_null_and_foreign_handles(void** state) {
   nx_device d;
   size_t n;
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_comm_all_reduce(t, NULL, NX_REDUCE_SUM, NULL), "nx_comm_all_reduce",
-             "comm is NULL or not a live communicator");
+             "comm is NULL");
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_comm_broadcast(t, NULL, 0, NULL), "nx_comm_broadcast", "comm is NULL");
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_comm_reduce_scatter(&out, t, NULL, NX_REDUCE_SUM, NULL),
              "nx_comm_reduce_scatter", "comm is NULL");
@@ -181,7 +181,7 @@ static void test_sharded_loader_matches_one_big_batch(void** state) {
   }
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_text_loader_shard(part[0], 3, 3), "nx_text_loader_shard", "rank 3 and world size 3");
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_text_loader_shard(part[0], 0, 0), "world size 0");
-  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_text_loader_shard(NULL, 0, 1), "loader is not live");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_text_loader_shard(NULL, 0, 1), "loader is NULL");
   for (int r = 0; r < W; ++r) nx_text_loader_free(part[r]);
   nx_text_loader_free(whole);
   nx_tensor_free(tokens);
