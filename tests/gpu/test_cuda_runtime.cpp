@@ -100,6 +100,36 @@ TEST(CudaRuntime, StreamsAndEventsOrderWork) {
   nx_event_free(ev); nx_stream_free(s1); nx_stream_free(s2);
 }
 
+// The handle table for the GPU-only handles (tests/capi/test_handles.c covers the others): a
+// freed or stale event or CUDA stream is refused and never reaches a newer one.
+TEST(CudaRuntime, FreedAndStaleEventAndStreamHandlesAreRefused) {
+  REQUIRE_GPU();
+  const int64_t events0 = nx_live_handle_count(NX_HANDLE_EVENT);
+  nx_event old_event;
+  nx_stream old_stream;
+  OK(nx_event_create(&old_event, kGpu));
+  OK(nx_stream_create(&old_stream, kGpu));
+  nx_event_free(old_event);
+  nx_stream_free(old_stream);
+  EXPECT_EQ(nx_live_handle_count(NX_HANDLE_EVENT), events0);
+  nx_event fresh_event;
+  nx_stream fresh_stream;
+  OK(nx_event_create(&fresh_event, kGpu));
+  OK(nx_stream_create(&fresh_stream, kGpu));
+  EXPECT_NE(fresh_event, old_event);
+  EXPECT_EQ(nx_event_synchronize(old_event), NX_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::strstr(nx_last_error_message(), "event is not a live event handle"), nullptr) << nx_last_error_message();
+  EXPECT_EQ(nx_stream_synchronize(old_stream), NX_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(nx_event_record(fresh_event, old_stream), NX_ERR_INVALID_ARGUMENT);
+  nx_event_free(old_event);  // a second free of the old handles leaves the new ones alone
+  nx_stream_free(old_stream);
+  OK(nx_event_record(fresh_event, fresh_stream));
+  OK(nx_event_synchronize(fresh_event));
+  nx_event_free(fresh_event);
+  nx_stream_free(fresh_stream);
+  EXPECT_EQ(nx_live_handle_count(NX_HANDLE_EVENT), events0);
+}
+
 TEST(CudaRuntime, CachingAllocatorReusesMemory) {
   REQUIRE_GPU();
   OK(nx_cuda_empty_cache(0));
