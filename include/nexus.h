@@ -80,7 +80,8 @@ typedef struct {
   int32_t index;
 } nx_device;
 
-typedef enum { NX_F32, NX_F64, NX_F16, NX_BF16, NX_I32, NX_I64, NX_BOOL } nx_dtype;
+/* Values are part of the ABI (saved in files, passed by bindings): never renumbered. */
+typedef enum { NX_F32 = 0, NX_F64 = 1, NX_F16 = 2, NX_BF16 = 3, NX_I32 = 4, NX_I64 = 5, NX_BOOL = 6 } nx_dtype;
 
 /* Size in bytes of one element of dtype (0 for an invalid dtype). */
 NX_API size_t nx_dtype_size(nx_dtype dtype);
@@ -436,7 +437,9 @@ NX_API nx_status nx_adam_step_multi(const nx_tensor* params, size_t n,
 /* Marks a floating-point tensor as a leaf whose gradient backward accumulates. */
 NX_API nx_status nx_tensor_set_requires_grad(nx_tensor t, bool requires_grad);
 NX_API nx_status nx_tensor_requires_grad(nx_tensor t, bool* out);
-/* True when t was produced by an op recorded in the graph (it has a grad_fn). */
+/* True when t is a leaf: it was not produced by an op recorded in the graph (it has no grad_fn),
+ * like PyTorch's is_leaf. Tensors made by creation functions, detach() and ops run without grad
+ * are leaves; the output of a recorded op is not. */
 NX_API nx_status nx_tensor_is_leaf(nx_tensor t, bool* out);
 /* Backpropagates from root into the .grad of every leaf that requires grad. grad NULL means
  * ones (root must then have one element). Frees the graph's saved tensors as it goes. */
