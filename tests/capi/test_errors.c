@@ -1,6 +1,11 @@
-/* The C contract of nexus.h, part 3: error paths. Each failing call must return its documented
- * status, leave a thread-local message naming the function and the values involved, and set
- * *out to NULL (checked by pre-setting *out to a non-NULL sentinel). Nothing may crash. */
+/* The C contract of nexus.h, part 3: error paths common to every function. Each failing call
+ * must return its documented status, leave a thread-local message naming the function and the
+ * values involved, and set *out (and every out array entry) to NULL (checked by pre-setting them
+ * to a non-NULL sentinel). Nothing may crash. Covered here: NULL and freed handles, NULL out
+ * pointers and arrays, invalid dtype/device values and shapes at creation, sizes that overflow,
+ * the tensor API's own checks, graphs, checkpoints and the thread-local message. Each op's own
+ * failures (shapes, axes, dtypes, index ranges, attribute values, device mismatches) are error
+ * variants of its case in tests/harness/op_cases.py (the op harness's errors mode). */
 #include <pthread.h>
 
 #include "nx_test.h"
@@ -143,171 +148,41 @@ static void test_freed_handles(void** state) {
   nx_tensor_free(b);
 }
 
-/* ---------------------------------------------------------------- shapes */
-static void test_shape_mismatches(void** state) {
+/* ---------------------------------------------------------------- out arrays */
+/* A failing call with several outputs sets every one of them to NULL (the op's own error is the
+ * harness's; here it is only the vehicle). */
+static void test_out_arrays_nulled_on_failure(void** state) {
   (void)state;
-  const int64_t s23[2] = {2, 3}, s4[1] = {4}, s24[2] = {2, 4}, s33[2] = {3, 3}, s3[1] = {3}, s22[2] = {2, 2};
-  nx_tensor a23 = filled(s23, 2, NX_F32, 1), b4 = filled(s4, 1, NX_F32, 1), m24 = filled(s24, 2, NX_F32, 1),
-            m33 = filled(s33, 2, NX_F32, 1), v3 = filled(s3, 1, NX_F32, 1), m22 = filled(s22, 2, NX_F32, 1), out;
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_add(&out, a23, b4, NULL), "nx_add", "[2,3]", "[4]");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_mul(&out, m24, m33, NULL), "nx_mul", "[2,4]", "[3,3]");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_lt(&out, a23, b4, NULL), "nx_lt", "[2,3]", "[4]");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_matmul(&out, m24, m33, NULL), "nx_matmul", "inner dimensions differ", "[2,4]",
-                 "[3,3]");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_matmul(&out, b4, v3, NULL), "nx_matmul", "inner dimensions differ");
-  nx_tensor scalar = filled(NULL, 0, NX_F32, 2);
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_matmul(&out, scalar, v3, NULL), "nx_matmul", "[]");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_linear(&out, a23, m24, NULL, NULL), "nx_linear", "[2,3]", "[2,4]");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_linear(&out, m24, m24, b4, NULL), "nx_linear", "bias", "[4]");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_mse_loss(&out, a23, m24, NX_REDUCTION_MEAN, NULL), "nx_mse_loss", "[2,3]",
-                 "[2,4]");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_bce_with_logits(&out, a23, m22, NX_REDUCTION_SUM, NULL), "nx_bce_with_logits",
-                 "[2,3]", "[2,2]");
-  const int64_t tg[3] = {0, 1, 0}, s3i[1] = {3};
-  nx_tensor t3 = make_tensor(tg, s3i, 1, NX_I64);
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_cross_entropy(&out, a23, t3, -100, 0, NX_REDUCTION_MEAN, NULL),
-                 "nx_cross_entropy", "[2,3]", "[3]");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_cross_entropy(&out, v3, t3, -100, 0, NX_REDUCTION_MEAN, NULL),
-                 "nx_cross_entropy", "[3]");
-  /* reshape / view / expand */
-  const int64_t r4[1] = {4}, rm1[2] = {-1, -1}, rneg[2] = {-2, -3}, r5m1[2] = {5, -1};
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_reshape(&out, a23, r4, 1, NULL), "nx_reshape", "[2,3]", "[4]");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_reshape(&out, a23, rm1, 2, NULL), "nx_reshape", "-1");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_reshape(&out, a23, rneg, 2, NULL), "nx_reshape", "-2");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_view(&out, a23, r5m1, 2, NULL), "nx_view", "[2,3]");
-  const int64_t e2[1] = {2}, e34[2] = {3, 4};
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_expand(&out, v3, e2, 1, NULL), "nx_expand", "[3]", "[2]");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_expand(&out, a23, s3, 1, NULL), "nx_expand", "[2,3]");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_expand(&out, v3, e34, 2, NULL), "nx_expand", "[3]", "[3,4]");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_squeeze(&out, a23, 1, NULL), "nx_squeeze", "size 3");
-  /* cat / stack / split */
-  nx_tensor xs[2] = {a23, m24};
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_cat(&out, xs, 2, 0, NULL), "nx_cat", "[2,4]", "[2,3]");
-  NX_OK_(nx_cat(&out, xs, 2, 1, NULL)); /* along axis 1 they fit */
-  assert_shape(out, 2, 7);
-  nx_tensor_free(out);
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_stack(&out, xs, 2, 0, NULL), "nx_stack", "[2,4]", "[2,3]");
-  nx_tensor ss[2] = {scalar, scalar};
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_cat(&out, ss, 2, 0, NULL), "nx_cat", "scalar");
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_cat(&out, xs, 0, 0, NULL), "nx_cat", "at least one");
-  const int64_t sizes[2] = {1, 1}, negsizes[2] = {4, -1};
+  const int64_t s23[2] = {2, 3}, s32[2] = {3, 2}, s3[1] = {3};
+  nx_tensor a23 = filled(s23, 2, NX_F32, 1), x32 = filled(s32, 2, NX_F32, 1), w3 = filled(s3, 1, NX_F32, 1), out, sum;
+  const int64_t sizes[2] = {1, 1};
   nx_tensor parts[2] = {SENTINEL, SENTINEL};
   EXPECT_ERR(NX_ERR_SHAPE, nx_split(parts, a23, sizes, 2, 1, NULL), "nx_split", "2", "3");
   assert_null(parts[0]);
   assert_null(parts[1]);
-  parts[0] = parts[1] = SENTINEL;
-  EXPECT_ERR(NX_ERR_SHAPE, nx_split(parts, a23, negsizes, 2, 1, NULL), "nx_split", "-1");
-  assert_null(parts[0]);
-  assert_null(parts[1]);
-  /* where, copy_, in-place broadcasting, gather/index ranks, item */
-  const int64_t s2[1] = {2};
-  nx_tensor c2 = NULL;
-  NX_OK_(nx_tensor_zeros(&c2, s2, 1, NX_BOOL, CPU, NULL));
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_where(&out, c2, a23, v3, NULL), "nx_where", "[2]", "[2,3]");
-  EXPECT_ERR(NX_ERR_SHAPE, nx_copy_(v3, a23, NULL), "nx_copy_", "[2,3]", "[3]");
-  EXPECT_ERR(NX_ERR_SHAPE, nx_add_(v3, a23, NULL), "nx_add_", "[2,3]", "[3]");
-  EXPECT_ERR(NX_ERR_SHAPE, nx_mul_(a23, b4, NULL), "nx_mul_", "[4]", "[2,3]");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_index_select(&out, a23, 0, m22, NULL), "nx_index_select", "1-d");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_gather(&out, a23, 0, t3, NULL), "nx_gather", "rank");
-  double v;
-  EXPECT_ERR(NX_ERR_SHAPE, nx_tensor_item(a23, &v, NULL), "nx_tensor_item", "[2,3]");
-  /* reductions over an empty axis that need an element */
-  const int64_t s03[2] = {0, 3}, ax0[1] = {0};
-  nx_tensor empty = filled(s03, 2, NX_F32, 0);
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_max(&out, empty, ax0, 1, false, NULL), "nx_max", "empty");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_argmax(&out, empty, 0, false, NULL), "nx_argmax", "empty");
+  sum = SENTINEL;
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_add_rms_norm(&out, &sum, a23, x32, w3, 1e-5, NULL), "nx_add_rms_norm", "residual");
+  assert_null(sum);
   nx_tensor_free(a23);
-  nx_tensor_free(b4);
-  nx_tensor_free(m24);
-  nx_tensor_free(m33);
-  nx_tensor_free(v3);
-  nx_tensor_free(m22);
-  nx_tensor_free(scalar);
-  nx_tensor_free(t3);
-  nx_tensor_free(c2);
-  nx_tensor_free(empty);
-}
-
-static void test_bad_axes(void** state) {
-  (void)state;
-  const int64_t s23[2] = {2, 3};
-  nx_tensor a = filled(s23, 2, NX_F32, 1), out;
-  const int64_t ax2[1] = {2}, axm3[1] = {-3}, dup[2] = {0, -2};
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_sum(&out, a, ax2, 1, false, NULL), "nx_sum", "axis 2", "rank 2");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_mean(&out, a, axm3, 1, true, NULL), "nx_mean", "-3", "rank 2");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_max(&out, a, ax2, 1, false, NULL), "nx_max", "2");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_var(&out, a, ax2, 1, 1, false, NULL), "nx_var", "2");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_sum(&out, a, dup, 2, false, NULL), "nx_sum", "twice");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_argmax(&out, a, 5, false, NULL), "nx_argmax", "5");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_transpose(&out, a, 0, -3, NULL), "nx_transpose", "-3");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_softmax(&out, a, 2, NULL), "nx_softmax", "2", "rank 2");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_log_softmax(&out, a, -3, NULL), "nx_log_softmax", "-3");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_slice(&out, a, 2, 0, 1, 1, NULL), "nx_slice", "2");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_squeeze(&out, a, 4, NULL), "nx_squeeze", "4");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_unsqueeze(&out, a, 3, NULL), "nx_unsqueeze", "3");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_unsqueeze(&out, a, -4, NULL), "nx_unsqueeze", "-4");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_flatten(&out, a, 1, 0, NULL), "nx_flatten", "1", "0");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_flatten(&out, a, 0, 2, NULL), "nx_flatten", "2");
-  const int64_t p3[3] = {0, 1, 2}, prep[2] = {1, 1}, pbad[2] = {0, 2};
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_permute(&out, a, p3, 3, NULL), "nx_permute", "3", "rank 2");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_permute(&out, a, prep, 2, NULL), "nx_permute", "repeats");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_permute(&out, a, pbad, 2, NULL), "nx_permute", "2");
-  nx_tensor xs[2] = {a, a};
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_cat(&out, xs, 2, 2, NULL), "nx_cat", "2");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_stack(&out, xs, 2, 3, NULL), "nx_stack", "3");
-  const int64_t idx[1] = {0}, s1[1] = {1};
-  nx_tensor ti = make_tensor(idx, s1, 1, NX_I64);
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_index_select(&out, a, 2, ti, NULL), "nx_index_select", "2");
-  nx_tensor parts[2] = {SENTINEL, SENTINEL};
-  const int64_t sizes[2] = {1, 1};
-  EXPECT_ERR(NX_ERR_SHAPE, nx_split(parts, a, sizes, 2, -3, NULL), "nx_split", "-3");
-  assert_null(parts[0]);
-  /* slice with a non-positive step is a bad value */
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_slice(&out, a, 1, 0, 3, 0, NULL), "nx_slice", "step", "0");
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_slice(&out, a, 1, 3, 0, -1, NULL), "nx_slice", "-1");
-  nx_tensor_free(a);
-  nx_tensor_free(ti);
+  nx_tensor_free(x32);
+  nx_tensor_free(w3);
 }
 
 /* ---------------------------------------------------------------- dtypes */
-static void test_dtype_mismatches(void** state) {
+static void test_creation_dtypes(void** state) {
   (void)state;
-  const int64_t s22[2] = {2, 2}, s2[1] = {2};
-  nx_tensor f = filled(s22, 2, NX_F32, 1), d = filled(s22, 2, NX_F64, 1), i = filled(s22, 2, NX_I32, 1),
-            fi = filled(s2, 1, NX_F32, 0), out;
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_matmul(&out, f, d, NULL), "nx_matmul", "f32", "f64");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_matmul(&out, i, i, NULL), "nx_matmul", "i32");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_linear(&out, f, d, NULL, NULL), "nx_linear", "f64");
-  nx_tensor xs[2] = {f, d};
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_cat(&out, xs, 2, 0, NULL), "nx_cat", "f64", "f32");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_stack(&out, xs, 2, 0, NULL), "nx_stack", "f64");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_where(&out, f, f, f, NULL), "nx_where", "bool", "f32");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_index_select(&out, f, 0, fi, NULL), "nx_index_select", "integer", "f32");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_gather(&out, f, 0, f, NULL), "nx_gather", "f32");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_embedding(&out, f, f, NULL), "nx_embedding", "f32");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_one_hot(&out, f, 3, NX_F32, NULL), "nx_one_hot", "f32");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_softmax(&out, i, 0, NULL), "nx_softmax", "i32");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_var(&out, i, NULL, 0, 1, false, NULL), "nx_var", "i32");
+  const int64_t s2[1] = {2};
+  nx_tensor out;
+  /* random numbers are floating */
   EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_tensor_rand(&out, s2, 1, NX_I32, CPU, NULL), "nx_tensor_rand", "i32");
   EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_tensor_randn(&out, s2, 1, NX_BOOL, CPU, NULL), "nx_tensor_randn", "bool");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_cross_entropy(&out, f, fi, -100, 0, NX_REDUCTION_MEAN, NULL),
-                 "nx_cross_entropy", "target", "f32");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_cross_entropy(&out, i, fi, -100, 0, NX_REDUCTION_MEAN, NULL),
-                 "nx_cross_entropy", "i32");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_mse_loss(&out, i, i, NX_REDUCTION_MEAN, NULL), "nx_mse_loss", "i32");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_bce_with_logits(&out, i, i, NX_REDUCTION_MEAN, NULL), "nx_bce_with_logits",
-                 "i32");
-  nx_tensor_free(f);
-  nx_tensor_free(d);
-  nx_tensor_free(i);
-  nx_tensor_free(fi);
 }
 
 static void test_invalid_dtype_and_device_values(void** state) {
   (void)state;
   const int64_t s2[1] = {2};
   const float data[2] = {1, 2};
-  nx_tensor out, x = filled(s2, 1, NX_F32, 1);
+  nx_tensor out;
   const nx_dtype bad_dtypes[3] = {(nx_dtype)7, (nx_dtype)-1, (nx_dtype)99};
   for (int k = 0; k < 3; ++k) {
     char val[16];
@@ -320,11 +195,7 @@ static void test_invalid_dtype_and_device_values(void** state) {
                    "nx_tensor_from_data", val);
     EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_tensor_arange(&out, 0, 3, 1, bad_dtypes[k], CPU, NULL), "nx_tensor_arange",
                    val);
-    EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_cast(&out, x, bad_dtypes[k], NULL), "nx_cast", val);
   }
-  const int64_t idx[2] = {0, 1};
-  nx_tensor ti = make_tensor(idx, s2, 1, NX_I64);
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_one_hot(&out, ti, 3, (nx_dtype)7, NULL), "nx_one_hot", "7");
   /* devices */
   const nx_device bad_type0 = {(nx_device_type)0, 0}, bad_type3 = {(nx_device_type)3, 0};
   const nx_device bad_type99 = {(nx_device_type)99, 0}, bad_type_neg = {(nx_device_type)-5, 0};
@@ -353,8 +224,6 @@ static void test_invalid_dtype_and_device_values(void** state) {
                    "cuda");
     EXPECT_ERR_OUT(NX_ERR_DEVICE, s, nx_stream_create(&s, cuda0), "nx_stream_create", "cuda");
   }
-  nx_tensor_free(x);
-  nx_tensor_free(ti);
 }
 
 static void test_negative_dimensions(void** state) {
@@ -370,11 +239,6 @@ static void test_negative_dimensions(void** state) {
   EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_tensor_randn(&out, bad, 2, NX_F32, CPU, NULL), "nx_tensor_randn", "[2,-1]");
   EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_tensor_from_data(&out, data, bad, 2, NX_F32, CPU, NULL), "nx_tensor_from_data",
                  "[2,-1]");
-  const int64_t s2[1] = {2};
-  nx_tensor x = make_tensor(data, s2, 1, NX_F32);
-  const int64_t e[2] = {-2, 2};
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_expand(&out, x, e, 2, NULL), "nx_expand", "-2");
-  nx_tensor_free(x);
 }
 
 /* Shapes whose element count or byte count does not fit: an error, never a wrapped-around
@@ -422,7 +286,7 @@ static void test_huge_shapes(void** state) {
 /* ---------------------------------------------------------------- values */
 static void test_bad_values(void** state) {
   (void)state;
-  const int64_t s23[2] = {2, 3}, s2[1] = {2};
+  const int64_t s23[2] = {2, 3};
   nx_tensor x = filled(s23, 2, NX_F32, 1), out;
   /* copy_to_host with a wrong byte count */
   float buf[8];
@@ -437,11 +301,9 @@ static void test_bad_values(void** state) {
   EXPECT_ERR(NX_ERR_SHAPE, nx_tensor_shape(x3, dims, 2), "nx_tensor_shape", "capacity 2", "3");
   EXPECT_ERR(NX_ERR_SHAPE, nx_tensor_strides(x3, dims, 1), "nx_tensor_strides", "capacity 1", "3");
   EXPECT_ERR(NX_ERR_SHAPE, nx_tensor_shape(x3, dims, 0), "nx_tensor_shape", "capacity 0");
-  /* clamp with lo > hi */
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_clamp(&out, x, 2, 1, NULL), "nx_clamp", "lo", "hi", "2", "1");
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_clamp(&out, x, 0.5, -0.5, NULL), "nx_clamp", "0.5", "-0.5");
-  NX_OK_(nx_clamp(&out, x, 1, 1, NULL)); /* lo == hi is fine */
-  nx_tensor_free(out);
+  /* item of more than one element */
+  double v;
+  EXPECT_ERR(NX_ERR_SHAPE, nx_tensor_item(x, &v, NULL), "nx_tensor_item", "[2,3]");
   /* arange */
   EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_tensor_arange(&out, 0, 5, 0, NX_F32, CPU, NULL), "nx_tensor_arange",
                  "step");
@@ -449,148 +311,38 @@ static void test_bad_values(void** state) {
                  "nx_tensor_arange", "inf");
   EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_tensor_arange(&out, NAN, 1, 1, NX_F32, CPU, NULL),
                  "nx_tensor_arange", "nan");
-  /* variance correction, label smoothing, one_hot classes */
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_var(&out, x, NULL, 0, -1, false, NULL), "nx_var", "-1");
-  const int64_t tg[2] = {0, 2};
-  nx_tensor t = make_tensor(tg, s2, 1, NX_I64);
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_cross_entropy(&out, x, t, -100, 1.5, NX_REDUCTION_MEAN, NULL),
-                 "nx_cross_entropy", "label_smoothing", "1.5");
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_cross_entropy(&out, x, t, -100, -0.1, NX_REDUCTION_MEAN, NULL),
-                 "nx_cross_entropy", "-0.1");
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_one_hot(&out, t, 0, NX_F32, NULL), "nx_one_hot", "num_classes", "0");
   nx_tensor_free(x);
   nx_tensor_free(x3);
-  nx_tensor_free(t);
 }
 
-/* The fused ops of the "fused kernels" section: NULL handles, shapes, dtypes, targets, counts. */
-static void test_fused_errors(void** state) {
+/* NULL handles, out pointers and arrays (and array entries) of the fused ops, which have optional
+ * tensors (NULL allowed) beside required ones, and two outputs or four arrays. */
+static void test_fused_null_arguments(void** state) {
   (void)state;
-  const int64_t s23[2] = {2, 3}, s3[1] = {3}, s4[1] = {4}, s2[1] = {2}, s32[2] = {3, 2};
-  nx_tensor x = filled(s23, 2, NX_F32, 1), w3 = filled(s3, 1, NX_F32, 1), w4 = filled(s4, 1, NX_F32, 1),
-            x64 = filled(s23, 2, NX_F64, 1), xi = filled(s23, 2, NX_I64, 1), x32 = filled(s32, 2, NX_F32, 1), out, sum;
+  const int64_t s23[2] = {2, 3}, s3[1] = {3};
+  nx_tensor x = filled(s23, 2, NX_F32, 1), w3 = filled(s3, 1, NX_F32, 1), out, sum;
   EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_rms_norm(&out, NULL, w3, 1e-5, NULL), "nx_rms_norm", "x is NULL");
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_rms_norm(NULL, x, w3, 1e-5, NULL), "nx_rms_norm", "out is NULL");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_rms_norm(&out, x, w4, 1e-5, NULL), "nx_rms_norm", "weight", "[3]", "[4]");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_rms_norm(&out, xi, NULL, 1e-5, NULL), "nx_rms_norm", "i64");
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_rms_norm(&out, x, NULL, -1.0, NULL), "nx_rms_norm", "eps", "-1");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_layer_norm(&out, x, w3, w4, 1e-5, NULL), "nx_layer_norm", "bias", "[4]");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_layer_norm(&out, x, xi, NULL, 1e-5, NULL), "nx_layer_norm", "weight");
   sum = SENTINEL;
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_add_rms_norm(&out, &sum, x, x32, w3, 1e-5, NULL), "nx_add_rms_norm", "residual",
-                 "[3,2]", "[2,3]");
-  assert_null(sum);
   EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_add_layer_norm(&out, &sum, x, NULL, w3, w3, 1e-5, NULL),
                  "nx_add_layer_norm", "residual is NULL");
+  assert_null(sum);
   EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_add_rms_norm(&out, NULL, x, x, w3, 1e-5, NULL), "nx_add_rms_norm",
                  "sum_out is NULL");
-  /* cross-entropy: shapes, dtypes, out-of-range targets (CPU), reduction */
-  const int64_t tv[2] = {0, 3}, ok[2] = {0, 2};
-  nx_tensor t_hi = make_tensor(tv, s2, 1, NX_I64), t_ok = make_tensor(ok, s2, 1, NX_I64), t3 = filled(s3, 1, NX_I64, 0);
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_softmax_cross_entropy(&out, x, t_hi, -100, NX_REDUCTION_MEAN, NULL),
-                 "nx_softmax_cross_entropy", "target 3", "row 1", "[0, 3)");
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_softmax_cross_entropy(&out, x, t3, -100, NX_REDUCTION_MEAN, NULL),
-                 "nx_softmax_cross_entropy", "[2,3]", "[3]");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_softmax_cross_entropy(&out, x, x, -100, NX_REDUCTION_MEAN, NULL),
-                 "nx_softmax_cross_entropy", "target", "f32");
-  EXPECT_ERR_OUT(NX_ERR_DTYPE, out, nx_softmax_cross_entropy(&out, xi, t_ok, -100, NX_REDUCTION_MEAN, NULL),
-                 "nx_softmax_cross_entropy", "logits");
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_softmax_cross_entropy(&out, x, t_ok, -100, (nx_reduction)7, NULL),
-                 "nx_softmax_cross_entropy", "7");
   EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_softmax_cross_entropy(&out, x, NULL, -100, NX_REDUCTION_MEAN, NULL),
                  "nx_softmax_cross_entropy", "NULL");
-  NX_OK_(nx_softmax_cross_entropy(&out, x, t_hi, 3, NX_REDUCTION_SUM, NULL)); /* 3 is ignored: fine */
-  assert_true(fabs(scalar_of(out) - log(3.0)) < 1e-6);
-  nx_tensor_free(out);
-  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_swiglu(&out, x, x32, NULL), "nx_swiglu", "[2,3]", "[3,2]");
-  /* multi-tensor Adam: counts, NULL arrays and elements, dtypes, shapes, step, hyperparameters */
-  nx_tensor p[1] = {x}, g64[1] = {x64}, g32[1] = {x32}, nul[1] = {NULL}, m[1] = {NULL}, v[1] = {NULL};
+  /* multi-tensor Adam: a NULL array with a non-zero count, a NULL entry */
+  nx_tensor p[1] = {x}, nul[1] = {NULL}, m[1] = {NULL}, v[1] = {NULL};
   NX_OK_(nx_tensor_zeros(&m[0], s23, 2, NX_F32, CPU, NULL));
   NX_OK_(nx_tensor_zeros(&v[0], s23, 2, NX_F32, CPU, NULL));
-  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_adam_step_multi(p, 1, p, 2, m, 1, v, 1, 1, 1e-3, 0.9, 0.999, 1e-8, 0, true, NULL),
-             "nx_adam_step_multi", "grads 2");
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_adam_step_multi(NULL, 1, p, 1, m, 1, v, 1, 1, 1e-3, 0.9, 0.999, 1e-8, 0, true, NULL),
              "nx_adam_step_multi", "NULL");
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_adam_step_multi(p, 1, nul, 1, m, 1, v, 1, 1, 1e-3, 0.9, 0.999, 1e-8, 0, true, NULL),
              "nx_adam_step_multi", "NULL");
-  EXPECT_ERR(NX_ERR_DTYPE, nx_adam_step_multi(p, 1, g64, 1, m, 1, v, 1, 1, 1e-3, 0.9, 0.999, 1e-8, 0, true, NULL),
-             "nx_adam_step_multi", "grad 0", "f64");
-  EXPECT_ERR(NX_ERR_SHAPE, nx_adam_step_multi(p, 1, g32, 1, m, 1, v, 1, 1, 1e-3, 0.9, 0.999, 1e-8, 0, true, NULL),
-             "nx_adam_step_multi", "[3,2]", "[2,3]");
-  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_adam_step_multi(p, 1, p, 1, m, 1, v, 1, 0, 1e-3, 0.9, 0.999, 1e-8, 0, true, NULL),
-             "nx_adam_step_multi", "step", "0");
-  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_adam_step_multi(p, 1, p, 1, m, 1, v, 1, 1, 1e-3, 1.5, 0.999, 1e-8, 0, true, NULL),
-             "nx_adam_step_multi", "betas", "1.5");
-  NX_OK_(nx_adam_step_multi(p, 1, p, 1, m, 1, v, 1, 1, 1e-3, 0.9, 0.999, 1e-8, 0, true, NULL));
-  nx_tensor_free(x); nx_tensor_free(w3); nx_tensor_free(w4); nx_tensor_free(x64); nx_tensor_free(xi);
-  nx_tensor_free(x32); nx_tensor_free(t_hi); nx_tensor_free(t_ok); nx_tensor_free(t3); nx_tensor_free(m[0]);
+  nx_tensor_free(x);
+  nx_tensor_free(w3);
+  nx_tensor_free(m[0]);
   nx_tensor_free(v[0]);
-}
-
-static void test_out_of_range_indices(void** state) {
-  (void)state;
-  const int64_t s45[2] = {4, 5}, s3[1] = {3}, s2[1] = {2}, s22[2] = {2, 2};
-  nx_tensor x = filled(s45, 2, NX_F32, 1), out;
-  const int64_t i_hi[3] = {0, 4, 1}, i_neg[3] = {0, -1, 1};
-  const int32_t i32_hi[3] = {5, 0, 0};
-  nx_tensor thi = make_tensor(i_hi, s3, 1, NX_I64), tneg = make_tensor(i_neg, s3, 1, NX_I64),
-            t32 = make_tensor(i32_hi, s3, 1, NX_I32);
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_index_select(&out, x, 0, thi, NULL), "nx_index_select", "index 4",
-                 "size 4");
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_index_select(&out, x, 1, tneg, NULL), "nx_index_select", "-1",
-                 "size 5");
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_index_select(&out, x, 1, t32, NULL), "nx_index_select", "index 5",
-                 "size 5");
-  NX_OK_(nx_index_select(&out, x, 1, thi, NULL)); /* 4 is fine along the axis of size 5 */
-  nx_tensor_free(out);
-  const int64_t g[4] = {0, 1, 5, 2};
-  nx_tensor tg = make_tensor(g, s22, 2, NX_I64);
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_gather(&out, x, 1, tg, NULL), "nx_gather", "5", "size 5");
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_embedding(&out, x, thi, NULL), "nx_embedding", "4", "size 4");
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_embedding(&out, x, tneg, NULL), "nx_embedding", "-1");
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_one_hot(&out, thi, 4, NX_F32, NULL), "nx_one_hot", "4");
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_one_hot(&out, tneg, 4, NX_F32, NULL), "nx_one_hot", "-1");
-  /* class targets out of range (and not the ignore index) */
-  const int64_t tgt[2] = {1, 7};
-  nx_tensor tt = make_tensor(tgt, s2, 1, NX_I64), logits = NULL;
-  const int64_t s25[2] = {2, 5};
-  NX_OK_(nx_tensor_zeros(&logits, s25, 2, NX_F32, CPU, NULL));
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_cross_entropy(&out, logits, tt, -100, 0, NX_REDUCTION_MEAN, NULL),
-                 "nx_cross_entropy", "7", "5");
-  EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_nll_loss(&out, logits, tt, -100, NX_REDUCTION_SUM, NULL),
-                 "nx_nll_loss", "7");
-  NX_OK_(nx_cross_entropy(&out, logits, tt, 7, 0, NX_REDUCTION_MEAN, NULL)); /* ... unless it is ignored */
-  assert_true(fabs(scalar_of(out) - log(5.0)) < 1e-6);
-  nx_tensor_free(out);
-  nx_tensor_free(x);
-  nx_tensor_free(thi);
-  nx_tensor_free(tneg);
-  nx_tensor_free(t32);
-  nx_tensor_free(tg);
-  nx_tensor_free(tt);
-  nx_tensor_free(logits);
-}
-
-static void test_bad_reduction_enum(void** state) {
-  (void)state;
-  const int64_t s23[2] = {2, 3}, s2[1] = {2};
-  nx_tensor x = filled(s23, 2, NX_F32, 0.5), out;
-  const int64_t tg[2] = {0, 1};
-  nx_tensor t = make_tensor(tg, s2, 1, NX_I64);
-  const nx_reduction bad[3] = {(nx_reduction)3, (nx_reduction)-1, (nx_reduction)42};
-  for (int k = 0; k < 3; ++k) {
-    char val[16];
-    snprintf(val, sizeof val, "%d", (int)bad[k]);
-    EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_mse_loss(&out, x, x, bad[k], NULL), "nx_mse_loss", "reduction", val);
-    EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_bce_with_logits(&out, x, x, bad[k], NULL), "nx_bce_with_logits",
-                   "reduction", val);
-    EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_cross_entropy(&out, x, t, -100, 0, bad[k], NULL),
-                   "nx_cross_entropy", "reduction", val);
-    EXPECT_ERR_OUT(NX_ERR_INVALID_ARGUMENT, out, nx_nll_loss(&out, x, t, -100, bad[k], NULL), "nx_nll_loss",
-                   "reduction", val);
-  }
-  nx_tensor_free(x);
-  nx_tensor_free(t);
 }
 
 static void test_other_objects(void** state) {
@@ -685,16 +437,13 @@ int main(void) {
       NX_TEST(test_null_handles),
       NX_TEST(test_null_out_pointers),
       NX_TEST(test_freed_handles),
-      NX_TEST(test_shape_mismatches),
-      NX_TEST(test_bad_axes),
-      NX_TEST(test_dtype_mismatches),
+      NX_TEST(test_out_arrays_nulled_on_failure),
+      NX_TEST(test_creation_dtypes),
       NX_TEST(test_invalid_dtype_and_device_values),
       NX_TEST(test_negative_dimensions),
       NX_TEST(test_huge_shapes),
       NX_TEST(test_bad_values),
-      NX_TEST(test_out_of_range_indices),
-      NX_TEST(test_fused_errors),
-      NX_TEST(test_bad_reduction_enum),
+      NX_TEST(test_fused_null_arguments),
       NX_TEST(test_other_objects),
       NX_TEST(test_last_error_is_thread_local),
   };

@@ -1,7 +1,8 @@
 // Views and layouts: broadcast_shapes, reshape as a view vs a copy (checked against a brute-force
 // viewability oracle), permute/transpose/slice/expand geometry, contiguous(), View::broadcast,
 // the strided row walker (nx::cpu::for_each_row, directly and through the backend's copy) on
-// awkward layouts, and the nx::Error status codes the ops throw.
+// awkward layouts, and the nx::Error status codes of internals (the ops' own errors are the op
+// harness's error variants).
 #include <algorithm>
 #include <array>
 #include <map>
@@ -224,10 +225,6 @@ TEST(Views, ExpandStrides) {
   // expanding an already expanded view keeps stride 0
   Tensor ee = nx::expand(nx::unsqueeze(k, 0), {4, 3, 5});
   EXPECT_EQ(ee.strides(), (Shape{0, 1, 0}));
-  EXPECT_EQ(status_of([&] { nx::expand(x, {2, 3, -1}); }), NX_OK);
-  EXPECT_EQ(status_of([&] { nx::expand(x, {4, 4}); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::expand(x, {4}); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::expand(x, {-1, 3, 4}); }), NX_ERR_SHAPE);
 }
 
 TEST(Views, SqueezeUnsqueezeFlatten) {
@@ -240,7 +237,6 @@ TEST(Views, SqueezeUnsqueezeFlatten) {
   EXPECT_EQ(s.shape(), (Shape{4, 3}));
   EXPECT_EQ(s.strides(), x.strides());
   EXPECT_EQ(nx::unsqueeze(x, -1).shape(), (Shape{4, 3, 1}));
-  EXPECT_EQ(status_of([&] { nx::squeeze(x, 0); }), NX_ERR_SHAPE);
   Tensor f = nx::flatten(iota({2, 3, 4, 5}), 1, 2);
   EXPECT_EQ(f.shape(), (Shape{2, 12, 5}));
   EXPECT_EQ(nx::flatten(iota({}), 0, -1).shape(), (Shape{1}));
@@ -264,8 +260,7 @@ TEST(Views, ReshapeViewOrCopy) {
   EXPECT_TRUE(tf.is_contiguous());
   EXPECT_EQ(values(tf), values(t));
   EXPECT_EQ(values(tf), (std::vector<double>{0, 4, 8, 1, 5, 9, 2, 6, 10, 3, 7, 11}));
-  EXPECT_EQ(status_of([&] { nx::view(t, {12}); }), NX_ERR_SHAPE);
-  // ... but splitting a dimension of it is a view
+  // splitting a dimension of it is a view (flattening it is view's error: the op harness's)
   Tensor ts = nx::view(t, {2, 2, 3});
   EXPECT_TRUE(same_storage(ts, t));
   EXPECT_EQ(ts.strides(), (Shape{2, 1, 4}));
@@ -290,15 +285,9 @@ TEST(Views, ReshapeViewOrCopy) {
   EXPECT_FALSE(same_storage(ec, e));
   EXPECT_EQ(values(ec), values(e));
 
-  // errors
-  EXPECT_EQ(status_of([&] { nx::reshape(x, {5, 5}); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::reshape(x, {-1, -1}); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::reshape(x, {-2, 12}); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::reshape(x, {7, -1}); }), NX_ERR_SHAPE);
-  // zero elements: any shape with zero elements, -1 cannot be inferred next to a 0
+  // zero elements: any shape with zero elements (-1 next to a 0 is reshape's error: the harness's)
   Tensor z = iota({0, 3});
   EXPECT_EQ(nx::reshape(z, {3, 0, 5}).shape(), (Shape{3, 0, 5}));
-  EXPECT_EQ(status_of([&] { nx::reshape(z, {0, -1}); }), NX_ERR_SHAPE);
   // scalars
   EXPECT_EQ(nx::reshape(iota({}), {1, 1}).shape(), (Shape{1, 1}));
   EXPECT_EQ(nx::reshape(iota({1, 1}), {}).shape(), Shape{});
@@ -562,75 +551,15 @@ TEST(StridedWalker, ElementwiseOpsOnNonContiguousInputs) {
 }
 
 // ---------------------------------------------------------------- error status codes
-TEST(Errors, StatusCodesOfShapeOps) {
+// The registry ops' own errors (status, message, values) are error variants of their cases in
+// tests/harness/op_cases.py; here: the internal ops and helpers without a C function of their
+// own, and the message prefix the C shims set.
+TEST(Errors, StatusCodesOfInternals) {
   Tensor x = iota({2, 3});
-  EXPECT_EQ(status_of([&] { nx::permute(x, {0}); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::permute(x, {0, 0}); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::permute(x, {0, 2}); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::transpose(x, 0, 2); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::slice(x, 1, 0, 3, 0); }), NX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status_of([&] { nx::slice(x, 1, 0, 3, -1); }), NX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status_of([&] { nx::slice(x, 2, 0, 1, 1); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::slice(iota({}), 0, 0, 1, 1); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::unsqueeze(x, 3); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::unsqueeze(x, 2); }), NX_OK);
-  EXPECT_EQ(status_of([&] { nx::flatten(x, 1, 0); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::cat({}, 0); }), NX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status_of([&] { nx::cat({x, iota({2, 4})}, 0); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::cat({x, iota({2, 4})}, 1); }), NX_OK);
-  EXPECT_EQ(status_of([&] { nx::cat({x, nxt::make({1, 2, 3, 4, 5, 6}, {2, 3}, DType::F32)}, 0); }), NX_ERR_DTYPE);
-  EXPECT_EQ(status_of([&] { nx::cat({iota({}), iota({})}, 0); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::stack({x, iota({3, 2})}, 0); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::stack({}, 0); }), NX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status_of([&] { nx::split(x, {1, 1}, 1); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::split(x, {4, -1}, 1); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::Tensor::empty({2, -1}, DType::F32, nxt::cpu()); }), NX_ERR_SHAPE);
-}
-
-TEST(Errors, StatusCodesOfComputeOps) {
-  Tensor x = iota({2, 3});
-  Tensor f32 = nxt::make({1, 2, 3, 4, 5, 6}, {2, 3}, DType::F32);
   Tensor i64 = nxt::make_i64({0, 1}, {2});
-  EXPECT_EQ(status_of([&] { nx::add(x, iota({3, 2})); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::matmul(x, f32); }), NX_ERR_DTYPE);
-  EXPECT_EQ(status_of([&] { nx::matmul(x, iota({2, 3})); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::matmul(x, iota({})); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::matmul(nxt::make_i64({1, 2}, {1, 2}), nxt::make_i64({1, 2}, {2, 1})); }), NX_ERR_DTYPE);
-  EXPECT_EQ(status_of([&] { nx::matmul(iota({2, 2, 3}), iota({3, 3, 4})); }), NX_ERR_SHAPE);  // batch 2 vs 3
-  EXPECT_EQ(status_of([&] { nx::linear(x, iota({3}), Tensor()); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::linear(x, iota({4, 2}), Tensor()); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::linear(x, iota({4, 3}), iota({3})); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::where(x, x, x); }), NX_ERR_DTYPE);
-  EXPECT_EQ(status_of([&] { nx::clamp(x, 2, 1); }), NX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status_of([&] { nx::sum(x, {0, 0}, false); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::sum(x, {0, -2}, false); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::sum(x, {2}, false); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::amax(iota({2, 0}), {1}, false); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::argmax(iota({0}), 0, false); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::var(x, {1}, -1, false); }), NX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status_of([&] { nx::var(nxt::make_i64({1, 2}, {2}), {0}, 1, false); }), NX_ERR_DTYPE);
-  EXPECT_EQ(status_of([&] { nx::softmax(nxt::make_i64({1, 2}, {2}), 0); }), NX_ERR_DTYPE);
-  EXPECT_EQ(status_of([&] { nx::softmax(x, 2); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::index_select(x, 0, nxt::make_i64({0, 2}, {2})); }), NX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status_of([&] { nx::index_select(x, 0, nxt::make_i64({-1}, {1})); }), NX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status_of([&] { nx::index_select(x, 0, nxt::make({0}, {1})); }), NX_ERR_DTYPE);
-  EXPECT_EQ(status_of([&] { nx::index_select(x, 0, nxt::make_i64({0, 1}, {1, 2})); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::gather(x, 1, i64); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::gather(x, 1, nxt::make_i64({0, 3}, {2, 1})); }), NX_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(status_of([&] { nx::Tensor::empty({2, -1}, DType::F32, nxt::cpu()); }), NX_ERR_SHAPE);
   EXPECT_EQ(status_of([&] { nx::scatter_add(x, 1, nxt::make_i64({0, 1}, {2, 1}), iota({2, 2})); }), NX_ERR_SHAPE);
   EXPECT_EQ(status_of([&] { nx::index_add(x, 0, i64, iota({2, 2})); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::embedding(iota({3}), i64); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::embedding(iota({3, 2}), nxt::make_i64({3}, {1})); }), NX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status_of([&] { nx::one_hot(i64, 0, DType::F32); }), NX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status_of([&] { nx::one_hot(i64, 1, DType::F32); }), NX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status_of([&] { nx::cross_entropy(x, i64, -100, 1.5, nx::Reduction::Mean); }), NX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status_of([&] { nx::cross_entropy(x, nxt::make({0, 1}, {2}), -100, 0, nx::Reduction::Mean); }), NX_ERR_DTYPE);
-  EXPECT_EQ(status_of([&] { nx::cross_entropy(x, nxt::make_i64({0, 1, 2}, {3}), -100, 0, nx::Reduction::Mean); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::cross_entropy(iota({2, 3, 1}), i64, -100, 0, nx::Reduction::Mean); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::cross_entropy(x, nxt::make_i64({0, 3}, {2}), -100, 0, nx::Reduction::Mean); }), NX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status_of([&] { nx::cross_entropy(x, i64, -100, 0, nx::Reduction(7)); }), NX_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(status_of([&] { nx::mse_loss(x, iota({3, 2}), nx::Reduction::Mean); }), NX_ERR_SHAPE);
-  EXPECT_EQ(status_of([&] { nx::bce_with_logits(x, iota({6}), nx::Reduction::Sum); }), NX_ERR_SHAPE);
   EXPECT_EQ(status_of([&] { nx::item(x); }), NX_ERR_SHAPE);
   EXPECT_EQ(status_of([&] { nx::randn({2}, DType::I32, nxt::cpu()); }), NX_ERR_DTYPE);
   EXPECT_EQ(status_of([&] { nx::arange(0, 1, 0, DType::F32, nxt::cpu()); }), NX_ERR_INVALID_ARGUMENT);

@@ -11,8 +11,14 @@ A Case holds, for one op:
   tol       tolerance overrides {"f16": (atol, rtol), "grad@bf16@cuda": ...}, keys
             [grad@]DTYPE[@DEVICE], with tol_reason (why)
   skip      modes not run, each with its reason: {"gradcheck": "why", "grad@bf16": "why", ...};
-            a key is MODE[@DTYPE[@DEVICE]], MODE one of forward, grad, gradcheck, cuda, or *
-            (a Variant has its own tol, skip, ref, and `dtypes`/`devices` it is limited to)
+            a key is MODE[@DTYPE[@DEVICE]], MODE one of forward, grad, gradcheck, gradgrad, cuda,
+            or * (a gradcheck skip also skips gradgrad: both differentiate across the inputs)
+            (a Variant has its own tol, skip, ref, and `dtypes`/`devices` it is limited to; a
+            gc_step: the finite-difference step, a power of two, for exact steps through an output
+            that is not f64). Modes: forward, grad, gradcheck, gradgrad, cuda (op_harness.py)
+  errors    error variants (Err, made with E below): arguments that must make nx_<op> fail with a
+            given nx_status, its message naming nx_<op> and holding the given substrings (the values
+            involved); the harness's errors mode runs them on every device present
   mutates   for ops that write their inputs (outs: none): the C names of the written inputs
   upcast_half  whether f16/bf16 inputs reach torch as float32 (True: torch's CPU half kernels
             are incomplete in 1.13, and float32 is the precision our half ops compute in)
@@ -116,6 +122,16 @@ def Vals(values: Sequence[float]) -> Domain:
     return draw
 
 
+def Dyadic() -> Domain:
+    """k / 64, k in -128..128: exact in every floating dtype, and so are x +- 2^-10 in f32 (finite
+    differences through an f32 result: Variant.gc_step)."""
+    def draw(rng, shape, kind):
+        if kind != "float":
+            return U(-2, 2)(rng, shape, kind)
+        return rng.integers(-128, 129, size=shape) / 64.0
+    return draw
+
+
 STD = U(-2, 2)
 POS = U(0.3, 3.0)
 
@@ -125,23 +141,29 @@ class Arg:
     """A tensor argument. shape is the shape the op sees; layout says how it is stored:
     "contig"; "T": a transposed view (the storage holds the last two dimensions swapped);
     "S": a strided view (every other element of the last dimension of a twice-as-wide storage).
-    dtype None means the dtype under test."""
+    dtype None means the dtype under test; device None the device under test ("cpu" pins the
+    tensor to the CPU: device mismatches in error variants)."""
     shape: Tuple[int, ...]
     dom: Domain = STD
     layout: str = "contig"
     dtype: Optional[str] = None
+    device: Optional[str] = None
 
 
 @dataclass
 class Idx:
     """An integer index tensor with values in [0, high); ignore=(value, every) replaces every
-    `every`-th entry (from the second) by value (ignore_index rows); values fixes them. dtype
-    None: the dtype under test (one_hot, whose declared dtypes are its indices')."""
+    `every`-th entry (from the second) by value (ignore_index rows); values fixes them (any
+    values: error variants give out-of-range ones). dtype None: the dtype under test (one_hot,
+    whose declared dtypes are its indices'). layout as Arg's ("S": the skipped storage elements
+    hold out-of-range junk, so that an index read as if contiguous fails)."""
     shape: Tuple[int, ...]
     high: int
     dtype: Optional[str] = "i64"
     ignore: Optional[Tuple[int, int]] = None
     values: Optional[Sequence[int]] = None
+    layout: str = "contig"
+    device: Optional[str] = None
 
 
 @dataclass
@@ -154,6 +176,25 @@ class Variant:
     ref: Optional[Callable[..., Any]] = None  # overrides the case's ref
     tol: Dict[str, Tuple[float, float]] = field(default_factory=dict)
     tol_reason: str = ""
+    gc_step: Optional[float] = None  # gradcheck's step when not the default (see the module doc)
+
+
+# nx_status names an error variant expects (the harness reads their values from the bindings)
+SHAPE, DTYPE, INVALID, DEVICE = "NX_ERR_SHAPE", "NX_ERR_DTYPE", "NX_ERR_INVALID_ARGUMENT", "NX_ERR_DEVICE"
+
+
+@dataclass
+class Err:
+    """An error variant: nx_<op> on these arguments (every C argument, as in a Variant; optional
+    tensors may be left out) must fail with `status` and a message that starts with "nx_<op>:"
+    and contains every needle. Tensors without a dtype of their own get `dtype`. A failed call
+    leaves no new handle behind and, for in-place ops, its inputs unchanged."""
+    name: str
+    args: Dict[str, Any]
+    status: str
+    needles: Sequence[str] = ()
+    dtype: str = "f32"  # E's option `inputs` (ops have C arguments named dtype)
+    devices: Optional[Sequence[str]] = None  # only on these devices (None: every device present)
 
 
 @dataclass
@@ -166,6 +207,7 @@ class Case:
     skip: Dict[str, str] = field(default_factory=dict)
     mutates: Optional[List[str]] = None
     upcast_half: bool = True
+    errors: List[Err] = field(default_factory=list)
     # bench/op_bench.py: larger arguments; --scale multiplies the leading dimension of every
     # tensor of two or more dimensions and of 1-d index tensors, except the bench_fixed ones
     bench: Optional[Dict[str, Any]] = None
@@ -185,8 +227,21 @@ def case(op: str, ref: Callable[..., Any], variants: List[Variant], **kw: Any) -
 
 def V(name: str, **args: Any) -> Variant:
     """A variant whose keyword arguments are the op's C arguments (dtypes/skip/ref/tol as options)."""
-    opts = {k: args.pop(k) for k in ("dtypes", "devices", "skip", "ref", "tol", "tol_reason") if k in args}
+    opts = {k: args.pop(k) for k in ("dtypes", "devices", "skip", "ref", "tol", "tol_reason", "gc_step") if k in args}
     return Variant(name, args, **opts)
+
+
+def E(name: str, status: str, *needles: str, **args: Any) -> Err:
+    """An error variant: E("bad_axis", SHAPE, "axis 2", "rank 2", x=Arg((2, 3)), axis=2); options
+    inputs= (Err.dtype: the dtype of tensors without their own) and devices=."""
+    opts = {k: args.pop(k) for k in ("devices",) if k in args}
+    if "inputs" in args:
+        opts["dtype"] = args.pop("inputs")
+    return Err(name, args, status, needles, **opts)
+
+
+def add_errors(op: str, *errors: Err) -> None:
+    CASES[op].errors.extend(errors)
 
 
 # ---------------------------------------------------------------- torch helpers
@@ -330,6 +385,7 @@ case("slice", slice_ref, [
 case("expand", lambda x, shape: x.expand(shape), [
     V("new_axis", x=Arg((3, 1)), shape=[2, 3, 4]),
     V("keep", x=Arg((1, 4)), shape=[3, -1]),
+    V("new_axis_keep", x=Arg((3, 1)), shape=[2, 3, -1]),
     V("transposed", x=Arg((3, 1), layout="T"), shape=[2, 3, 4]),
     V("to_empty", x=Arg((3, 1)), shape=[0, 3, 2]),
 ])
@@ -373,6 +429,10 @@ case("cast", lambda x, dtype: x.to(TORCH_DTYPES[dtype]),
          V("transposed_to_f64", x=Arg((4, 3), layout="T"), dtype="f64"),
          V("strided_to_f32", x=Arg((2, 3), layout="S"), dtype="f32"),
          V("empty_to_f32", x=Arg((0, 3)), dtype="f32"),
+         # f64 -> f32: finite differences with a step f32 holds exactly (the round trip through
+         # f32 of test_gradcheck.cpp's Cast, on a transposed input)
+         V("dyadic_transposed_to_f32", x=Arg((3, 4), Dyadic(), "T"), dtype="f32", dtypes=("f64",),
+           gc_step=2.0 ** -10),
      ],
      # torch casts between every pair on the CPU: the half values go to it as they are
      upcast_half=False, bench={"x": Arg((1024, 1024)), "dtype": "f64"})
@@ -537,6 +597,7 @@ case("clamp", lambda x, lo, hi: torch.clamp(x, pyval(lo), pyval(hi)) if math.isf
     V("at_bounds", x=Arg((7,), Vals([-2.0, -0.5, -0.1, 0.0, 0.7, 1.0, 1.5])), lo=-0.5, hi=1.0,
       dtypes=FLOAT_DTYPES, skip={"gradcheck": KINK}),
     V("integer_bounds", x=Arg((3, 4), U(-4, 4)), lo=-1.0, hi=2.0),
+    V("lo_equals_hi", x=Arg((3, 4), U(-4, 4)), lo=1.0, hi=1.0, skip={"gradcheck": KINK}),
     V("strided", x=Arg((2, 3), U(-4, 4), "S"), lo=-1.0, hi=2.0),
     V("empty", x=Arg((0, 3)), lo=-1.0, hi=2.0),
 ], bench={"x": Arg((1024, 1024)), "lo": -0.5, "hi": 0.7})
@@ -743,6 +804,8 @@ case("flash_attention", attention_ref, [
     fa("long_keys", (1, 2, 9, 16), (1, 1, 70, 16), True, False),  # more than one 64-key tile
     fa("empty_queries", (1, 2, 0, 8), (1, 2, 3, 8), True, False),
 ],
+    skip={"gradgrad": "once-differentiable (ops.yaml: no double backward through this op): its backward "
+                      "kernel records no graph, so create_graph gives a gradient without one"},
     bench={"q": Arg((4, 8, 256, 64)), "k": Arg((4, 8, 256, 64)), "v": Arg((4, 8, 256, 64)),
            "causal": True, "alibi": False, "scale": 0.0}, bench_kind="flops", bench_flops=attention_flops)
 
@@ -799,6 +862,9 @@ case("cross_entropy", ce_ref, [
       for red in ("mean", "sum", "none")],
     V("transposed", logits=Arg((6, 5), layout="T"), target=Idx((6,), 5), ignore_index=-100, label_smoothing=0.0,
       reduction="mean"),
+    # a target outside [0, C) is fine when it is the ignore_index
+    V("ignored_out_of_range_target", logits=Arg((2, 5)), target=Idx((2,), 8, values=[1, 7]), ignore_index=7,
+      label_smoothing=0.0, reduction="mean"),
     V("strided_smooth", logits=Arg((4, 3), layout="S"), target=Idx((4,), 3), ignore_index=-100,
       label_smoothing=0.25, reduction="sum"),
     V("i32_target", logits=Arg((4, 3)), target=Idx((4,), 3, dtype="i32"), ignore_index=-100, label_smoothing=0.0,
@@ -888,6 +954,8 @@ case("softmax_cross_entropy", lambda logits, target, ignore_index, reduction:
       reduction=red) for red in ("mean", "sum", "none")
 ] + [
     V("i32_target", logits=Arg((3, 4), NORM), target=Idx((3,), 4, dtype="i32"), ignore_index=-100, reduction="mean"),
+    V("ignored_out_of_range_target", logits=Arg((2, 3), NORM), target=Idx((2,), 4, values=[0, 3]), ignore_index=3,
+      reduction="sum"),
     V("strided", logits=Arg((3, 4), NORM, "S"), target=Idx((3,), 4), ignore_index=-100, reduction="sum"),
     V("empty_sum", logits=Arg((0, 4)), target=Idx((0,), 4), ignore_index=-100, reduction="sum"),
 ], bench={"logits": Arg((4096, 1024), LOGITS), "target": Idx((4096,), 1024), "ignore_index": -100,
@@ -929,7 +997,7 @@ H = U(-0.5, 0.5)  # inner products of 65..130 terms keep their f32 rounding well
 
 
 def add_variants(op: str, *variants: Variant) -> None:
-    CASES[op].variants.extend(variants)
+    CASES[op].variants = CASES[op].variants + list(variants)  # (cases may share their first list)
 
 
 add_variants("exp", V("large", x=Arg((181, 191)), dtypes=BIG))
@@ -984,8 +1052,402 @@ add_variants("add", V("promote_with_f64", a=Arg((3, 4)), b=Arg((4,), dtype="f64"
 add_variants("mul",
              V("promote_with_i64", a=Arg((3, 4)), b=Arg((3, 4), dtype="i64"), dtypes=FLOAT_DTYPES),
              V("bool_mask", a=Arg((3, 4), dtype="bool"), b=Arg((3, 4)), dtypes=FLOAT_DTYPES))
-add_variants("maximum", V("promote_i64_with_float", a=Arg((3, 4), dtype="i64"), b=Arg((3, 4), Grid(0.075)),
-                          dtypes=FLOAT_DTYPES))
+for _op in ("maximum", "minimum"):
+    add_variants(_op, V("promote_i64_with_float", a=Arg((3, 4), dtype="i64"), b=Arg((3, 4), Grid(0.075)),
+                        dtypes=FLOAT_DTYPES))
 add_variants("where", V("promote_with_f64", cond=Arg((3, 4), dtype="bool"), a=Arg((3, 4)), b=Arg((4,), dtype="f64"),
                         dtypes=("f32", "f16", "bf16", "i32", "i64")))
 add_variants("div", V("int_by_int", a=Arg((3, 4), dtype="i64"), b=Arg((3, 4), U(1, 4), dtype="i64"), dtypes=("f32",)))
+
+
+# ---------------------------------------------------------------- edge values (tests/capi/test_ops.c)
+# Special values through every unary op, torch (in f64, in_f64 below) as the reference: zeros of
+# both signs, infinities, NaN, values whose results overflow or underflow (f32, f16 and bf16
+# overflow earlier than f64).
+SPECIAL = Vals([0.0, -0.0, math.inf, -math.inf, math.nan, 100.0, -100.0, 1e-30])
+NONFINITE = "non-finite inputs: finite differences of them are meaningless (grad vs torch covers them)"
+# Wide domains: the unary ops over the ranges test_ops.c swept ([9, 13], f32 and f64).
+WIDE = ("f32", "f64")
+UNARY_EDGES: Dict[str, Tuple[Domain, Dict[str, Any]]] = {
+    "neg": (U(-4, 4), {}), "abs": (U(-4, 4), {}), "exp": (U(-10, 10), {}), "log": (U(0.01, 50), {}),
+    "sqrt": (U(0.01, 50), {}), "rsqrt": (U(0.01, 50), {}), "sin": (U(-6, 6), {}), "cos": (U(-6, 6), {}),
+    "tanh": (U(-5, 5), {}), "sinh": (U(-4, 4), {}), "cosh": (U(-4, 4), {}), "sigmoid": (U(-8, 8), {}),
+    "relu": (U(-4, 4), {}), "leaky_relu": (U(-4, 4), {"negative_slope": 0.1}),
+    "gelu": (U(-5, 5), {"approximate_tanh": False}), "silu": (U(-6, 6), {}), "softplus": (U(-6, 25), {}),
+    "mish": (U(-6, 6), {}), "clamp": (U(-2, 2), {"lo": -0.5, "hi": 0.75}), "add_scalar": (U(-4, 4), {"value": 2.5}),
+    "mul_scalar": (U(-4, 4), {"value": -1.75}), "pow_scalar": (U(0, 4), {"exponent": 2.5}),
+}
+# Where the engine differs from torch (reported, docs/harness_case_map.md "Known differences"): the
+# mode is skipped on the variant with that value, and a twin without it runs everything else.
+DIFFERS = "ENGINE DIFFERS FROM TORCH: "
+SPECIAL_SKIPS = {
+    "relu": ({"forward": DIFFERS + "relu(NaN) is 0 here, NaN in torch",
+              "grad": DIFFERS + "relu's gradient at NaN is 0 here, the upstream gradient in torch"},
+             [0.0, -0.0, math.inf, -math.inf, 2.5, 100.0, -100.0, 1e-30]),
+    "rsqrt": ({"grad": DIFFERS + "rsqrt's gradient at -inf is 0 here, NaN in torch"},
+              [0.0, -0.0, math.inf, 2.5, math.nan, 100.0, -100.0, 1e-30]),
+}
+
+
+def in_f64(ref: Callable[..., Any]) -> Callable[..., Any]:
+    """ref computed in f64 and rounded to the input's dtype: torch's vectorized f32 kernels treat
+    infinities differently across versions (gelu(inf) is NaN in torch 2.11's, inf in its f64)."""
+    def run(**kw: Any) -> Any:
+        dt = next(v.dtype for v in kw.values() if isinstance(v, torch.Tensor))
+        return ref(**{k: v.double() if isinstance(v, torch.Tensor) else v for k, v in kw.items()}).to(dt)
+    return run
+
+
+for _op, (_dom, _attrs) in UNARY_EDGES.items():
+    _skips, _twin = SPECIAL_SKIPS.get(_op, ({}, None))
+    add_variants(_op, V("special_values", x=Arg((8,), SPECIAL), dtypes=FLOAT_DTYPES, ref=in_f64(CASES[_op].ref),
+                        skip=dict(_skips, gradcheck=NONFINITE), **_attrs),
+                 V("wide", x=Arg((9, 13), _dom), dtypes=WIDE, **_attrs))
+    if _twin:
+        add_variants(_op, V("special_values_twin", x=Arg((8,), Vals(_twin)), dtypes=FLOAT_DTYPES,
+                            ref=in_f64(CASES[_op].ref), skip={"gradcheck": NONFINITE}, **_attrs))
+add_variants("gelu", V("special_values_tanh", x=Arg((8,), SPECIAL), approximate_tanh=True, dtypes=FLOAT_DTYPES,
+                       ref=in_f64(CASES["gelu"].ref), skip={"gradcheck": NONFINITE}),
+             V("wide_tanh", x=Arg((9, 13), U(-5, 5)), approximate_tanh=True, dtypes=WIDE))
+add_variants("pow_scalar", V("special_values_cube", x=Arg((8,), SPECIAL), exponent=3.0, dtypes=FLOAT_DTYPES,
+                             ref=in_f64(CASES["pow_scalar"].ref), skip={"gradcheck": NONFINITE}))
+
+
+# dtype promotion pairs (like torch; ops.yaml, add's doc), each run once (the result's dtype
+# labels it): a [2, 3] and b [3] (broadcast) of the given dtypes
+def promotion(op: str, da: str, db: str, result: str, da_dom: Domain = STD, db_dom: Domain = STD,
+              **opts: Any) -> None:
+    add_variants(op, V(f"promote_{da}_{db}", a=Arg((2, 3), da_dom, dtype=da), b=Arg((3,), db_dom, dtype=db),
+                       dtypes=(result if result != "bool" else da,), **opts))
+
+
+for _op, _da, _db, _r in [("add", "i32", "f32", "f32"), ("add", "f32", "i32", "f32"), ("mul", "i32", "i64", "i64"),
+                          ("add", "i64", "f16", "f16"), ("add", "f16", "bf16", "f32"),
+                          ("add", "bf16", "f32", "f32"), ("mul", "f32", "f64", "f64"),
+                          ("maximum", "i32", "f64", "f64"), ("lt", "i32", "f32", "bool"), ("eq", "f16", "bf16", "bool"),
+                          ("ne", "bool", "f64", "bool"), ("ge", "i64", "i32", "bool")]:
+    promotion(_op, _da, _db, _r)
+# torch refuses bool - int; the engine subtracts the bool as 0/1
+promotion("sub", "bool", "i32", "i32", ref=lambda a, b: a.to(b.dtype) - b)
+promotion("div", "i32", "i32", "f32", db_dom=Away(1, 2))
+promotion("div", "i64", "i32", "f32", db_dom=Away(1, 2))
+# integer arithmetic stays exact beyond f32's (and f64's) integers
+add_variants("add", V("i64_beyond_2_53", a=Arg((3,), Vals([2.0 ** 40, -(2.0 ** 35), 2.0 ** 62]), dtype="i64"),
+                      b=Arg((3,), Vals([1.0, 3.0, 1.0]), dtype="i64"), dtypes=("i64",)))
+add_variants("where", V("int_with_float", cond=Arg((3, 4), dtype="bool"), a=Arg((4,), dtype="i32"), b=Arg((3, 1)),
+                        dtypes=FLOAT_DTYPES),
+             V("transposed_cond", cond=Arg((3, 4), dtype="bool", layout="T"), a=Arg((3, 4)), b=Arg(())))
+add_variants("copy_", V("cast_broadcast_into_transposed", x=Arg((3, 2), layout="T"), src=Arg((2,), dtype="f32")))
+# a transposed 3-d operand against a broadcast column
+for _op, _da, _db in [("add", Grid(0.025), Grid(0.075)), ("sub", Grid(0.025), Grid(0.075)),
+                      ("mul", Grid(0.025), Grid(0.075)), ("maximum", Grid(0.025), Grid(0.075)),
+                      ("minimum", Grid(0.025), Grid(0.075)), ("mul_tanh", Grid(0.025), Grid(0.075)),
+                      ("div", STD, Away(0.5, 2.0)), ("pow", POS, U(-2, 2, ints=(0, 3)))] + [
+        (_c, Ties(), Ties()) for _c in ("eq", "ne", "lt", "le", "gt", "ge")]:
+    add_variants(_op, V("transposed_3d_broadcast", a=Arg((2, 3, 4), _da, "T"), b=Arg((3, 1), _db)))
+# a matrix against a batch of matrices
+add_variants("matmul", V("2d_batched", a=Arg((3, 5), MM), b=Arg((2, 5, 4), MM)))
+
+# reductions: NaN propagates (max/min like torch.amax, argmax points at the first NaN), every
+# axis given explicitly and negative, exact integer sums past i32, a long f32 sum
+NANS = Vals([1, 2, math.nan, 0, 3, 4, 5, 6, 7, 8, 9, math.nan])
+NAN_GRAD = "NaN inputs: finite differences of them are meaningless"
+for _op in ("max", "min"):
+    add_variants(_op, *[V(f"nan_{name}", x=Arg((2, 3, 2), NANS), axes=axes, keepdim=False, dtypes=FLOAT_DTYPES,
+                          skip={"gradcheck": NAN_GRAD})
+                        for name, axes in (("rows", [2]), ("middle", [1]), ("all", []))])
+add_variants("argmax", V("nan", x=Arg((2, 3, 2), NANS), axis=1, keepdim=False, dtypes=FLOAT_DTYPES))
+for _op in ("maximum", "minimum"):
+    add_variants(_op, V("nan", a=Arg((2, 3, 2), U(0, 0)), b=Arg((2, 3, 2), NANS), dtypes=FLOAT_DTYPES,
+                        skip={"gradcheck": NAN_GRAD,
+                              "grad": DIFFERS + f"where one operand is NaN, {_op}'s gradient is 0 for both here; "
+                                                "torch gives both the whole upstream gradient"}))
+for _op in ("sum", "mean", "max", "min"):
+    add_variants(_op, V("axes_all_negative", x=Arg((2, 3, 4), Distinct()), axes=[-1, -3, -2], keepdim=True))
+add_variants("var", V("c1_axes_all_negative", x=Arg((2, 3, 4)), axes=[-1, -3, -2], correction=1, keepdim=False))
+add_variants("sum", V("i32_past_i32", x=Arg((2, 3), Vals([2e9, 2e9, -5, 7, 1, 1]), dtype="i32"), axes=[],
+                      keepdim=False, dtypes=("i32",)),
+             V("long_f32", x=Arg((1 << 20,), U(0.1, 0.1)), axes=[], keepdim=False, dtypes=("f32",)))
+add_variants("max", V("i32_large", x=Arg((2, 3), Vals([2e9, 2e9, -5, 7, 1, 1]), dtype="i32"), axes=[1],
+                      keepdim=False, dtypes=("i32",)))
+add_variants("mean", V("long_f32_keep", x=Arg((1 << 20,), U(0.1, 0.1)), axes=[], keepdim=True, dtypes=("f32",)))
+# argmax over many ties along every axis (the first maximum wins), kept or not, transposed
+add_variants("argmax", *[V(f"ties_axis{a}", x=Arg((4, 5, 6), Ties()), axis=a, keepdim=a % 2 == 0)
+                         for a in (-3, -2, -1, 0, 1, 2)],
+             V("ties_transposed", x=Arg((4, 5, 6), Ties(), "T"), axis=-1, keepdim=False))
+
+# softmax: negative axes, logits around 1000 (the stable formulation)
+for _op in ("softmax", "log_softmax"):
+    add_variants(_op, V("axis-2", x=Arg((2, 3, 5), U(-3, 3)), axis=-2),
+                 V("axis-3", x=Arg((2, 3, 5), U(-3, 3)), axis=-3),
+                 V("logits_near_1000", x=Arg((4, 7), U(995, 1005)), axis=1, dtypes=("f32", "f64")))
+
+# indexing: index tensors that are themselves views (a strided and a transposed index), gather
+# along each axis of a 3-d input with an index longer along it and shorter elsewhere
+add_variants("index_select", V("strided_index", x=Arg((5, 4)), axis=0, index=Idx((3,), 5, layout="S")))
+add_variants("embedding", V("strided_indices", weight=Arg((5, 4)), indices=Idx((3,), 5, layout="S")),
+             V("transposed_indices", weight=Arg((5, 4)), indices=Idx((4, 3), 5, layout="T")))
+add_variants("gather", V("transposed_index", x=Arg((5, 4)), axis=0, index=Idx((5, 4), 5, layout="T")),
+             V("strided_index", x=Arg((3, 4)), axis=1, index=Idx((3, 2), 4, layout="S")),
+             *[V(f"3d_axis{a}", x=Arg((3, 4, 5)), axis=a,
+                 index=Idx(tuple(6 if d == a else s for d, s in enumerate((2, 3, 4))), (3, 4, 5)[a]))
+               for a in range(3)])
+add_variants("one_hot", V("transposed_indices", indices=Idx((4, 5), 5, dtype=None, layout="T"), num_classes=5,
+                          dtype="f64"))
+add_variants("cross_entropy", V("strided_target", logits=Arg((3, 4)), target=Idx((3,), 4, layout="S"),
+                                ignore_index=-100, label_smoothing=0.1, reduction="sum"))
+add_variants("bce_with_logits", V("logits_60", logits=Arg((4,), Vals([-60.0, 60.0, -60.0, 60.0])),
+                                  target=Arg((4,), Vals([0.75, 0.125, 0.0, 1.0])), reduction="none"))
+
+
+# ---------------------------------------------------------------- error paths
+# Each op's own failures: shapes that do not fit, bad axes, dtypes, index ranges, attribute
+# values, device mismatches (CUDA only). The C API's contract for every function (NULL and freed
+# handles, NULL out pointers, the message format, creation and autograd APIs) stays in
+# tests/capi/test_errors.c. Inputs are f32 unless an error variant says otherwise.
+A23, A24, A33, A22, V3, V4 = Arg((2, 3)), Arg((2, 4)), Arg((3, 3)), Arg((2, 2)), Arg((3,)), Arg((4,))
+SCALAR = Arg(())
+BAD_REDUCTIONS = (3, -1, 42)
+
+
+def t_idx(*values: int, dtype: str = "i64") -> Idx:
+    """A 1-d index tensor holding exactly these values (in range or not)."""
+    return Idx((len(values),), max(values + (0,)) + 1, dtype=dtype, values=values)
+
+
+# views and shape ops
+add_errors("reshape",
+           E("wrong_count", SHAPE, "[2,3]", "[4]", x=A23, shape=[4]),
+           E("two_inferred", SHAPE, "only one dimension may be -1", "[-1,-1]", x=A23, shape=[-1, -1]),
+           E("negative_size", SHAPE, "-2", "[-2,-3]", x=A23, shape=[-2, -3]),
+           E("negative_size_with_count", SHAPE, "-2", "[-2,12]", x=Arg((2, 3, 4)), shape=[-2, 12]),
+           E("wrong_count_square", SHAPE, "[2,3,4]", "[5,5]", x=Arg((2, 3, 4)), shape=[5, 5]),
+           E("not_divisible", SHAPE, "[2,3,4]", "[7,-1]", x=Arg((2, 3, 4)), shape=[7, -1]),
+           E("infer_next_to_zero", SHAPE, "[0,3]", "[0,-1]", x=Arg((0, 3)), shape=[0, -1]))
+add_errors("view",
+           E("wrong_count", SHAPE, "[2,3]", "[5,-1]", x=A23, shape=[5, -1]),
+           E("transposed_flatten", SHAPE, "[4,3]", "strides [1,4]", "[12]", x=Arg((4, 3), layout="T"), shape=[12]))
+add_errors("transpose",
+           E("dim_below_rank", SHAPE, "axis -3", "rank 2", x=A23, dim0=0, dim1=-3),
+           E("dim_at_rank", SHAPE, "axis 2", "rank 2", x=A23, dim0=0, dim1=2))
+add_errors("permute",
+           E("too_many_dims", SHAPE, "3 entries", "rank 2", x=A23, dims=[0, 1, 2]),
+           E("too_few_dims", SHAPE, "1 entries", "rank 2", x=A23, dims=[0]),
+           E("repeated", SHAPE, "axis 1 repeats", x=A23, dims=[1, 1]),
+           E("out_of_range", SHAPE, "entry 2", "rank 2", x=A23, dims=[0, 2]))
+add_errors("slice",
+           E("bad_axis", SHAPE, "axis 2", "rank 2", x=A23, axis=2, start=0, end=1, step=1),
+           E("scalar", SHAPE, "scalar", x=SCALAR, axis=0, start=0, end=1, step=1),
+           E("zero_step", INVALID, "step", "0", x=A23, axis=1, start=0, end=3, step=0),
+           E("negative_step", INVALID, "step", "-1", x=A23, axis=1, start=3, end=0, step=-1))
+add_errors("expand",
+           E("fewer_dims", SHAPE, "[3]", "[2]", x=V3, shape=[2]),
+           E("fewer_dims_2d", SHAPE, "[2,3]", "[3]", x=A23, shape=[3]),
+           E("wrong_size", SHAPE, "[3]", "[3,4]", x=V3, shape=[3, 4]),
+           E("non_singleton", SHAPE, "[3,1]", "[4,4]", x=Arg((3, 1)), shape=[4, 4]),
+           E("fewer_dims_than_x", SHAPE, "[3,1]", "[4]", x=Arg((3, 1)), shape=[4]),
+           E("keep_on_new_axis", SHAPE, "-1", "[-1,3,4]", x=Arg((3, 1)), shape=[-1, 3, 4]),
+           E("negative_size", SHAPE, "[-2,2]", x=Arg((2,)), shape=[-2, 2]))
+add_errors("squeeze",
+           E("not_size_one", SHAPE, "axis 1", "size 3", "[2,3]", x=A23, axis=1),
+           E("transposed_not_size_one", SHAPE, "axis 0", "size 4", "[4,3]", x=Arg((4, 3), layout="T"), axis=0),
+           E("bad_axis", SHAPE, "axis 4", x=A23, axis=4))
+add_errors("unsqueeze",
+           E("past_the_end", SHAPE, "axis 3", x=A23, axis=3),
+           E("before_the_start", SHAPE, "axis -4", x=A23, axis=-4))
+add_errors("flatten",
+           E("reversed", SHAPE, "start axis 1", "end axis 0", x=A23, start_axis=1, end_axis=0),
+           E("bad_end", SHAPE, "axis 2", x=A23, end_axis=2, start_axis=0))
+add_errors("cast", *[E(f"bad_dtype_{d}", DTYPE, str(d), x=V3, dtype=d) for d in (7, -1, 99)])
+add_errors("cat",
+           E("shapes", SHAPE, "tensor 1", "[2,4]", "[2,3]", xs=[A23, A24], axis=0),
+           E("scalars", SHAPE, "scalar", xs=[SCALAR, SCALAR], axis=0),
+           E("no_tensors", INVALID, "at least one", xs=[], axis=0),
+           E("bad_axis", SHAPE, "axis 2", xs=[A23, A23], axis=2),
+           E("dtypes", DTYPE, "f64", "f32", xs=[A22, Arg((2, 2), dtype="f64")], axis=0))
+add_errors("stack",
+           E("shapes", SHAPE, "[2,4]", "[2,3]", xs=[A23, A24], axis=0),
+           E("no_tensors", INVALID, "at least one", xs=[], axis=0),
+           E("bad_axis", SHAPE, "axis 3", xs=[A23, A23], axis=3),
+           E("dtypes", DTYPE, "f64", "f32", xs=[A22, Arg((2, 2), dtype="f64")], axis=0))
+add_errors("split",
+           E("sizes_do_not_sum", SHAPE, "sum to 2", "size 3", x=A23, sizes=[1, 1], axis=1),
+           E("negative_size", SHAPE, "-1", x=A23, sizes=[4, -1], axis=1),
+           E("bad_axis", SHAPE, "axis -3", x=A23, sizes=[1, 1], axis=-3))
+
+# elementwise
+add_errors("add", E("shapes", SHAPE, "[2,3]", "[4]", a=A23, b=V4))
+add_errors("mul", E("shapes", SHAPE, "[2,4]", "[3,3]", a=A24, b=A33))
+add_errors("lt", E("shapes", SHAPE, "[2,3]", "[4]", a=A23, b=V4))
+add_errors("where",
+           E("shapes", SHAPE, "[2]", "[2,3]", cond=Arg((2,), dtype="bool"), a=A23, b=V3),
+           E("cond_not_bool", DTYPE, "bool", "f32", cond=A22, a=A22, b=A22))
+add_errors("clamp",
+           E("lo_above_hi", INVALID, "lo", "hi", "2", "1", x=A23, lo=2.0, hi=1.0),
+           E("lo_above_hi_fraction", INVALID, "0.5", "-0.5", x=A23, lo=0.5, hi=-0.5))
+add_errors("copy_", E("shapes", SHAPE, "[2,3]", "[3]", x=V3, src=A23))
+add_errors("add_", E("shapes", SHAPE, "[2,3]", "[3]", x=V3, b=A23))
+add_errors("mul_", E("shapes", SHAPE, "[4]", "[2,3]", x=A23, b=V4))
+
+# reductions
+add_errors("sum",
+           E("bad_axis", SHAPE, "axis 2", "rank 2", x=A23, axes=[2], keepdim=False),
+           E("axis_twice", SHAPE, "axis -2", "twice", x=A23, axes=[0, -2], keepdim=False),
+           E("same_axis_twice", SHAPE, "axis 0", "twice", x=A23, axes=[0, 0], keepdim=False))
+add_errors("mean", E("bad_axis", SHAPE, "axis -3", "rank 2", x=A23, axes=[-3], keepdim=True))
+add_errors("max",
+           E("bad_axis", SHAPE, "axis 2", x=A23, axes=[2], keepdim=False),
+           E("empty_axis", SHAPE, "empty axis 0", "[0,3]", x=Arg((0, 3)), axes=[0], keepdim=False),
+           E("empty_last_axis", SHAPE, "empty axis 1", "[2,0]", x=Arg((2, 0)), axes=[1], keepdim=False))
+add_errors("min", E("empty_axis", SHAPE, "empty axis 0", "[0,3]", x=Arg((0, 3)), axes=[0], keepdim=False))
+add_errors("var",
+           E("bad_axis", SHAPE, "axis 2", x=A23, axes=[2], correction=1, keepdim=False),
+           E("negative_correction", INVALID, "correction", "-1", x=A23, axes=[], correction=-1, keepdim=False),
+           E("integer", DTYPE, "x", "i32", x=A22, axes=[], correction=1, keepdim=False, inputs="i32"))
+add_errors("argmax",
+           E("bad_axis", SHAPE, "axis 5", x=A23, axis=5, keepdim=False),
+           E("empty_axis", SHAPE, "empty axis 0", "[0,3]", x=Arg((0, 3)), axis=0, keepdim=False),
+           E("empty_vector", SHAPE, "empty axis 0", "[0]", x=Arg((0,)), axis=0, keepdim=False))
+
+# linear algebra, softmax
+add_errors("matmul",
+           E("inner", SHAPE, "inner dimensions differ", "[2,4]", "[3,3]", a=A24, b=A33),
+           E("inner_vectors", SHAPE, "inner dimensions differ", a=V4, b=V3),
+           E("scalar_a", SHAPE, "at least one dimension", "[]", a=SCALAR, b=V3),
+           E("scalar_b", SHAPE, "at least one dimension", "[]", a=A23, b=SCALAR),
+           E("batch", SHAPE, "do not broadcast", "2 vs 3", a=Arg((2, 2, 3)), b=Arg((3, 3, 4))),
+           E("dtypes", DTYPE, "f32", "f64", a=A22, b=Arg((2, 2), dtype="f64")),
+           E("integer", DTYPE, "a", "i32", a=A22, b=A22, inputs="i32"))
+add_errors("linear",
+           E("in_features", SHAPE, "[2,3]", "[2,4]", x=A23, weight=A24),
+           E("weight_1d", SHAPE, "weight", "[3]", x=A23, weight=V3),
+           E("bias", SHAPE, "bias", "[2]", "[4]", x=A24, weight=A24, bias=V4),
+           E("dtypes", DTYPE, "f32", "f64", x=A22, weight=Arg((2, 2), dtype="f64")))
+add_errors("softmax",
+           E("bad_axis", SHAPE, "axis 2", "rank 2", x=A23, axis=2),
+           E("integer", DTYPE, "x", "i32", x=A22, axis=0, inputs="i32"))
+add_errors("log_softmax", E("bad_axis", SHAPE, "axis -3", x=A23, axis=-3))
+
+# indexing
+X45 = Arg((4, 5))
+add_errors("index_select",
+           E("index_2d", SHAPE, "1-d", "[2,2]", x=A23, axis=0, index=Idx((2, 2), 2)),
+           E("bad_axis", SHAPE, "axis 2", x=A23, axis=2, index=t_idx(0)),
+           E("float_index", DTYPE, "integer", "f32", x=A22, axis=0, index=t_idx(0, 1, dtype="f32")),
+           E("index_too_large", INVALID, "index 4", "size 4", x=X45, axis=0, index=t_idx(0, 4, 1)),
+           E("negative_index", INVALID, "index -1", "size 5", x=X45, axis=1, index=t_idx(0, -1, 1)),
+           E("i32_index_too_large", INVALID, "index 5", "size 5", x=X45, axis=1, index=t_idx(5, 0, 0, dtype="i32")))
+add_errors("gather",
+           E("index_rank", SHAPE, "rank of x (2)", "[3]", x=A23, axis=0, index=t_idx(0, 1, 0)),
+           E("float_index", DTYPE, "integer", "f32", x=A22, axis=0, index=Idx((2, 2), 2, dtype="f32")),
+           E("index_too_large", INVALID, "index 5", "size 5", x=X45, axis=1, index=Idx((2, 2), 6, values=[0, 1, 5, 2])))
+add_errors("embedding",
+           E("weight_1d", SHAPE, "weight", "[3]", weight=V3, indices=t_idx(0, 1)),
+           E("float_indices", DTYPE, "integer", "f32", weight=A22, indices=Idx((2,), 2, dtype="f32")),
+           E("index_too_large", INVALID, "index 4", "size 4", weight=X45, indices=t_idx(0, 4, 1)),
+           E("negative_index", INVALID, "index -1", weight=X45, indices=t_idx(0, -1, 1)))
+add_errors("one_hot",
+           E("float_indices", DTYPE, "integer", "f32", indices=Idx((2, 2), 2, dtype="f32"), num_classes=3, dtype="f32"),
+           E("bad_dtype", DTYPE, "dtype", "7", indices=t_idx(0, 1), num_classes=3, dtype=7),
+           E("zero_classes", INVALID, "num_classes", "0", indices=t_idx(0, 2), num_classes=0, dtype="f32"),
+           E("index_at_classes", INVALID, "index 1", "size 1", indices=t_idx(0, 1), num_classes=1, dtype="f32"),
+           E("index_too_large", INVALID, "index 4", "size 4", indices=t_idx(0, 4, 1), num_classes=4, dtype="f32"),
+           E("negative_index", INVALID, "index -1", indices=t_idx(0, -1, 1), num_classes=4, dtype="f32"))
+
+# losses
+T3 = t_idx(0, 1, 0)
+add_errors("cross_entropy",
+           E("target_rows", SHAPE, "[2,3]", "[3]", logits=A23, target=T3, ignore_index=-100, label_smoothing=0.0,
+             reduction="mean"),
+           E("logits_1d", SHAPE, "[N, C]", "[3]", logits=V3, target=T3, ignore_index=-100, label_smoothing=0.0,
+             reduction="mean"),
+           E("logits_3d", SHAPE, "[N, C]", "[2,3,1]", logits=Arg((2, 3, 1)), target=t_idx(0, 1), ignore_index=-100,
+             label_smoothing=0.0, reduction="mean"),
+           E("float_target", DTYPE, "target", "f32", logits=A22, target=Idx((2,), 2, dtype="f32"),
+             ignore_index=-100, label_smoothing=0.0, reduction="mean"),
+           E("integer_logits", DTYPE, "logits", "i32", logits=A22, target=Idx((2,), 2, dtype="f32"), ignore_index=-100,
+             label_smoothing=0.0, reduction="mean", inputs="i32"),
+           E("smoothing_above_1", INVALID, "label_smoothing", "1.5", logits=A23, target=t_idx(0, 2),
+             ignore_index=-100, label_smoothing=1.5, reduction="mean"),
+           E("negative_smoothing", INVALID, "label_smoothing", "-0.1", logits=A23, target=t_idx(0, 2),
+             ignore_index=-100, label_smoothing=-0.1, reduction="mean"),
+           # without smoothing cross_entropy is softmax_cross_entropy: on CUDA a NaN loss instead
+           E("target_out_of_range", INVALID, "target 7", "row 1", "[0, 5)", logits=Arg((2, 5)), target=t_idx(1, 7),
+             ignore_index=-100, label_smoothing=0.0, reduction="mean", devices=("cpu",)),
+           E("target_out_of_range_smoothed", INVALID, "index 7", "size 5", logits=Arg((2, 5)), target=t_idx(1, 7),
+             ignore_index=-100, label_smoothing=0.1, reduction="mean"),
+           *[E(f"reduction_{r}", INVALID, "reduction", str(r), logits=A23, target=t_idx(0, 1), ignore_index=-100,
+               label_smoothing=0.0, reduction=r) for r in BAD_REDUCTIONS + (7,)])
+add_errors("nll_loss",
+           E("target_out_of_range", INVALID, "index 7", "size 5", log_probs=Arg((2, 5)), target=t_idx(1, 7),
+             ignore_index=-100, reduction="sum"),
+           *[E(f"reduction_{r}", INVALID, "reduction", str(r), log_probs=A23, target=t_idx(0, 1), ignore_index=-100,
+               reduction=r) for r in BAD_REDUCTIONS])
+add_errors("mse_loss",
+           E("shapes", SHAPE, "[2,3]", "[2,4]", input=A23, target=A24, reduction="mean"),
+           E("shapes_transposed", SHAPE, "[2,3]", "[3,2]", input=A23, target=Arg((3, 2)), reduction="mean"),
+           E("integer", DTYPE, "input", "i32", input=A22, target=A22, reduction="mean", inputs="i32"),
+           *[E(f"reduction_{r}", INVALID, "reduction", str(r), input=A23, target=A23, reduction=r)
+             for r in BAD_REDUCTIONS])
+add_errors("bce_with_logits",
+           E("shapes", SHAPE, "[2,3]", "[2,2]", logits=A23, target=A22, reduction="sum"),
+           E("shapes_flat", SHAPE, "[2,3]", "[6]", logits=A23, target=Arg((6,)), reduction="sum"),
+           E("integer", DTYPE, "logits", "i32", logits=A22, target=A22, reduction="mean", inputs="i32"),
+           *[E(f"reduction_{r}", INVALID, "reduction", str(r), logits=A23, target=A23, reduction=r)
+             for r in BAD_REDUCTIONS])
+
+# fused kernels
+X32 = Arg((3, 2))
+add_errors("rms_norm",
+           E("weight_size", SHAPE, "weight", "[3]", "[4]", x=A23, weight=V4, eps=1e-5),
+           E("integer_x", DTYPE, "x", "i64", x=A23, eps=1e-5, inputs="i64"),
+           E("negative_eps", INVALID, "eps", "-1", x=A23, eps=-1.0))
+add_errors("layer_norm",
+           E("bias_size", SHAPE, "bias", "[4]", x=A23, weight=V3, bias=V4, eps=1e-5),
+           E("integer_weight", DTYPE, "weight", "i64", x=A23, weight=Arg((3,), dtype="i64"), eps=1e-5))
+add_errors("add_rms_norm",
+           E("residual_shape", SHAPE, "residual", "[3,2]", "[2,3]", x=A23, residual=X32, weight=V3, eps=1e-5))
+add_errors("softmax_cross_entropy",
+           # the CPU checks the targets; CUDA gives a NaN loss instead (no host sync; ops.yaml)
+           E("target_out_of_range", INVALID, "target 3", "row 1", "[0, 3)", logits=A23, target=t_idx(0, 3),
+             ignore_index=-100, reduction="mean", devices=("cpu",)),
+           E("target_rows", SHAPE, "[2,3]", "[3]", logits=A23, target=Idx((3,), 1, values=[0, 0, 0]),
+             ignore_index=-100, reduction="mean"),
+           E("float_target", DTYPE, "target", "f32", logits=A23, target=Idx((2,), 3, dtype="f32"), ignore_index=-100,
+             reduction="mean"),
+           E("integer_logits", DTYPE, "logits", "i64", logits=A23, target=t_idx(0, 2), ignore_index=-100,
+             reduction="mean", inputs="i64"),
+           E("reduction_7", INVALID, "reduction", "7", logits=A23, target=t_idx(0, 2), ignore_index=-100, reduction=7))
+add_errors("swiglu", E("shapes", SHAPE, "[2,3]", "[3,2]", gate=A23, up=X32))
+ADAM_OK = dict(step=1, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled_weight_decay=True)
+ADAM_STATE = dict(params=[A23], exp_avgs=[Arg((2, 3), U(0, 0))], exp_avg_sqs=[Arg((2, 3), U(0, 0))])
+add_errors("adam_step_multi",
+           E("counts", INVALID, "params 1", "grads 2", grads=[A23, A23], **ADAM_STATE, **ADAM_OK),
+           E("grad_dtype", DTYPE, "grad 0", "f64", grads=[Arg((2, 3), dtype="f64")], **ADAM_STATE, **ADAM_OK),
+           E("grad_shape", SHAPE, "grad 0", "[3,2]", "[2,3]", grads=[X32], **ADAM_STATE, **ADAM_OK),
+           E("step_0", INVALID, "step", "got 0", grads=[A23], **ADAM_STATE, **dict(ADAM_OK, step=0)),
+           E("beta1_above_1", INVALID, "betas", "1.5", grads=[A23], **ADAM_STATE, **dict(ADAM_OK, beta1=1.5)))
+
+# device mismatches: one operand pinned to the CPU while the others are on the GPU (CUDA only)
+CPU_A23, CPU_V3 = Arg((2, 3), device="cpu"), Arg((3,), device="cpu")
+MISMATCH = ("is on cpu", "is on cuda")
+add_errors("add", E("device_mismatch", DEVICE, *MISMATCH, a=A23, b=CPU_A23, devices=CUDA))
+add_errors("where", E("device_mismatch", DEVICE, *MISMATCH, cond=Arg((2, 3), dtype="bool", device="cpu"), a=A23,
+                      b=A23, devices=CUDA))
+add_errors("add_", E("device_mismatch", DEVICE, *MISMATCH, x=A23, b=CPU_A23, devices=CUDA))
+add_errors("copy_", E("device_mismatch", DEVICE, *MISMATCH, x=A23, src=CPU_A23, devices=CUDA))
+add_errors("cat", E("device_mismatch", DEVICE, *MISMATCH, xs=[A23, CPU_A23], axis=0, devices=CUDA))
+add_errors("matmul", E("device_mismatch", DEVICE, *MISMATCH, a=A23, b=Arg((3, 2), device="cpu"), devices=CUDA))
+add_errors("index_select", E("device_mismatch", DEVICE, *MISMATCH, x=A23, axis=0,
+                             index=Idx((2,), 2, device="cpu"), devices=CUDA))
+add_errors("gather", E("device_mismatch", DEVICE, *MISMATCH, x=A23, axis=1, index=Idx((2, 2), 3, device="cpu"),
+                       devices=CUDA))
+add_errors("rms_norm", E("device_mismatch", DEVICE, *MISMATCH, x=A23, weight=CPU_V3, eps=1e-6, devices=CUDA))
+add_errors("add_rms_norm", E("device_mismatch", DEVICE, *MISMATCH, x=A23, residual=CPU_A23, weight=V3, eps=1e-6,
+                             devices=CUDA))
+add_errors("softmax_cross_entropy", E("device_mismatch", DEVICE, *MISMATCH, logits=A23,
+                                      target=Idx((2,), 3, device="cpu"), ignore_index=-100, reduction="mean",
+                                      devices=CUDA))
+add_errors("flash_attention", E("device_mismatch", DEVICE, *MISMATCH, q=Arg((1, 1, 2, 4)),
+                                k=Arg((1, 1, 2, 4), device="cpu"), v=Arg((1, 1, 2, 4)), causal=False, alibi=False,
+                                scale=0.0, devices=CUDA))

@@ -7,10 +7,17 @@ checked through the C API (nexusgrad._nexus, nx_<op>(handles..., attributes..., 
   grad       for ops with `grad`: the gradient of every input listed there, from our backward
              (nx_backward with a random upstream gradient) against torch.autograd's
   gradcheck  in f64: central differences of sum(w * op(x)) (random w) against our backward
+  gradgrad   in f64: the Hessian-vector product H v of L = sum(w * op(x)) from double backward
+             (nx_autograd_grad with create_graph, then again through the first-order gradient)
+             against central differences of that first-order gradient along v
   cuda       on CUDA: the same inputs on the CPU and on the GPU, outputs and gradients compared
+  errors     the case's error variants: each call must fail with its nx_status, a message naming
+             nx_<op> and the values involved, no new handle left behind, in-place inputs unchanged
 
 The cases (inputs, attributes, torch references, skips with their reasons) are in op_cases.py;
-an op of the registry without a case, or a case for an op the registry lacks, is a failure.
+an op of the registry without a case, or a case for an op the registry lacks, is a failure; so is
+a differentiable op with f64 whose finite differences (first or second order) ran nowhere, unless
+its case says why.
 Prints one summary line and exits 1 when any check failed:
   op harness: N ops, M op x dtype x device cases, K checks, F failed
 
@@ -20,6 +27,8 @@ usage: OMP_NUM_THREADS=2 PYTHONPATH=BUILD/python python3 tests/harness/op_harnes
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
 import os
 import sys
 import time
@@ -36,8 +45,9 @@ REGISTRY = os.path.join(ROOT, "src", "ops", "ops.yaml")
 sys.path.insert(0, HERE)
 
 import op_cases  # noqa: E402
-from op_cases import ALL_DTYPES, FLOAT_DTYPES, TORCH_DTYPES, Arg, Case, Idx, Variant  # noqa: E402
+from op_cases import ALL_DTYPES, FLOAT_DTYPES, TORCH_DTYPES, Arg, Case, Err, Idx, Variant  # noqa: E402
 
+import nexusgrad  # noqa: E402
 from nexusgrad import _nexus as C  # noqa: E402
 
 # ---------------------------------------------------------------- tolerances (declared once)
@@ -55,6 +65,12 @@ TOL = {
 # term is the central difference's rounding noise, ~1e-16 |L| / eps)
 GC_EPS, GC_RTOL, GC_ATOL = 1e-6, 1e-6, 1e-8
 GC_MAX_ELEMENTS = 2500  # finite differences cost two op calls per input element
+# gradgrad: step along the random direction v (N(0, 1) entries), and |Hv - numeric| <= rtol
+# |numeric| + atol max(1, |numeric|_inf, |grad|_inf) (the second term: the difference's rounding
+# noise, ~1e-16 |grad| / eps, and its truncation, ~eps^2 |4th derivative|). Directional
+# differences cost four backward passes whatever the size; GG_MAX_ELEMENTS bounds the work.
+GG_EPS, GG_RTOL, GG_ATOL = 1e-5, 1e-6, 1e-8
+GG_MAX_ELEMENTS = 50000
 
 NX_DTYPE = {"f32": C.NX_F32, "f64": C.NX_F64, "f16": C.NX_F16, "bf16": C.NX_BF16, "i32": C.NX_I32,
             "i64": C.NX_I64, "bool": C.NX_BOOL}
@@ -183,6 +199,7 @@ class In:
     storage: torch.Tensor
     layout: str
     floating: bool
+    device: Optional[str] = None  # pinned to this device (None: the device under test)
 
     @property
     def view(self) -> torch.Tensor:
@@ -194,7 +211,7 @@ class In:
 
     def to_nx(self, device: str) -> Any:
         """The engine tensor the op receives: a leaf (a detached view for T/S layouts)."""
-        h = to_nx(self.storage, device)
+        h = to_nx(self.storage, self.device or device)
         if self.layout == "contig":
             return h
         with NoGrad():
@@ -222,12 +239,17 @@ def is_tensor_list(m: Any) -> bool:
     return isinstance(m, list) and len(m) > 0 and all(isinstance(x, In) for x in m)
 
 
+IDX_JUNK = -999983  # the storage elements a strided index view skips: out of range for every op
+
+
 def make_input(spec: Any, dtype: str, rng: np.random.Generator) -> Any:
     if isinstance(spec, Arg):
         dt = spec.dtype or dtype
-        vals = spec.dom(rng, storage_shape(spec), op_cases.kind_of(dt))
-        t = torch.from_numpy(np.ascontiguousarray(vals)).to(TORCH_DTYPES[dt])
-        return In(t, spec.layout, dt in FLOAT_DTYPES)
+        shape = storage_shape(spec)
+        vals = spec.dom(rng, shape, op_cases.kind_of(dt))
+        # (np.array, not np.ascontiguousarray: that one makes 0-d arrays 1-d)
+        t = torch.from_numpy(np.array(vals, order="C").reshape(shape)).to(TORCH_DTYPES[dt])
+        return In(t, spec.layout, dt in FLOAT_DTYPES, spec.device)
     if isinstance(spec, Idx):
         n = int(np.prod(spec.shape, dtype=np.int64))
         vals = np.asarray(spec.values, np.int64) if spec.values is not None else rng.integers(0, spec.high, n)
@@ -235,7 +257,17 @@ def make_input(spec: Any, dtype: str, rng: np.random.Generator) -> Any:
             value, every = spec.ignore
             vals = vals.copy()
             vals[1::every] = value
-        return In(torch.from_numpy(vals.reshape(spec.shape)).to(TORCH_DTYPES[spec.dtype or dtype]), "contig", False)
+        t = torch.from_numpy(vals.reshape(spec.shape)).to(TORCH_DTYPES[spec.dtype or dtype])
+        if spec.layout == "T":
+            storage_shape(Arg(tuple(spec.shape), layout="T"))  # checks the rank
+            t = t.transpose(-1, -2).contiguous()
+        elif spec.layout == "S":
+            wide = torch.full(storage_shape(Arg(tuple(spec.shape), layout="S")), IDX_JUNK, dtype=t.dtype)
+            wide[..., ::2] = t
+            t = wide
+        elif spec.layout != "contig":
+            raise ValueError(f"unknown layout {spec.layout}")
+        return In(t, spec.layout, False, spec.device)
     if isinstance(spec, list) and spec and all(isinstance(s, Arg) for s in spec):
         return [make_input(s, dtype, rng) for s in spec]
     return spec  # None (an optional tensor left out) or an attribute value
@@ -260,11 +292,23 @@ def c_value(arg: CArg, v: Any, handles: Dict[str, Any]) -> Any:
         return int(v)
     if arg.kind == "bool":
         return bool(v)
-    if arg.kind == "dtype":
-        return NX_DTYPE[v]
+    if arg.kind == "dtype":  # a name, or a raw value (error variants: an invalid enum)
+        return NX_DTYPE[v] if isinstance(v, str) else int(v)
     if arg.kind == "reduction":
-        return NX_REDUCTION[v]
+        return NX_REDUCTION[v] if isinstance(v, str) else int(v)
     raise ValueError(arg.kind)
+
+
+def make_handles(op: Op, mats: Dict[str, Any], device: str) -> Dict[str, Any]:
+    """The engine tensors of the materialized inputs, by C argument name (a list for arrays)."""
+    handles: Dict[str, Any] = {}
+    for a in op.args:
+        m = mats[a.name]
+        if isinstance(m, In):
+            handles[a.name] = m.to_nx(device)
+        elif a.kind == "tensors" and isinstance(m, list):
+            handles[a.name] = [x.to_nx(device) for x in m]
+    return handles
 
 
 def call_op(op: Op, mats: Dict[str, Any], handles: Dict[str, Any], mutates: Optional[List[str]]) -> List[Any]:
@@ -294,6 +338,13 @@ def grad_leaves(op: Op, mats: Dict[str, Any]) -> List[Tuple[str, str, Optional[i
     return out
 
 
+def not_f64_leaves(mats: Dict[str, Any], leaves: List[Tuple[str, str, Optional[int]]]) -> Optional[str]:
+    """Why finite differences cannot run on these leaves (a mixed-dtype variant), or None."""
+    other = [label for label, name, pos in leaves
+             if (mats[name] if pos is None else mats[name][pos]).view.dtype != torch.float64]
+    return f"inputs {other} are not f64: a step of 1e-6 rounds in them" if other else None
+
+
 def leaf_handle(handles: Dict[str, Any], name: str, pos: Optional[int]) -> Any:
     return handles[name] if pos is None else handles[name][pos]
 
@@ -304,6 +355,7 @@ class Result:
     grads: Dict[str, Optional[torch.Tensor]]
     graph: bool  # whether some output requires grad
     devices: List[str]  # where the outputs and gradients live ("cpu", "cuda:0")
+    moved: int = 0  # in-place ops: written tensors whose data pointer changed (must stay 0)
 
 
 def backward_root(outs: List[Any], gouts: List[Optional[torch.Tensor]], device: str) -> None:
@@ -324,18 +376,17 @@ def backward_root(outs: List[Any], gouts: List[Optional[torch.Tensor]], device: 
 def run_ours(op: Op, case: Case, mats: Dict[str, Any], device: str,
              gout_fn: Optional[Any]) -> Result:
     """Our op on device. gout_fn(outputs) -> upstream gradients (None: no backward)."""
-    handles: Dict[str, Any] = {}
-    for name, m in mats.items():
-        if isinstance(m, In):
-            handles[name] = m.to_nx(device)
-        elif is_tensor_list(m):
-            handles[name] = [x.to_nx(device) for x in m]
+    handles = make_handles(op, mats, device)
     leaves = grad_leaves(op, mats) if gout_fn else []
     for _, name, pos in leaves:
         C.nx_tensor_set_requires_grad(leaf_handle(handles, name, pos), True)
+    written = [h for name in case.mutates or [] for h in (handles[name] if isinstance(handles[name], list)
+                                                           else [handles[name]])] if device == "cpu" else []
+    ptrs = [C.nx_tensor_data_ptr(h) for h in written]
     outs = call_op(op, mats, handles, case.mutates)
     result = Result([to_torch(h) for h in outs], {}, any(C.nx_tensor_requires_grad(h) for h in outs),
                     [C.nx_tensor_device(h) for h in outs])
+    result.moved = sum(C.nx_tensor_data_ptr(h) != p for h, p in zip(written, ptrs))
     if gout_fn and result.graph:
         backward_root(outs, gout_fn(result.outs), device)
         for label, name, pos in leaves:
@@ -352,14 +403,20 @@ RefResult = Tuple[List[torch.Tensor], List[torch.dtype], Dict[str, Optional[torc
 
 def run_ref(op: Op, case: Case, variant: Variant, mats: Dict[str, Any], dtype: str,
             gout_fn: Optional[Any]) -> RefResult:
-    """torch's outputs, the dtypes ours must have, and torch's gradients (gout_fn given)."""
-    upcast = case.upcast_half and dtype in ("f16", "bf16")
+    """torch's outputs, the dtypes ours must have, and torch's gradients (gout_fn given).
+    With upcast_half, f16/bf16 inputs reach torch as float32; a float32 result then has the
+    dtype the inputs' own floating dtypes promote to (f16 alone: f16; f16 with bf16: f32)."""
+    halves = (torch.float16, torch.bfloat16)
+    ins = [m for m in mats.values() if isinstance(m, In)] + [x for m in mats.values() if is_tensor_list(m) for x in m]
+    upcast = case.upcast_half and any(m.view.dtype in halves for m in ins)
+    floats = [m.view.dtype for m in ins if m.view.dtype.is_floating_point]
+    promoted = functools.reduce(torch.promote_types, floats) if floats else TORCH_DTYPES[dtype]
     leaves: Dict[str, torch.Tensor] = {}
     want_grad = {(name, pos) for _, name, pos in grad_leaves(op, mats)} if gout_fn else set()
 
     def prep(m: In, name: str, pos: Optional[int]) -> torch.Tensor:
         t = m.view.clone() if case.mutates else m.view  # an in-place reference writes its input
-        if upcast and t.dtype in (torch.float16, torch.bfloat16):
+        if upcast and t.dtype in halves:
             t = t.float()
         if (name, pos) in want_grad:
             t = t.detach().requires_grad_(True)
@@ -377,8 +434,7 @@ def run_ref(op: Op, case: Case, variant: Variant, mats: Dict[str, Any], dtype: s
             kwargs[a.name] = m
     out = (variant.ref or case.ref)(**kwargs)
     outs = list(out) if isinstance(out, (tuple, list)) else [out]
-    half = TORCH_DTYPES[dtype]
-    dtypes = [half if upcast and o.dtype == torch.float32 else o.dtype for o in outs]
+    dtypes = [promoted if upcast and o.dtype == torch.float32 else o.dtype for o in outs]
     grads: Dict[str, Optional[torch.Tensor]] = {}
     if gout_fn:
         gouts = gout_fn([o.detach().to(d) for o, d in zip(outs, dtypes)])
@@ -424,7 +480,9 @@ def compare(got: torch.Tensor, want: torch.Tensor, want_dtype: torch.dtype, tol:
         return None
     atol, rtol = tol
     nan_g, nan_w = torch.isnan(g), torch.isnan(w)
-    same_inf = torch.isinf(w) & (g == w)
+    # an infinity where want overflows want_dtype (torch computed a half result in float32)
+    w_r = want.reshape(-1).to(want_dtype).double() if want.dtype != want_dtype else w
+    same_inf = torch.isinf(w_r) & (g == w_r)
     err = (g - w).abs()
     bad = (nan_g != nan_w) | (~nan_w & ~same_inf & ~(err <= atol + rtol * w.abs()))
     if bool(bad.any()):
@@ -457,6 +515,8 @@ class Harness:
         self.combos = 0
         self.gradchecks: Dict[str, int] = {}
         self.gradcheck_skipped: Dict[str, List[str]] = {}
+        self.gradgrads: Dict[str, int] = {}
+        self.gradgrad_skipped: Dict[str, List[str]] = {}
         self.by_mode: Dict[str, int] = {}
 
     # -------------------------------------------------------------- bookkeeping
@@ -525,10 +585,18 @@ class Harness:
                 specs = spec if isinstance(spec, list) else [spec]
                 if spec is not None and not all(isinstance(s, Arg) for s in specs):
                     problems.append(f"variant {v.name}: grad input {g} is not an Arg")
-        names_seen = [v.name for v in case.variants]
-        dups = sorted({n for n in names_seen if names_seen.count(n) > 1})
-        if dups:
-            problems.append(f"variant names repeat (they seed the inputs): {dups}")
+        for e in case.errors:
+            missing = [n for n in names if n not in e.args and n not in op.optional]
+            extra = [k for k in e.args if k not in names]
+            if missing or extra:
+                problems.append(f"error variant {e.name}: missing {missing}, unknown {extra}")
+            if not isinstance(getattr(C, e.status, None), int):
+                problems.append(f"error variant {e.name}: unknown status {e.status}")
+        for kind, names_seen in (("variant", [v.name for v in case.variants]), ("error variant",
+                                                                                [e.name for e in case.errors])):
+            dups = sorted({n for n in names_seen if names_seen.count(n) > 1})
+            if dups:
+                problems.append(f"{kind} names repeat (they seed the inputs): {dups}")
         if case.mutates and op.nouts != 0:
             problems.append("`mutates` given but ops.yaml declares outputs")
         if op.nouts == 0 and not case.mutates:
@@ -537,14 +605,14 @@ class Harness:
 
     def variants_of(self, op: Op, case: Case) -> List[Variant]:
         """The case's variants plus, per optional tensor, the first variant with it left out."""
-        out = [Variant(v.name, dict(v.args, **{o: None for o in op.optional if o not in v.args}), v.dtypes,
-                       v.devices, v.skip, v.ref, v.tol, v.tol_reason) for v in case.variants]
+        out = [dataclasses.replace(v, args=dict(v.args, **{o: None for o in op.optional if o not in v.args}))
+               for v in case.variants]
         if op.optional and case.variants:
             base = case.variants[0]
             combos = [[o] for o in op.optional] + ([list(op.optional)] if len(op.optional) > 1 else [])
             for leave_out in combos:
-                out.append(Variant("no_" + "_".join(leave_out), dict(base.args, **{o: None for o in leave_out}),
-                                   base.dtypes, base.devices, base.skip, base.ref, base.tol, base.tol_reason))
+                out.append(dataclasses.replace(base, name="no_" + "_".join(leave_out),
+                                               args=dict(base.args, **{o: None for o in leave_out})))
         return out
 
     # -------------------------------------------------------------- one op
@@ -572,12 +640,25 @@ class Harness:
                     self.combos += 1
                 elif not any(self.skip_reason(case, v, "*", dtype, device) for v in variants):
                     self.check("no variant ran", f"{op.name} {dtype} {device}")
-        # Every differentiable op with f64 gets finite differences somewhere, unless the case
-        # itself says why not.
-        if op.grad and "f64" in op.dtypes and "f64" in dtypes and "cpu" in devices and "gradcheck" not in case.skip:
-            if not self.gradchecks.get(op.name):
-                self.check(f"no variant ran (skipped: {self.gradcheck_skipped.get(op.name, [])})",
-                           f"{op.name} gradcheck coverage")
+        # Every differentiable op with f64 gets finite differences somewhere, first and second
+        # order, unless the case itself says why not.
+        if op.grad and "f64" in op.dtypes and "f64" in dtypes and "cpu" in devices:
+            for mode, ran_, skipped in (("gradcheck", self.gradchecks, self.gradcheck_skipped),
+                                        ("gradgrad", self.gradgrads, self.gradgrad_skipped)):
+                if mode not in case.skip and not (mode == "gradgrad" and "gradcheck" in case.skip) \
+                        and not ran_.get(op.name):
+                    self.check(f"no variant ran (skipped: {skipped.get(op.name, [])})", f"{op.name} {mode} coverage")
+        for e in case.errors:
+            if e.dtype not in dtypes:
+                continue
+            for device in devices:
+                if device not in op.devices or (e.devices is not None and device not in e.devices):
+                    continue
+                where = f"{op.name} {e.dtype} {device} [{e.name}] errors"
+                try:
+                    self.run_error(op, case, e, device, where)
+                except Exception as ex:  # a failure of the harness itself (bad arguments...)
+                    self.check(f"{type(ex).__name__}: {ex}", where, "errors")
         return True
 
     def run_combo(self, op: Op, case: Case, variants: List[Variant], dtype: str, device: str) -> bool:
@@ -610,6 +691,9 @@ class Harness:
             ours = run_ours(op, case, mats, device, gout)
             ref_outs, ref_dtypes, ref_grads = run_ref(op, case, v, mats, dtype, gout)
             if not skip_fwd:
+                if case.mutates:  # in place: the results are in the inputs' own storage
+                    self.check(f"{ours.moved} written tensors have a new data pointer" if ours.moved else None,
+                               f"{where} forward in place", "forward")
                 if len(ours.outs) != len(ref_outs):
                     self.check(f"{len(ours.outs)} outputs, torch has {len(ref_outs)}", f"{where} forward", "forward")
                 for j, (o, r, d) in enumerate(zip(ours.outs, ref_outs, ref_dtypes)):
@@ -629,12 +713,14 @@ class Harness:
                         want = zeros_if_none(g, leaf.float() if case.upcast_half else leaf)
                         got = ours.grads.get(label)
                         got = zeros_if_none(got, leaf)
-                        self.check(compare(got, want, leaf.dtype, self.tol(case, v, "grad", dtype, device)),
+                        self.check(compare(got, want, leaf.dtype,
+                                           self.tol(case, v, "grad", TORCH_NAME[leaf.dtype], device)),
                                    f"{where} grad {label}", "grad")
         if device != "cpu":
             self.cuda_vs_cpu(op, case, v, mats, dtype, device, where, gout)
         if dtype == "f64" and op.grad and (not self.level or self.level == self.simd_levels[0]):
             self.gradcheck(op, case, v, mats, device, where, seed)
+            self.gradgrad(op, case, v, mats, device, where, seed)
 
     @staticmethod
     def leaf_view(mats: Dict[str, Any], label: str) -> torch.Tensor:
@@ -658,7 +744,8 @@ class Harness:
         for label, c in cpu.grads.items():
             leaf = self.leaf_view(mats, label)
             self.check(compare(zeros_if_none(gpu.grads.get(label), leaf), zeros_if_none(c, leaf), leaf.dtype,
-                               self.tol(case, v, "grad", dtype, device)), f"{where} cuda grad {label}", "cuda")
+                               self.tol(case, v, "grad", TORCH_NAME[leaf.dtype], device)),
+                       f"{where} cuda grad {label}", "cuda")
 
     # -------------------------------------------------------------- finite differences
     def gradcheck(self, op: Op, case: Case, v: Variant, mats: Dict[str, Any], device: str, where: str,
@@ -666,7 +753,7 @@ class Harness:
         leaves = grad_leaves(op, mats)
         if not leaves:
             return
-        reason = self.skip_reason(case, v, "gradcheck", "f64", device)
+        reason = self.skip_reason(case, v, "gradcheck", "f64", device) or not_f64_leaves(mats, leaves)
         n = sum(self.leaf_view(mats, label).numel() for label, _, _ in leaves)
         if not reason and n > GC_MAX_ELEMENTS:
             reason = f"{n} input elements > {GC_MAX_ELEMENTS}: too slow for finite differences"
@@ -684,7 +771,7 @@ class Harness:
             return weights
 
         analytic = run_ours(op, case, mats, device, wrapped)
-        if any(o.is_floating_point() and o.dtype != torch.float64 for o in analytic.outs):
+        if v.gc_step is None and any(o.is_floating_point() and o.dtype != torch.float64 for o in analytic.outs):
             self.skip(f"{where} gradcheck", "an output is not f64: finite differences need f64 outputs")
             self.gradcheck_skipped.setdefault(op.name, []).append(v.name)
             return
@@ -719,6 +806,7 @@ class Harness:
 
         L0 = objective("", None, 0, 0.0)
         atol = GC_ATOL * max(1.0, abs(L0))
+        eps = v.gc_step or GC_EPS
         for label, name, pos in leaves:
             a = analytic.grads.get(label)
             leaf = self.leaf_view(mats, label)
@@ -729,8 +817,8 @@ class Harness:
             worst, msg = 0.0, None
             for j in range(x.numel()):
                 x0 = float(x.view(-1)[j])
-                step = (x0 + GC_EPS) - (x0 - GC_EPS)  # the step actually taken in f64
-                num = (objective(name, pos, j, GC_EPS) - objective(name, pos, j, -GC_EPS)) / step
+                step = (x0 + eps) - (x0 - eps)  # the step actually taken in f64
+                num = (objective(name, pos, j, eps) - objective(name, pos, j, -eps)) / step
                 err = abs(float(a[j]) - num)
                 allowed = GC_RTOL * abs(num) + atol
                 worst = max(worst, err / allowed)
@@ -739,6 +827,152 @@ class Harness:
                            f"(|diff| {err:.3g} > {allowed:.3g})")
             self.gradchecks[op.name] = self.gradchecks.get(op.name, 0) + 1
             self.check(msg, f"{where} gradcheck {label}", "gradcheck")
+
+    # -------------------------------------------------------------- second order
+    def gradgrad(self, op: Op, case: Case, v: Variant, mats: Dict[str, Any], device: str, where: str,
+                 seed: int) -> None:
+        """H v by double backward against (g(x + eps v) - g(x - eps v)) / 2 eps, g the first-order
+        gradient of L = sum(w * op(x)) with respect to every grad input jointly, v random."""
+        leaves = grad_leaves(op, mats)
+        if not leaves:
+            return
+        reason = self.skip_reason(case, v, "gradgrad", "f64", device)
+        if not reason:
+            gc = self.skip_reason(case, v, "gradcheck", "f64", device)
+            reason = f"as gradcheck: {gc}" if gc else not_f64_leaves(mats, leaves)
+        n = sum(self.leaf_view(mats, label).numel() for label, _, _ in leaves)
+        if not reason and n > GG_MAX_ELEMENTS:
+            reason = f"{n} input elements > {GG_MAX_ELEMENTS}"
+        if not reason and n == 0:
+            reason = "empty inputs: nothing to perturb"
+        if reason:
+            self.gradgrad_skipped.setdefault(op.name, []).append(v.name)
+            self.skip(f"{where} gradgrad", reason)
+            return
+        gen = torch.Generator().manual_seed(seed + 17)
+        dirs = {label: torch.randn(tuple(self.leaf_view(mats, label).shape), generator=gen, dtype=torch.float64)
+                for label, _, _ in leaves}
+        base = {k: (m.view.contiguous() if isinstance(m, In) else [x.view.contiguous() for x in m]
+                    if is_tensor_list(m) else None) for k, m in mats.items()}
+        wfn = upstream(seed + 13)
+        weights: List[Optional[torch.Tensor]] = []
+
+        def first_order(shift: float, create_graph: bool) -> Optional[Tuple[Dict[str, Any], List[Any]]]:
+            """The gradients (handles, None where unreachable) at x + shift v, and the leaves."""
+            handles: Dict[str, Any] = {}
+            leaf_h: Dict[str, Any] = {}
+            for k, m in base.items():
+                if m is None:
+                    continue
+                items = m if isinstance(m, list) else [m]
+                hs = []
+                for i, t in enumerate(items):
+                    label = f"{k}[{i}]" if isinstance(m, list) else k
+                    if label in dirs and shift:
+                        t = t + shift * dirs[label].to(t.dtype)
+                    h = to_nx(t, device)
+                    if label in dirs:
+                        C.nx_tensor_set_requires_grad(h, True)
+                        leaf_h[label] = h
+                    hs.append(h)
+                handles[k] = hs if isinstance(m, list) else hs[0]
+            outs = call_op(op, mats, handles, case.mutates)
+            if not weights:
+                weights[:] = wfn([to_torch(o) for o in outs])
+            root = None
+            for o, w in zip(outs, weights):
+                if w is None or not C.nx_tensor_requires_grad(o):
+                    continue
+                term = C.nx_sum(C.nx_mul(o, to_nx(w, device), None), [], False, None)
+                root = term if root is None else C.nx_add(root, term, None)
+            if root is None:
+                return None
+            labels = list(leaf_h)
+            gs = C.nx_autograd_grad(root, None, [leaf_h[lb] for lb in labels], False, create_graph, None)
+            return dict(zip(labels, gs)), [leaf_h[lb] for lb in labels]
+
+        first = first_order(0.0, True)
+        if first is None:
+            return  # no output requires grad (integer outputs): gradcheck reports what it must
+        if any(w is not None and w.dtype != torch.float64 for w in weights):
+            self.gradgrad_skipped.setdefault(op.name, []).append(v.name)
+            self.skip(f"{where} gradgrad", "an output is not f64: finite differences need f64 outputs")
+            return
+        g, leaf_list = first
+        labels = list(g)
+        s = None
+        for label in labels:
+            gh = g[label]
+            if gh is None or not C.nx_tensor_requires_grad(gh):
+                continue  # this gradient does not depend on the inputs (its Hessian part is 0)
+            term = C.nx_sum(C.nx_mul(gh, to_nx(dirs[label], device), None), [], False, None)
+            s = term if s is None else C.nx_add(s, term, None)
+        hv = {label: torch.zeros_like(dirs[label]) for label in labels}
+        if s is not None:
+            for label, h in zip(labels, C.nx_autograd_grad(s, None, leaf_list, False, False, None)):
+                if h is not None:
+                    hv[label] = to_torch(h).double()
+        gp = first_order(GG_EPS, False)
+        gm = first_order(-GG_EPS, False)
+        assert gp is not None and gm is not None
+
+        def val(d: Dict[str, Any], label: str) -> torch.Tensor:
+            return torch.zeros_like(dirs[label]) if d[label] is None else to_torch(d[label]).double()
+
+        gmax = max([float(val(g, lb).abs().max()) for lb in labels if dirs[lb].numel()] + [1.0])
+        for label in labels:
+            if dirs[label].numel() == 0:
+                continue
+            num = (val(gp[0], label) - val(gm[0], label)) / (2 * GG_EPS)
+            a = hv[label]
+            atol = GG_ATOL * max(gmax, float(num.abs().max()))
+            err = (a - num).abs()
+            bad = ~(err <= GG_RTOL * num.abs() + atol)
+            msg = None
+            if bool(bad.any()):
+                j = int(bad.reshape(-1).nonzero()[0])
+                msg = (f"element {j}: H v {float(a.reshape(-1)[j]):.12g}, numeric {float(num.reshape(-1)[j]):.12g} "
+                       f"(|diff| {float(err.reshape(-1)[j]):.3g}; {int(bad.sum())} of {bad.numel()} outside)")
+            self.gradgrads[op.name] = self.gradgrads.get(op.name, 0) + 1
+            self.check(msg, f"{where} gradgrad {label}", "gradgrad")
+
+    # -------------------------------------------------------------- error paths
+    def run_error(self, op: Op, case: Case, e: Err, device: str, where: str) -> None:
+        want = getattr(C, e.status)
+        mats = materialize(op, Variant(e.name, dict(e.args, **{o: None for o in op.optional if o not in e.args})),
+                           e.dtype, seed_of(op.name, "error", e.name))
+        handles = make_handles(op, mats, device)
+        before = {}
+        for name in case.mutates or []:
+            h = handles.get(name)
+            before[name] = [to_torch(x) for x in (h if isinstance(h, list) else [h] if h is not None else [])]
+        live = C.nx_live_tensor_count()
+        try:
+            call_op(op, mats, handles, case.mutates)
+        except nexusgrad.Error as ex:
+            msg = str(getattr(ex, "message", ex))
+            problems = []
+            if ex.status != want:
+                problems.append(f"status {ex.status_name}, want {e.status}")
+            prefix = f"nx_{op.name}:"
+            if not msg.startswith(prefix):
+                problems.append(f"the message does not start with {prefix!r}")
+            missing = [nd for nd in e.needles if nd not in msg]
+            if missing:
+                problems.append(f"the message lacks {missing}")
+            self.check(f"{'; '.join(problems)} (message: {msg!r})" if problems else None, where, "errors")
+        else:
+            self.check(f"returned normally; want {e.status}", where, "errors")
+            return
+        self.check(None if C.nx_live_tensor_count() == live else
+                   f"{C.nx_live_tensor_count() - live} handles more after the failed call", f"{where} no handle left",
+                   "errors")
+        for name, olds in before.items():
+            h = handles[name]
+            news = [to_torch(x) for x in (h if isinstance(h, list) else [h])]
+            same = all(torch.equal(a, b) or (a.is_floating_point() and bool(((a == b) | (a.isnan() & b.isnan())).all()))
+                       for a, b in zip(olds, news))
+            self.check(None if same else f"{name} changed by the failed call", f"{where} {name} unchanged", "errors")
 
 
 # ---------------------------------------------------------------- main
