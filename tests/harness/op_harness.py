@@ -11,6 +11,7 @@ checked through the C API (nexusgrad._nexus, nx_<op>(handles..., attributes..., 
              (nx_autograd_grad with create_graph, then again through the first-order gradient)
              against central differences of that first-order gradient along v
   cuda       on CUDA: the same inputs on the CPU and on the GPU, outputs and gradients compared
+  python     for ops with a generated nexusgrad wrapper: the wrapper gives exactly nx_<op>'s result
   errors     the case's error variants: each call must fail with its nx_status, a message naming
              nx_<op> and the values involved, no new handle left behind, in-place inputs unchanged
 
@@ -99,6 +100,7 @@ class Op:
     dtypes: List[str]
     devices: List[str]
     kind: str
+    python: Optional[str] = None  # the generated nexusgrad wrapper (ops.yaml `python:`), if any
 
 
 SCALAR_KINDS = {"double": "float", "int64_t": "int", "bool": "bool", "nx_dtype": "dtype", "nx_reduction": "reduction",
@@ -142,6 +144,11 @@ def expand_dtypes(spec: Any) -> List[str]:
     raise ValueError(f"unknown dtypes {spec!r}")
 
 
+def python_wrapper(spec: Any) -> Optional[str]:
+    """The function name of a generated wrapper (`name(params)`); None for manual or none."""
+    return None if spec in (None, "manual", "none") else str(spec).split("(")[0]
+
+
 def load_registry(path: str = REGISTRY) -> Dict[str, Op]:
     try:
         import yaml
@@ -157,7 +164,8 @@ def load_registry(path: str = REGISTRY) -> Dict[str, Op]:
             nouts = 0 if outs == "none" else -1 if outs == "nx_tensor* outs" else len(outs.split(","))
             ops[o["name"]] = Op(o["name"], parse_args(o["args"]), nouts, list(o.get("optional", [])),
                                 list(o.get("index", [])), list(o.get("grad", [])), expand_dtypes(o["dtypes"]),
-                                list(o.get("devices", ["cpu", "cuda"])), o.get("kind", "other"))
+                                list(o.get("devices", ["cpu", "cuda"])), o.get("kind", "other"),
+                                python_wrapper(o.get("python")))
     return ops
 
 
@@ -395,6 +403,38 @@ def run_ours(op: Op, case: Case, mats: Dict[str, Any], device: str,
             if g is not None:
                 result.devices.append(C.nx_tensor_device(g))
     return result
+
+
+def python_matches_c(op: Op, mats: Dict[str, Any], device: str) -> Optional[str]:
+    """The generated nexusgrad wrapper on the same inputs gives exactly what nx_<op> gives: its
+    parameters map to the right C arguments, in the right order, with the right conversions."""
+    import nexusgrad as ng
+    from nexusgrad.tensor import _wrap
+
+    handles = make_handles(op, mats, device)
+    args: List[Any] = []
+    for a in op.args:
+        v = mats[a.name]
+        if a.kind == "tensor":
+            h = handles.get(a.name)
+            args.append(None if h is None else _wrap(C.nx_tensor_retain(h)))
+        elif a.kind == "ints":
+            args.append([int(x) for x in v])
+        elif a.kind == "reduction":
+            args.append(v)  # the wrapper takes PyTorch's names ("mean", "sum", "none")
+        elif a.kind in ("float", "int", "bool"):
+            args.append(c_value(a, v, handles))
+        else:
+            return f"no Python conversion for a {a.kind} argument"
+    with NoGrad():
+        want = to_torch(call_op(op, mats, handles, None)[0])
+        got = to_torch(getattr(ng, op.python)(*args)._h)
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return f"nexusgrad.{op.python} gave {got.dtype} {tuple(got.shape)}, nx_{op.name} {want.dtype} {tuple(want.shape)}"
+    same = got == want
+    if got.is_floating_point():
+        same |= got.isnan() & want.isnan()
+    return None if bool(same.all()) else f"nexusgrad.{op.python} differs from nx_{op.name}"
 
 
 # ---------------------------------------------------------------- the torch side
@@ -699,6 +739,8 @@ class Harness:
                 for j, (o, r, d) in enumerate(zip(ours.outs, ref_outs, ref_dtypes)):
                     self.check(compare(o, r, d, self.tol(case, v, "fwd", TORCH_NAME[d], device)),
                                f"{where} forward out{j}", "forward")
+            if op.python and not skip_fwd:
+                self.check(python_matches_c(op, mats, device), f"{where} python wrapper", "python")
             if device != "cpu":  # nothing may fall back to (or land on) the host
                 elsewhere = [d for d in ours.devices if not d.startswith(device)]
                 self.check(f"results on {elsewhere}" if elsewhere else None, f"{where} results on {device}", "cuda")

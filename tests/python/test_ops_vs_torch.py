@@ -1,5 +1,9 @@
-"""Every function of the nexusgrad Python API against PyTorch on random inputs: forward values and
-gradients (float64, so that the comparison is tight), plus float32 forward values."""
+"""The nexusgrad Python layer against PyTorch on random inputs: forward values and gradients
+(float64, so that the comparison is tight), plus float32 forward values. Cases here exercise what
+the Python layer adds: PyTorch's keyword names and defaults, Python numbers as operands, the
+hand-written wrappers, operators, methods and indexing. A plain positional call of a wrapper
+generated from src/ops/ops.yaml is not repeated here: the op harness (tests/harness) checks every
+registry op against torch and checks that each generated wrapper returns exactly the C result."""
 import math
 
 import numpy as np
@@ -55,8 +59,7 @@ def ce_target():
 
 CASES = [
     # binary elementwise (broadcast [3,4] with [4])
-    binary("add"), binary("sub"), binary("mul"), binary("div", b=pos), binary("pow", torch.pow, a=pos),
-    binary("maximum"), binary("minimum"),
+    binary("pow", torch.pow, a=pos),
     Case("add_scalar_left", ng.add, torch.add, [2.5, rnd(3, 4)], grad=False),
     Case("sub_scalar", ng.sub, torch.sub, [rnd(3, 4), 1.5]),
     Case("mul_scalar", ng.mul, torch.mul, [rnd(3, 4), -3.0]),
@@ -64,32 +67,21 @@ CASES = [
     Case("pow_scalar", ng.pow, torch.pow, [pos(3, 4), 2.5]),
     Case("pow_scalar_base", ng.pow, torch.pow, [2.0, rnd(3, 4)], grad=False),
     # comparisons (forward only; some ties)
-    *[Case(n, getattr(ng, n), getattr(torch, n), [np.round(rnd(3, 4)), np.round(rnd(4))], grad=False)
-      for n in ("eq", "ne", "lt", "le", "gt", "ge")],
     Case("where", lambda c, a, b: ng.where(c, a, b), torch.where, [rnd(3, 4) > 0, rnd(3, 4), rnd(4)]),
     # unary
-    unary("neg"), unary("abs"), unary("exp"), unary("log", data=pos), unary("sqrt", data=pos),
-    unary("rsqrt", data=pos), unary("sin"), unary("cos"), unary("tanh"), unary("sinh"), unary("cosh"),
-    unary("sigmoid"), unary("relu"), unary("square"),
+    unary("square"),
     Case("leaky_relu", ng.leaky_relu, TF.leaky_relu, [rnd(3, 4)], kwargs={"negative_slope": 0.2}),
     Case("gelu", ng.gelu, TF.gelu, [rnd(3, 4)]),
     Case("gelu_tanh", ng.gelu, TF.gelu, [rnd(3, 4)], kwargs={"approximate": "tanh"}),
-    Case("silu", ng.silu, TF.silu, [rnd(3, 4)]),
-    Case("softplus", ng.softplus, TF.softplus, [rnd(3, 4)]),
-    Case("mish", ng.mish, TF.mish, [rnd(3, 4)]),
     Case("clamp", ng.clamp, torch.clamp, [rnd(3, 4)], kwargs={"min": -0.5, "max": 0.7}),
     Case("clamp_min_only", ng.clamp, torch.clamp, [rnd(3, 4)], kwargs={"min": -0.5}),
     # fused
-    Case("add_relu", ng.add_relu, lambda a, b: torch.relu(a + b), [rnd(3, 4), rnd(4)]),
     Case("bias_gelu", ng.bias_gelu, lambda x, b: TF.gelu(x + b), [rnd(3, 4), rnd(4)]),
     Case("bias_gelu_tanh", lambda x, b: ng.bias_gelu(x, b, approximate="tanh"),
          lambda x, b: TF.gelu(x + b, approximate="tanh"), [rnd(3, 4), rnd(4)]),
-    Case("mul_tanh", ng.mul_tanh, lambda a, b: a * torch.tanh(b), [rnd(3, 4), rnd(4)]),
     # reductions
-    Case("sum_all", ng.sum, torch.sum, [rnd(3, 4, 5)]),
     Case("sum_dim", ng.sum, torch.sum, [rnd(3, 4, 5)], kwargs={"dim": 1}),
     Case("sum_dims_keepdim", ng.sum, torch.sum, [rnd(3, 4, 5)], kwargs={"dim": (0, 2), "keepdim": True}),
-    Case("mean_all", ng.mean, torch.mean, [rnd(3, 4)]),
     Case("mean_dim", ng.mean, torch.mean, [rnd(3, 4)], kwargs={"dim": -1, "keepdim": True}),
     Case("amax", ng.amax, torch.amax, [rnd(3, 4)], kwargs={"dim": 1}),
     Case("amin", ng.amin, torch.amin, [rnd(3, 4)], kwargs={"dim": 0}),
@@ -105,11 +97,6 @@ CASES = [
     Case("argmax_flat", ng.argmax, torch.argmax, [rnd(3, 4)], grad=False),
     Case("argmin", ng.argmin, torch.argmin, [rnd(3, 4)], kwargs={"dim": 0, "keepdim": True}, grad=False),
     # linear algebra, softmax
-    Case("matmul", ng.matmul, torch.matmul, [rnd(3, 4), rnd(4, 5)]),
-    Case("matmul_batched", ng.matmul, torch.matmul, [rnd(2, 3, 4), rnd(4, 5)]),
-    Case("matmul_vec", ng.matmul, torch.matmul, [rnd(4), rnd(4, 5)]),
-    Case("linear", ng.linear, TF.linear, [rnd(3, 4), rnd(5, 4), rnd(5)]),
-    Case("linear_nobias", ng.linear, TF.linear, [rnd(2, 3, 4), rnd(5, 4)]),
     Case("softmax", ng.softmax, torch.softmax, [rnd(3, 4)], kwargs={"dim": -1}),
     Case("log_softmax", ng.log_softmax, torch.log_softmax, [rnd(3, 4)], kwargs={"dim": 0}),
     # shape
@@ -125,7 +112,6 @@ CASES = [
     Case("unsqueeze", ng.unsqueeze, torch.unsqueeze, [rnd(3, 4)], kwargs={"dim": -1}),
     Case("flatten", ng.flatten, torch.flatten, [rnd(2, 3, 4)], kwargs={"start_dim": 1}),
     Case("contiguous", lambda x: ng.contiguous(ng.transpose(x, 0, 1)), lambda x: x.t().contiguous(), [rnd(3, 4)]),
-    Case("clone", ng.clone, torch.clone, [rnd(3, 4)]),
     Case("cast_f32", lambda x: ng.cast(x, ng.float32), lambda x: x.to(torch.float32), [rnd(3, 4)],
          atol=1e-6, rtol=1e-6),
     Case("cat", lambda a, b: ng.cat([a, b], 1), lambda a, b: torch.cat([a, b], 1), [rnd(3, 2), rnd(3, 4)]),
@@ -134,8 +120,6 @@ CASES = [
     Case("split_list", lambda x: ng.split(x, [1, 3], 0), lambda x: torch.split(x, [1, 3], 0), [rnd(4, 2)]),
     Case("chunk", lambda x: ng.chunk(x, 3, 0), lambda x: torch.chunk(x, 3, 0), [rnd(7, 2)]),
     # indexing
-    Case("index_select", ng.index_select, torch.index_select, [rnd(5, 3), 0, ints(4, hi=5)]),
-    Case("gather", ng.gather, torch.gather, [rnd(4, 3), 1, ints(4, 2, hi=3)]),
     Case("embedding", ng.embedding, TF.embedding, [ints(2, 3, hi=6), rnd(6, 4)]),
     Case("one_hot", lambda t: ng.one_hot(t, 5), lambda t: TF.one_hot(t, 5), [ints(3, 2, hi=5)], grad=False),
     # losses
@@ -145,7 +129,6 @@ CASES = [
     Case("cross_entropy_none", ng.cross_entropy, TF.cross_entropy, [rnd(5, 3), ints(5, hi=3)],
          kwargs={"reduction": "none"}),
     Case("nll_loss", ng.nll_loss, TF.nll_loss, [rnd(5, 3), ce_target()]),
-    Case("mse_loss", ng.mse_loss, TF.mse_loss, [rnd(3, 4), rnd(3, 4)]),
     Case("mse_loss_sum", ng.mse_loss, TF.mse_loss, [rnd(3, 4), rnd(3, 4)], kwargs={"reduction": "sum"}),
     Case("bce_with_logits", ng.binary_cross_entropy_with_logits, TF.binary_cross_entropy_with_logits,
          [rnd(3, 4), RNG.uniform(0, 1, (3, 4))]),
