@@ -1,5 +1,6 @@
 // C API: autodiff (requires_grad, backward, grad, jvp, no-grad mode), checkpointing and the
 // graph object.
+#include "autograd/engine.hpp"
 #include "capi/capi.hpp"
 
 struct nx_graph_s {

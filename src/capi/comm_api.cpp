@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "capi/capi.hpp"
-#include "dist/comm.hpp"
-#include "dist/ddp.hpp"
+#include "comm/comm.hpp"
+#include "comm/ddp.hpp"
 #ifdef NEXUS_HAVE_MPI
 #include <mpi.h>
 #endif

@@ -5,7 +5,7 @@
 
 #include "capi/capi.hpp"
 #include "core/cuda_iface.hpp"
-#include "cpu/simd.hpp"
+#include "core/cpu_iface.hpp"
 
 using namespace nx;
 using namespace nx::capi;
@@ -86,7 +86,7 @@ nx_status nx_set_num_threads(int32_t n) {
 }
 int32_t nx_get_num_threads(void) { return omp_get_max_threads(); }
 
-const char* nx_cpu_simd_level(void) { return cpu::simd().name; }
+const char* nx_cpu_simd_level(void) { return cpu::simd_level_name(); }
 nx_status nx_cpu_set_simd_level(const char* level) {
   return guard("nx_cpu_set_simd_level", [&] {
     check_out(level, "level");

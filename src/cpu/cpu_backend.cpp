@@ -8,9 +8,9 @@
 #include <cstring>
 #include <limits>
 
-#include "cpu/philox.hpp"
+#include "core/philox.hpp"
 #include "cpu/simd.hpp"
-#include "cpu/strided.hpp"
+#include "core/strided.hpp"
 
 namespace nx::cpu {
 

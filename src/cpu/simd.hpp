@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "core/backend.hpp"
+#include "core/cpu_iface.hpp"
 
 namespace nx::cpu {
 
@@ -50,8 +51,6 @@ extern const SimdTable simd_scalar;
 extern const SimdTable simd_avx2;
 extern const SimdTable simd_avx512;
 
-const SimdTable& simd();
-// Returns false when the processor lacks the level.
-bool set_simd_level(const char* name);
+const SimdTable& simd();  // set_simd_level: core/cpu_iface.hpp
 
 }  // namespace nx::cpu

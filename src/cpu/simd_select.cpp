@@ -17,6 +17,7 @@ static const SimdTable*& current() {
 }
 
 const SimdTable& simd() { return *current(); }
+const char* simd_level_name() { return simd().name; }
 
 bool set_simd_level(const char* name) {
   __builtin_cpu_init();

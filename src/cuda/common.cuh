@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
-#include "cpu/strided.hpp"
+#include "core/strided.hpp"
 #include "core/error.hpp"
 
 namespace nx::cuda {

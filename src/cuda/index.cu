@@ -1,7 +1,7 @@
 // Indexing kernels (index_select/index_add, gather/scatter_add; the adds use atomics, so their
 // float sums are not bit-reproducible run to run) and the counter-based random generator, which
 // is the same Philox function as the CPU's: a seed gives identical tensors on both devices.
-#include "cpu/philox.hpp"
+#include "core/philox.hpp"
 #include "cuda/kernels.cuh"
 
 namespace nx::cuda {

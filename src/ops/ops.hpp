@@ -4,7 +4,7 @@
 #pragma once
 #include <vector>
 
-#include "autograd/node.hpp"
+#include "graph/node.hpp"
 #include "core/backend.hpp"
 #include "core/tensor.hpp"
 

@@ -9,7 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "autograd/node.hpp"
+#include "autograd/engine.hpp"
+#include "graph/node.hpp"
 #include "core/backend.hpp"
 #include "core/dtype.hpp"
 #include "core/error.hpp"

@@ -8,6 +8,7 @@
 #include <string>
 #include <tuple>
 
+#include "autograd/engine.hpp"
 #include "cpu/simd.hpp"
 #include "nn/functional.hpp"
 

@@ -1,6 +1,7 @@
 // The fused ops on the CPU beyond gradcheck: the multi-tensor Adam(W) step against torch.optim's
 // formulas in f64, the optimizer's fused path against its per-tensor path, half-precision norms
 // and cross-entropy against the composite ops, and argument errors.
+#include "autograd/engine.hpp"
 #include "cpp_test_util.hpp"
 #include "nn/functional.hpp"
 #include "nn/optim.hpp"

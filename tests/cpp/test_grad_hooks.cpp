@@ -4,7 +4,8 @@
 #include <map>
 #include <string>
 
-#include "autograd/node.hpp"
+#include "autograd/engine.hpp"
+#include "graph/node.hpp"
 #include "cpp_test_util.hpp"
 
 namespace {

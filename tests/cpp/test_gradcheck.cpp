@@ -26,6 +26,7 @@
 #include <set>
 #include <string>
 
+#include "autograd/engine.hpp"
 #include "cpp_test_util.hpp"
 #include "nn/functional.hpp"
 

@@ -9,8 +9,9 @@
 #include <mutex>
 #include <optional>
 
+#include "autograd/engine.hpp"
 #include "cpp_test_util.hpp"
-#include "cpu/strided.hpp"
+#include "core/strided.hpp"
 
 namespace {
 

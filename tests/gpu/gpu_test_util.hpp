@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/cuda_iface.hpp"
+#include "autograd/engine.hpp"
 #include "ops/ops.hpp"
 
 namespace nx::gputest {

@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "autograd/engine.hpp"
 #include "gpu_test_util.hpp"
 
 namespace nx::gputest {

@@ -4,6 +4,7 @@
 // cheap). bf16 compares against the CPU's bf16 result, which also accumulates in wider precision.
 #include <functional>
 
+#include "autograd/engine.hpp"
 #include "gpu_test_util.hpp"
 
 namespace nx::gputest {

@@ -12,11 +12,16 @@ checked through the C API (nexusgrad._nexus, nx_<op>(handles..., attributes..., 
              against central differences of that first-order gradient along v
   cuda       on CUDA: the same inputs on the CPU and on the GPU, outputs and gradients compared
   python     for ops with a generated nexusgrad wrapper: the wrapper gives exactly nx_<op>'s result
+  rules      the op's declared output rules (ops.yaml `shape:` and `dtype:`): on every forward run,
+             our outputs have the shape and dtype the rules compute from the actual inputs and
+             attributes (no torch involved; `custom` is not checked; a skip key `rules` or `*`
+             skips it)
   errors     the case's error variants: each call must fail with its nx_status, a message naming
              nx_<op> and the values involved, no new handle left behind, in-place inputs unchanged
 
 The cases (inputs, attributes, torch references, skips with their reasons) are in op_cases.py;
 an op of the registry without a case, or a case for an op the registry lacks, is a failure; so is
+an op whose `shape:` or `dtype:` rule is missing, unknown or needs arguments the op lacks; so is
 a differentiable op with f64 whose finite differences (first or second order) ran nowhere, unless
 its case says why.
 Prints one summary line and exits 1 when any check failed:
@@ -30,6 +35,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import functools
+import math
 import os
 import sys
 import time
@@ -101,6 +107,8 @@ class Op:
     devices: List[str]
     kind: str
     python: Optional[str] = None  # the generated nexusgrad wrapper (ops.yaml `python:`), if any
+    shape_rule: Optional[str] = None  # ops.yaml `shape:` (None: missing; checked by rule_problems)
+    dtype_rule: Optional[str] = None  # ops.yaml `dtype:`
 
 
 SCALAR_KINDS = {"double": "float", "int64_t": "int", "bool": "bool", "nx_dtype": "dtype", "nx_reduction": "reduction",
@@ -165,7 +173,7 @@ def load_registry(path: str = REGISTRY) -> Dict[str, Op]:
             ops[o["name"]] = Op(o["name"], parse_args(o["args"]), nouts, list(o.get("optional", [])),
                                 list(o.get("index", [])), list(o.get("grad", [])), expand_dtypes(o["dtypes"]),
                                 list(o.get("devices", ["cpu", "cuda"])), o.get("kind", "other"),
-                                python_wrapper(o.get("python")))
+                                python_wrapper(o.get("python")), o.get("shape"), o.get("dtype"))
     return ops
 
 
@@ -540,6 +548,302 @@ def zeros_if_none(g: Optional[torch.Tensor], like: torch.Tensor) -> torch.Tensor
     return torch.zeros_like(like) if g is None else g
 
 
+# ---------------------------------------------------------------- output rules (ops.yaml shape:, dtype:)
+# Each op declares a shape rule and a dtype rule (the vocabulary: ops.yaml's header); here each
+# rule computes, from the op's actual inputs and attributes, what its outputs must be: one value
+# for every output, or a list with one per output (split, inplace). `custom` is not checked.
+Dims = Tuple[int, ...]
+
+
+@dataclass
+class RuleInputs:
+    """What a rule reads: the materialized inputs by C argument name."""
+    op: Op
+    mats: Dict[str, Any]
+    mutates: Optional[List[str]]
+
+    def tensors(self, with_index: bool = False) -> List[torch.Tensor]:
+        """The tensor inputs present (arrays element by element), `index` ones only if asked."""
+        out: List[torch.Tensor] = []
+        for a in self.op.args:
+            if a.kind not in ("tensor", "tensors") or (a.name in self.op.index and not with_index):
+                continue
+            m = self.mats.get(a.name)
+            out += [m.view] if isinstance(m, In) else [x.view for x in m] if isinstance(m, list) else []
+        return out
+
+    def first(self) -> torch.Tensor:
+        """The first tensor input: the first tensor argument (an array's first element)."""
+        return self.tensors(with_index=True)[0]
+
+    def index(self) -> torch.Tensor:
+        return self.mats[self.op.index[0]].view
+
+    def has(self, name: str) -> bool:
+        return any(a.name == name for a in self.op.args)
+
+    def attr(self, name: str) -> Any:
+        return self.mats[name]
+
+    def written(self) -> List[torch.Tensor]:
+        """The inputs an in-place op writes, in the order the harness lists its outputs."""
+        out: List[torch.Tensor] = []
+        for name in self.mutates or []:
+            m = self.mats[name]
+            out += [x.view for x in m] if isinstance(m, list) else [m.view]
+        return out
+
+
+def rule_axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise ValueError(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def broadcast_dims(*shapes: Sequence[int]) -> Dims:
+    """NumPy broadcasting: shapes aligned right, each dimension 1 or the one other size."""
+    nd = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(nd):
+        sizes = {int(s[len(s) - nd + i]) for s in shapes if len(s) - nd + i >= 0} - {1}
+        if len(sizes) > 1:
+            raise ValueError(f"shapes {[tuple(s) for s in shapes]} do not broadcast")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def dims(t: torch.Tensor) -> Dims:
+    return tuple(int(n) for n in t.shape)
+
+
+def shape_reduce(r: RuleInputs) -> Dims:
+    x = dims(r.first())
+    if not x:
+        return ()
+    axes = [int(a) for a in r.attr("axes")] if r.has("axes") else [int(r.attr("axis"))]
+    reduced = {rule_axis(a, len(x)) for a in axes} if axes else set(range(len(x)))
+    keep = bool(r.attr("keepdim"))
+    return tuple(1 if d in reduced else n for d, n in enumerate(x) if keep or d not in reduced)
+
+
+def shape_matmul(r: RuleInputs) -> Dims:
+    a, b = (dims(t) for t in r.tensors()[:2])
+    if not a or not b:
+        raise ValueError("matmul needs operands of rank >= 1")
+    a2 = (1,) + a if len(a) == 1 else a
+    b2 = b + (1,) if len(b) == 1 else b
+    if a2[-1] != b2[-2]:
+        raise ValueError(f"inner dimensions differ: {a} @ {b}")
+    out = broadcast_dims(a2[:-2], b2[:-2]) + (a2[-2], b2[-1])
+    if len(a) == 1:
+        out = out[:-2] + out[-1:]
+    if len(b) == 1:
+        out = out[:-1]
+    return out
+
+
+def shape_linear(r: RuleInputs) -> Dims:
+    x, w = (dims(t) for t in r.tensors()[:2])
+    return x[:-1] + w[:1]
+
+
+def shape_reshape(r: RuleInputs) -> Dims:
+    shape = [int(d) for d in r.attr("shape")]
+    if shape.count(-1) > 1:
+        raise ValueError(f"more than one -1 in {shape}")
+    if -1 in shape:
+        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        shape[shape.index(-1)] = r.first().numel() // known
+    return tuple(shape)
+
+
+def shape_expand(r: RuleInputs) -> Dims:
+    x, shape = dims(r.first()), [int(d) for d in r.attr("shape")]
+    lead = len(shape) - len(x)
+    if lead < 0:
+        raise ValueError(f"cannot expand {x} to fewer dimensions {shape}")
+    return tuple(x[i - lead] if i >= lead and d == -1 else d for i, d in enumerate(shape))
+
+
+def shape_transpose(r: RuleInputs) -> Dims:
+    x = list(dims(r.first()))
+    if x:
+        a, b = rule_axis(int(r.attr("dim0")), len(x)), rule_axis(int(r.attr("dim1")), len(x))
+        x[a], x[b] = x[b], x[a]
+    return tuple(x)
+
+
+def shape_permute(r: RuleInputs) -> Dims:
+    x = dims(r.first())
+    return tuple(x[rule_axis(int(d), len(x))] for d in r.attr("dims"))
+
+
+def shape_slice(r: RuleInputs) -> Dims:
+    x = list(dims(r.first()))
+    a = rule_axis(int(r.attr("axis")), len(x))
+    x[a] = len(range(*slice(int(r.attr("start")), int(r.attr("end")), int(r.attr("step"))).indices(x[a])))
+    return tuple(x)
+
+
+def shape_squeeze(r: RuleInputs) -> Dims:
+    x = list(dims(r.first()))
+    if x:
+        del x[rule_axis(int(r.attr("axis")), len(x))]
+    return tuple(x)
+
+
+def shape_unsqueeze(r: RuleInputs) -> Dims:
+    x = list(dims(r.first()))
+    x.insert(rule_axis(int(r.attr("axis")), len(x) + 1), 1)
+    return tuple(x)
+
+
+def shape_flatten(r: RuleInputs) -> Dims:
+    x = dims(r.first())
+    if not x:
+        return (1,)
+    a, b = rule_axis(int(r.attr("start_axis")), len(x)), rule_axis(int(r.attr("end_axis")), len(x))
+    return x[:a] + (int(np.prod(x[a:b + 1], dtype=np.int64)),) + x[b + 1:]
+
+
+def array_input(r: RuleInputs) -> List[torch.Tensor]:
+    name = next(a.name for a in r.op.args if a.kind == "tensors")
+    return [x.view for x in r.mats[name]]
+
+
+def shape_cat(r: RuleInputs) -> Dims:
+    ts = array_input(r)
+    x = list(dims(ts[0]))
+    a = rule_axis(int(r.attr("axis")), len(x))
+    x[a] = sum(int(t.shape[a]) for t in ts)
+    return tuple(x)
+
+
+def shape_stack(r: RuleInputs) -> Dims:
+    ts = array_input(r)
+    x = list(dims(ts[0]))
+    x.insert(rule_axis(int(r.attr("axis")), len(x) + 1), len(ts))
+    return tuple(x)
+
+
+def shape_split(r: RuleInputs) -> List[Dims]:
+    x = dims(r.first())
+    a = rule_axis(int(r.attr("axis")), len(x))
+    return [x[:a] + (int(n),) + x[a + 1:] for n in r.attr("sizes")]
+
+
+def shape_take(r: RuleInputs) -> Dims:
+    x = dims(r.first())
+    a = rule_axis(int(r.attr("axis")), len(x)) if r.has("axis") else 0
+    return x[:a] + dims(r.index()) + x[a + 1:]
+
+
+# rule name -> (the rule, what it needs of the op's declaration: argument names, alternatives
+# joined by |, "@kind" an argument of that kind, "index" one index argument, "2tensors" two
+# tensor arguments, "outs:none" an in-place op, "outs:list" a list of outputs)
+SHAPE_RULES: Dict[str, Tuple[Any, Tuple[str, ...]]] = {
+    "same": (lambda r: dims(r.first()), ()),
+    "broadcast": (lambda r: broadcast_dims(*[t.shape for t in r.tensors()]), ()),
+    "reduce": (shape_reduce, ("axes|axis", "keepdim")),
+    "loss": (lambda r: dims(r.attr("target").view) if r.attr("reduction") == "none" else (), ("target", "reduction")),
+    "matmul": (shape_matmul, ("2tensors",)),
+    "linear": (shape_linear, ("2tensors",)),
+    "take": (shape_take, ("index",)),
+    "index": (lambda r: dims(r.index()), ("index",)),
+    "one_hot": (lambda r: dims(r.index()) + (int(r.attr("num_classes")),), ("index", "num_classes")),
+    "inplace": (lambda r: [dims(t) for t in r.written()], ("outs:none",)),
+    "reshape": (shape_reshape, ("shape",)),
+    "expand": (shape_expand, ("shape",)),
+    "transpose": (shape_transpose, ("dim0", "dim1")),
+    "permute": (shape_permute, ("dims",)),
+    "slice": (shape_slice, ("axis", "start", "end", "step")),
+    "squeeze": (shape_squeeze, ("axis",)),
+    "unsqueeze": (shape_unsqueeze, ("axis",)),
+    "flatten": (shape_flatten, ("start_axis", "end_axis")),
+    "cat": (shape_cat, ("@tensors", "axis")),
+    "stack": (shape_stack, ("@tensors", "axis")),
+    "split": (shape_split, ("sizes", "axis", "outs:list")),
+}
+
+
+def dtype_of(t: torch.Tensor) -> str:
+    return TORCH_NAME[t.dtype]
+
+
+PROMOTION = ("bool", "i32", "i64", "f16", "bf16", "f32", "f64")  # f16 with bf16: f32
+
+
+def promote2(a: str, b: str) -> str:
+    return "f32" if {a, b} == {"f16", "bf16"} else max(a, b, key=PROMOTION.index)
+
+
+def dtype_promote(r: RuleInputs) -> str:
+    return functools.reduce(promote2, [dtype_of(t) for t in r.tensors()])
+
+
+def dtype_scalar(r: RuleInputs) -> str:
+    """The first tensor input combined with the double attributes as PyTorch combines a tensor
+    with Python numbers (whole finite numbers as ints; an exponent as an int only if >= 0)."""
+    d = dtype_of(r.first())
+    if d in FLOAT_DTYPES:
+        return d
+    scalars = [(a.name, float(r.attr(a.name))) for a in r.op.args if a.kind == "float"]
+    if d == "bool" and any(name == "exponent" for name, _ in scalars):
+        return "f32"
+    ints = all(math.isfinite(v) and v == math.floor(v) and (name != "exponent" or v >= 0) for name, v in scalars)
+    return ("i64" if d == "bool" else d) if ints else "f32"
+
+
+DTYPE_RULES: Dict[str, Tuple[Any, Tuple[str, ...]]] = {
+    "same": (lambda r: dtype_of(r.first()), ()),
+    "promote": (dtype_promote, ()),
+    "promote_int": (lambda r: (lambda d: "i64" if d == "bool" else d)(dtype_promote(r)), ()),
+    "promote_float": (lambda r: (lambda d: d if d in FLOAT_DTYPES else "f32")(dtype_promote(r)), ()),
+    "numeric_or_f32": (lambda r: (lambda d: "f32" if d == "bool" else d)(dtype_of(r.first())), ()),
+    "float_or_i64": (lambda r: (lambda d: d if d in FLOAT_DTYPES else "i64")(dtype_of(r.first())), ()),
+    "scalar": (dtype_scalar, ("@float",)),
+    "bool": (lambda r: "bool", ()),
+    "i64": (lambda r: "i64", ()),
+    "attr": (lambda r: r.attr(next(a.name for a in r.op.args if a.kind == "dtype")), ("@dtype",)),
+    "inplace": (lambda r: [dtype_of(t) for t in r.written()], ("outs:none",)),
+}
+
+
+def rule_problems(op: Op) -> Optional[str]:
+    """Why op's `shape:`/`dtype:` declaration is unusable (missing, unknown, or a rule whose
+    arguments the op lacks), or None."""
+    kinds = {a.name: a.kind for a in op.args}
+    problems = []
+    for aspect, rule, table in (("shape", op.shape_rule, SHAPE_RULES), ("dtype", op.dtype_rule, DTYPE_RULES)):
+        if rule is None:
+            problems.append(f"no `{aspect}:` rule")
+            continue
+        if rule == "custom":
+            continue
+        if rule not in table:
+            problems.append(f"unknown {aspect} rule {rule!r} (known: {', '.join(list(table) + ['custom'])})")
+            continue
+        if op.nouts == 0 and rule != "inplace":
+            problems.append(f"`{aspect}: {rule}` for an in-place op (outs: none): want inplace")
+        for need in table[rule][1]:
+            if need == "outs:none":
+                ok, what = op.nouts == 0, "outs: none"
+            elif need == "outs:list":
+                ok, what = op.nouts == -1, "a list of outputs (outs: nx_tensor* outs)"
+            elif need == "index":
+                ok, what = len(op.index) == 1, "one `index` argument"
+            elif need == "2tensors":
+                ok = sum(k in ("tensor", "tensors") and n not in op.index for n, k in kinds.items()) >= 2
+                what = "two tensor arguments"
+            elif need.startswith("@"):
+                ok, what = need[1:] in kinds.values(), f"a {need[1:]} argument"
+            else:
+                ok, what = any(n in kinds for n in need.split("|")), " or ".join(f"`{n}`" for n in need.split("|"))
+            if not ok:
+                problems.append(f"`{aspect}: {rule}` needs {what}")
+    return "; ".join(problems) if problems else None
+
+
 # ---------------------------------------------------------------- the run
 class Harness:
     def __init__(self, ops: Dict[str, Op], verbose: bool, simd_levels: Sequence[str]) -> None:
@@ -599,6 +903,34 @@ class Harness:
                         raise ValueError(f"{case.op}: tolerance {key} widened without a tol_reason")
                     return table[key]
         return TOL.get(dtype_name, TOL["f64"])[what]
+
+    # -------------------------------------------------------------- output rules
+    def check_rules(self, op: Op, case: Case, mats: Dict[str, Any], outs: List[torch.Tensor], where: str) -> None:
+        """Our outputs' shapes and dtypes against what the op's declared rules compute from these
+        inputs: one check per rule (none for `custom`)."""
+        r = RuleInputs(op, mats, case.mutates)
+        for aspect, rule, table, got in (
+                ("shape", op.shape_rule, SHAPE_RULES, [tuple(int(n) for n in o.shape) for o in outs]),
+                ("dtype", op.dtype_rule, DTYPE_RULES, [TORCH_NAME[o.dtype] for o in outs])):
+            if rule == "custom":
+                continue
+            label = f"`{aspect}: {rule}`"
+            try:
+                want = table[rule][0](r)
+            except Exception as e:  # the rule does not apply to inputs the op accepted
+                self.check(f"{label} cannot be computed from these inputs: {type(e).__name__}: {e}",
+                           f"{where} rules {aspect}", "rules")
+                continue
+            wants = want if isinstance(want, list) else [want] * len(got)
+            msg = None
+            if len(wants) != len(got):
+                msg = f"{len(got)} outputs, {label} gives {len(wants)}"
+            else:
+                bad = [j for j, (g, w) in enumerate(zip(got, wants)) if g != w]
+                if bad:
+                    j = bad[0]
+                    msg = f"out{j} has {aspect} {got[j]}, {label} gives {wants[j]}"
+            self.check(msg, f"{where} rules {aspect}", "rules")
 
     # -------------------------------------------------------------- case vs registry
     def validate(self, op: Op, case: Case) -> bool:
@@ -722,11 +1054,13 @@ class Harness:
         has_grad = bool(op.grad) and floating and bool(grad_leaves(op, mats))
         skip_fwd = self.skip_reason(case, v, "forward", dtype, device)
         skip_grad = self.skip_reason(case, v, "grad", dtype, device) if has_grad else None
-        for mode, reason in (("forward", skip_fwd), ("grad", skip_grad)):
+        skip_rules = self.skip_reason(case, v, "rules", dtype, device)
+        for mode, reason in (("forward", skip_fwd), ("grad", skip_grad), ("rules", skip_rules)):
             if reason:
                 self.skip(f"{where} {mode}", reason)
         do_grad = has_grad and not skip_grad
         gout = upstream(seed + 7) if do_grad else None
+        ours: Optional[Result] = None
         if not skip_fwd or do_grad:
             ours = run_ours(op, case, mats, device, gout)
             ref_outs, ref_dtypes, ref_grads = run_ref(op, case, v, mats, dtype, gout)
@@ -758,6 +1092,11 @@ class Harness:
                         self.check(compare(got, want, leaf.dtype,
                                            self.tol(case, v, "grad", TORCH_NAME[leaf.dtype], device)),
                                    f"{where} grad {label}", "grad")
+        if not skip_rules:  # our outputs only: no torch reference needed
+            if ours is None:
+                with NoGrad():
+                    ours = run_ours(op, case, mats, device, None)
+            self.check_rules(op, case, mats, ours.outs, where)
         if device != "cpu":
             self.cuda_vs_cpu(op, case, v, mats, dtype, device, where, gout)
         if dtype == "f64" and op.grad and (not self.level or self.level == self.simd_levels[0]):
@@ -1086,6 +1425,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         case = op_cases.CASES.get(n)
         if case is None:
             h.check("declared in ops.yaml but has no case in tests/harness/op_cases.py", f"{n}")
+            continue
+        bad_rules = rule_problems(ops[n])
+        if bad_rules:
+            h.check(f"{bad_rules} (src/ops/ops.yaml; the rules are listed in its header)", f"{n} output rules")
             continue
         t0 = time.time()
         before_checks, before_fail = h.checks, len(h.failures)

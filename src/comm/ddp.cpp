@@ -1,8 +1,8 @@
-#include "dist/ddp.hpp"
+#include "comm/ddp.hpp"
 
 #include <unordered_set>
 
-#include "autograd/node.hpp"
+#include "graph/node.hpp"
 #include "core/cuda_iface.hpp"
 #include "ops/ops.hpp"
 

@@ -65,18 +65,6 @@ inline Tensor record1(const char* name, Tensor output, const std::vector<Tensor>
   return record(name, {std::move(output)}, inputs, saved, std::move(vjp))[0];
 }
 
-struct BackwardOptions {
-  bool retain_graph = false;
-  bool create_graph = false;
-  bool check_finite = false;   // fail naming the first node that produced a NaN/Inf gradient
-  bool accumulate = true;      // into leaves' .grad (false: only collect for `inputs`)
-};
-
-// Backpropagates grad (ones if undefined, for one-element roots) from root. When inputs is not
-// empty, returns their gradients (undefined where unreachable).
-std::vector<Tensor> run_backward(const Tensor& root, Tensor grad, const BackwardOptions& options,
-                                 const std::vector<Tensor>& inputs = {});
-
 // Nodes reachable from root.grad_fn in topological order (root first).
 std::vector<std::shared_ptr<Node>> topological_nodes(const std::shared_ptr<Node>& root);
 std::string graph_to_dot(const Tensor& root);

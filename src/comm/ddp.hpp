@@ -12,7 +12,7 @@
 #include <memory>
 #include <vector>
 
-#include "dist/comm.hpp"
+#include "comm/comm.hpp"
 
 namespace nx::dist {
 

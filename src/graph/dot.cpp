@@ -3,7 +3,7 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "autograd/node.hpp"
+#include "graph/node.hpp"
 
 namespace nx {
 

@@ -1,7 +1,7 @@
 // Without NCCL (no CUDA, or NCCL not found at configure time) no communicator can exist: the
 // entry points that would make one report NX_ERR_DEVICE; the others are unreachable.
 #ifndef NEXUS_HAVE_NCCL
-#include "dist/comm.hpp"
+#include "comm/comm.hpp"
 
 namespace nx::dist {
 

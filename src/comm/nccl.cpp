@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "core/cuda_iface.hpp"
-#include "dist/comm.hpp"
+#include "comm/comm.hpp"
 
 static_assert(nx::dist::kIdBytes == NCCL_UNIQUE_ID_BYTES, "kIdBytes must match NCCL's unique id");
 

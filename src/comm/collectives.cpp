@@ -1,6 +1,6 @@
 // Tensor collectives over a Comm: argument checks shared by the C API and data parallelism,
 // then the raw NCCL call. None is recorded by autodiff (they move data, like nx_copy_).
-#include "dist/comm.hpp"
+#include "comm/comm.hpp"
 #include "ops/ops.hpp"
 
 namespace nx::dist {
