@@ -68,6 +68,9 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (x.dim() == 0 || x.shape().back() != weight.shape()[1])
     fail(NX_ERR_SHAPE, current_api(), ": x has shape ", shape_str(x.shape()), " but weight expects ",
          weight.shape()[1], " input features (weight is ", shape_str(weight.shape()), ")");
+  if (x.dtype() != weight.dtype())
+    fail(NX_ERR_DTYPE, current_api(), ": x is ", dtype_name(x.dtype()), " but weight is ", dtype_name(weight.dtype()),
+         " (one floating dtype for both)");
   Tensor out = matmul(x, transpose(weight, 0, 1));
   if (!bias.defined()) return out;
   if (bias.dim() != 1 || bias.shape()[0] != weight.shape()[0])

@@ -153,7 +153,9 @@ Tensor expand(const Tensor& x, const Shape& shape) {
   for (size_t i = 0; i < shape.size(); ++i) {
     int64_t want = shape[i];
     if (i < lead) {
-      if (want < 0) fail(NX_ERR_SHAPE, current_api(), ": -1 is not allowed for a new leading dimension in ", shape_str(shape));
+      if (want < 0)
+        fail(NX_ERR_SHAPE, current_api(), ": size ", want, " is not allowed for new leading dimension ", i, " of ",
+             shape_str(shape), " (-1 keeps an existing dimension only)");
       out_shape[i] = want;
       continue;
     }

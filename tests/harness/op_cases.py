@@ -1247,7 +1247,7 @@ add_errors("expand",
            E("non_singleton", SHAPE, "[3,1]", "[4,4]", x=Arg((3, 1)), shape=[4, 4]),
            E("fewer_dims_than_x", SHAPE, "[3,1]", "[4]", x=Arg((3, 1)), shape=[4]),
            E("keep_on_new_axis", SHAPE, "-1", "[-1,3,4]", x=Arg((3, 1)), shape=[-1, 3, 4]),
-           E("negative_size", SHAPE, "[-2,2]", x=Arg((2,)), shape=[-2, 2]))
+           E("negative_size", SHAPE, "size -2", "[-2,2]", x=Arg((2,)), shape=[-2, 2]))
 add_errors("squeeze",
            E("not_size_one", SHAPE, "axis 1", "size 3", "[2,3]", x=A23, axis=1),
            E("transposed_not_size_one", SHAPE, "axis 0", "size 4", "[4,3]", x=Arg((4, 3), layout="T"), axis=0),
@@ -1322,7 +1322,7 @@ add_errors("linear",
            E("in_features", SHAPE, "[2,3]", "[2,4]", x=A23, weight=A24),
            E("weight_1d", SHAPE, "weight", "[3]", x=A23, weight=V3),
            E("bias", SHAPE, "bias", "[2]", "[4]", x=A24, weight=A24, bias=V4),
-           E("dtypes", DTYPE, "f32", "f64", x=A22, weight=Arg((2, 2), dtype="f64")))
+           E("dtypes", DTYPE, "x is f32", "weight is f64", x=A22, weight=Arg((2, 2), dtype="f64")))
 add_errors("softmax",
            E("bad_axis", SHAPE, "axis 2", "rank 2", x=A23, axis=2),
            E("integer", DTYPE, "x", "i32", x=A22, axis=0, inputs="i32"))
