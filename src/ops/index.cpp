@@ -7,9 +7,16 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 
-// Indices are validated on the host before any kernel runs, so kernels never see bad ones.
+// Indices are validated before any kernel runs, so kernels never see bad ones.
 void check_index_range(const Tensor& index, int64_t n, const char* what) {
   check_integer(index, "index");
+  if (index.numel() == 0) return;
+  if (!index.device().is_cpu()) {
+    // On a GPU: the index's range (two reductions, two scalars copied back) instead of the whole
+    // index copied to the host and scanned; only an index out of range pays for the scan below,
+    // which names the first bad position.
+    if (item(amin(index, {}, false)) >= 0 && item(amax(index, {}, false)) < double(n)) return;
+  }
   Tensor host = contiguous(detach(to_device(index, Device{})));
   const int64_t count = host.numel();
   for (int64_t i = 0; i < count; ++i) {
