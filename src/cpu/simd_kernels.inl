@@ -194,7 +194,7 @@ void unary_kernel(UnaryOp op, T* out, const T* x, int64_t sx, int64_t n, T p0, T
       map1(out, x, sx, n, [](T v) { T e = vexp(std::fabs(v)); return T(0.5) * (e + T(1) / e); });
       break;
     case UnaryOp::Sigmoid: map1(out, x, sx, n, [](T v) { return vsigmoid(v); }); break;
-    case UnaryOp::Relu: map1(out, x, sx, n, [](T v) { return v > T(0) ? v : T(0); }); break;
+    case UnaryOp::Relu: map1(out, x, sx, n, [](T v) { return v <= T(0) ? T(0) : v; }); break;  // NaN stays NaN
     case UnaryOp::LeakyRelu: map1(out, x, sx, n, [p0](T v) { return v > T(0) ? v : v * p0; }); break;
     case UnaryOp::Gelu:
       map1(out, x, sx, n, [](T v) { return T(0.5) * v * (T(1) + verf(v * T(0.70710678118654752440))); });
@@ -257,7 +257,7 @@ void binary_kernel(BinaryOp op, T* out, const T* a, int64_t sa, const T* b, int6
       map2(out, a, sa, b, sb, n, [](T x, T y) { return (x != x || x < y) ? x : (y != y ? y : vmin(x, y)); });
       break;
     case BinaryOp::AddRelu:
-      map2(out, a, sa, b, sb, n, [](T x, T y) { T s = x + y; return s > T(0) ? s : T(0); });
+      map2(out, a, sa, b, sb, n, [](T x, T y) { T s = x + y; return s <= T(0) ? T(0) : s; });
       break;
     case BinaryOp::AddGelu:
       map2(out, a, sa, b, sb, n, [](T x, T y) { T s = x + y; return T(0.5) * s * (T(1) + verf(s * T(0.70710678118654752440))); });

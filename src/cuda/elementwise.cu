@@ -26,7 +26,7 @@ __device__ __forceinline__ T unary_op(UnaryOp op, T x, T p0, T p1) {
   switch (op) {
     case UnaryOp::Neg: return -x;
     case UnaryOp::Abs: return x < T(0) ? -x : x;
-    case UnaryOp::Relu: return x > T(0) ? x : T(0);
+    case UnaryOp::Relu: return x <= T(0) ? T(0) : x;  // NaN stays NaN
     case UnaryOp::Clamp: return x < p0 ? p0 : (x > p1 ? p1 : x);
     case UnaryOp::AddScalar: return x + p0;
     case UnaryOp::MulScalar: return x * p0;
@@ -95,7 +95,7 @@ __device__ __forceinline__ T binary_op(BinaryOp op, T a, T b) {
   }
   if constexpr (std::is_floating_point_v<T>) {
     switch (op) {
-      case BinaryOp::AddRelu: { T s = a + b; return s > T(0) ? s : T(0); }
+      case BinaryOp::AddRelu: { T s = a + b; return s <= T(0) ? T(0) : s; }
       case BinaryOp::AddGelu: { T s = a + b; return T(0.5) * s * (T(1) + erf(s * T(0.70710678118654752440))); }
       case BinaryOp::AddGeluTanh: {
         T s = a + b, inner = T(0.79788456080286535588) * (s + T(0.044715) * s * s * s);

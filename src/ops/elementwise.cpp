@@ -39,7 +39,8 @@ Tensor unary_vjp(UnaryOp op, const Tensor& x, const Tensor& g, double p0, double
       Tensor s = u(UnaryOp::Sigmoid, x);
       return mul(g, mul(s, add_scalar(neg(s), 1.0)));
     }
-    case UnaryOp::Relu: return mul(g, u(UnaryOp::Step, x));
+    case UnaryOp::Relu:  // g where x > 0 or x is NaN (like torch), 0 where x <= 0
+      return where(binary(BinaryOp::Le, x, zeros_like(x)), zeros_like(g), g);
     case UnaryOp::LeakyRelu:
       return mul(g, add_scalar(mul_scalar(u(UnaryOp::Step, x), 1.0 - p0), p0));
     case UnaryOp::Gelu: {

@@ -98,7 +98,7 @@ template <class R> R unary_ref(UnaryOp op, R x, R p0, R p1) {
     case UnaryOp::Sinh: return std::sinh(x);
     case UnaryOp::Cosh: return std::cosh(x);
     case UnaryOp::Sigmoid: return 1 / (1 + std::exp(-x));
-    case UnaryOp::Relu: return x > 0 ? x : R(0);
+    case UnaryOp::Relu: return x <= 0 ? R(0) : x;  // NaN stays NaN, as in torch
     case UnaryOp::LeakyRelu: return x > 0 ? x : x * p0;
     case UnaryOp::Gelu: return R(0.5) * x * (1 + std::erf(x / std::sqrt(R(2))));
     case UnaryOp::GeluTanh: {

@@ -1081,9 +1081,6 @@ UNARY_EDGES: Dict[str, Tuple[Domain, Dict[str, Any]]] = {
 # mode is skipped on the variant with that value, and a twin without it runs everything else.
 DIFFERS = "ENGINE DIFFERS FROM TORCH: "
 SPECIAL_SKIPS = {
-    "relu": ({"forward": DIFFERS + "relu(NaN) is 0 here, NaN in torch",
-              "grad": DIFFERS + "relu's gradient at NaN is 0 here, the upstream gradient in torch"},
-             [0.0, -0.0, math.inf, -math.inf, 2.5, 100.0, -100.0, 1e-30]),
     "rsqrt": ({"grad": DIFFERS + "rsqrt's gradient at -inf is 0 here, NaN in torch"},
               [0.0, -0.0, math.inf, 2.5, math.nan, 100.0, -100.0, 1e-30]),
 }
