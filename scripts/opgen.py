@@ -39,8 +39,7 @@ class Param:
 
     @property
     def c(self) -> str:
-        s = f"{self.ctype} {self.name}" if not self.ctype.endswith("*") else f"{self.ctype} {self.name}"
-        return s + (f", {self.count.ctype} {self.count.name}" if self.count else "")
+        return f"{self.ctype} {self.name}" + (f", {self.count.ctype} {self.count.name}" if self.count else "")
 
 
 def parse_params(text: str) -> list[Param]:
@@ -170,25 +169,21 @@ def new_header(sections) -> str:
 def shim(op: Op) -> str:
     body: list[str] = []
     sig = f"nx_status {op.cname}({op.c_params()}) {{"
-    first = None
+    stream_check = None  # against the device of the first required tensor (or tensor list)
     for p in op.args:
         if p.ctype == "nx_tensor":
             fn = "unwrap_optional" if p.name in op.optional else "unwrap"
             decl = "Tensor" if p.name in op.optional else "const Tensor&"
             body.append(f'{decl} {p.name}_ = {fn}({p.name}, "{p.name}");')
-            if first is None and p.name not in op.optional:
-                first = f"{p.name}_.device()"
+            if stream_check is None and p.name not in op.optional:
+                stream_check = f"check_stream(stream, {p.name}_.device());"
         elif p.ctype == "const nx_tensor*":
             body.append(f"std::vector<Tensor> {p.name}_ = tensor_list({p.name}, {p.count.name});")
-            if first is None:
-                first = f"{p.name}_.empty() ? Device{{}} : {p.name}_[0].device()"
-    if first is None:
+            if stream_check is None:
+                stream_check = f"if (!{p.name}_.empty()) check_stream(stream, {p.name}_[0].device());"
+    if stream_check is None:
         raise SystemExit(f"opgen: {op.name}: no tensor argument to take the device from")
-    if first.startswith(tuple(p.name + "_.empty" for p in op.args)):
-        lst = first.split("_.empty")[0]
-        body.append(f"if (!{lst}_.empty()) check_stream(stream, {lst}_[0].device());")
-    else:
-        body.append(f"check_stream(stream, {first});")
+    body.append(stream_check)
     expr = op.call()
     for p in op.tensors:
         expr = re.sub(rf"\b{p.name}\b", p.name + "_", expr)
