@@ -11,6 +11,13 @@ mkdir -p "$out"
 export NCCL_NVLS_ENABLE=0
 steps=${*:-build test harness sanitize bench}
 log() { echo "== $*" | tee -a "$out/summary.txt"; }
+# The CUDA build with the Python module, in build-gpu-py (the attention parity and the op harness use it).
+build_python_module() {
+  cmake -S . -B build-gpu-py -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90a -DNEXUS_PYTHON=ON -DNEXUS_TESTS=OFF \
+    -DPython3_EXECUTABLE="$(command -v python3)" > "$out/configure_py.log" 2>&1 && \
+  cmake --build build-gpu-py --target nexus_python nexus_python_package > "$out/build_py.log" 2>&1 \
+    || { tail -30 "$out/configure_py.log" "$out/build_py.log"; exit 1; }
+}
 if [[ $steps == *build* ]]; then
   log "build"
   cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90a -DNEXUS_TORCH_PYTHON="$(command -v python3)" \
@@ -57,10 +64,7 @@ fi
 if [[ $steps == *parity_attn* ]]; then
   # flash attention against torch on this GPU (f64 math reference, SDPA's own error beside ours)
   log "attention parity vs torch"
-  cmake -S . -B build-gpu-py -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90a -DNEXUS_PYTHON=ON -DNEXUS_TESTS=OFF \
-    -DPython3_EXECUTABLE="$(command -v python3)" > "$out/configure_py.log" 2>&1 && \
-  cmake --build build-gpu-py --target nexus_python nexus_python_package > "$out/build_py.log" 2>&1 \
-    || { tail -30 "$out/configure_py.log" "$out/build_py.log"; exit 1; }
+  build_python_module
   PYTHONPATH=build-gpu-py/python timeout ${PARITY_TIMEOUT:-400} python3 tests/gpu/attention_parity_torch.py \
     > "$out/attention_parity.txt" 2>&1
   echo "exit $?" | tee -a "$out/summary.txt"
@@ -69,10 +73,7 @@ fi
 if [[ $steps == *harness* ]]; then
   # the op harness (tests/harness): every registry op on CPU and CUDA, against torch and CPU-vs-CUDA
   log "op harness"
-  cmake -S . -B build-gpu-py -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90a -DNEXUS_PYTHON=ON -DNEXUS_TESTS=OFF \
-    -DPython3_EXECUTABLE="$(command -v python3)" > "$out/configure_py.log" 2>&1 && \
-  cmake --build build-gpu-py --target nexus_python nexus_python_package > "$out/build_py.log" 2>&1 \
-    || { tail -30 "$out/configure_py.log" "$out/build_py.log"; exit 1; }
+  build_python_module
   PYTHONPATH=build-gpu-py/python timeout ${HARNESS_TIMEOUT:-400} python3 tests/harness/op_harness.py \
     > "$out/op_harness.txt" 2>&1
   echo "exit $?" | tee -a "$out/summary.txt"
