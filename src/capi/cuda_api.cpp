@@ -63,10 +63,7 @@ nx_status nx_event_synchronize(nx_event event) {
   return guard("nx_event_synchronize", [&] { cuda::event_synchronize(event_arg(event).native); });
 }
 void nx_event_free(nx_event event) {
-  auto* e = static_cast<nx_event_s*>(handle_remove(uint64_t(reinterpret_cast<uintptr_t>(event)), HandleKind::Event));
-  if (!e) return;  // NULL, freed or foreign: nothing to do
-  cuda::event_destroy(e->native);
-  delete e;
+  free_handle(event, [](nx_event_s& e) { cuda::event_destroy(e.native); });
 }
 
 nx_status nx_cuda_memory_stats_get(nx_cuda_memory_stats* out, int32_t device) {

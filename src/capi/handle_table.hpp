@@ -41,6 +41,11 @@ template <class Obj> struct HandleKindOf;
 #define NX_HANDLE_OBJECT(Obj, Kind) \
   template <> struct nx::capi::HandleKindOf<Obj> { static constexpr HandleKind kind = HandleKind::Kind; }
 
+template <class Obj>
+uint64_t handle_id(const Obj* handle) {
+  return uint64_t(reinterpret_cast<uintptr_t>(handle));
+}
+
 // The C handle (Obj*) of a new object, which the table then owns until free_handle.
 template <class Obj>
 Obj* make_handle(std::unique_ptr<Obj> object) {
@@ -54,19 +59,26 @@ template <class Obj>
 Obj& handle_object(const Obj* handle, const char* what) {
   constexpr HandleKind kind = HandleKindOf<Obj>::kind;
   if (!handle) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", what, " is NULL");
-  void* object = handle_lookup(uint64_t(reinterpret_cast<uintptr_t>(handle)), kind);
+  void* object = handle_lookup(handle_id(handle), kind);
   if (!object)
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", what, " is not a live ", handle_kind_name(kind),
          " handle (already freed, or not created by NexusGrad)");
   return *static_cast<Obj*>(object);
 }
 
-// Frees a handle's object; NULL, freed and foreign handles are ignored (a free never crashes).
+// Frees a handle's object, calling release(object) first (to destroy what it owns outside the
+// heap, a CUDA stream or event); NULL, freed and foreign handles are ignored (a free never crashes).
+template <class Obj, class Release>
+void free_handle(const Obj* handle, Release release) {
+  if (!handle) return;
+  auto* object = static_cast<Obj*>(handle_remove(handle_id(handle), HandleKindOf<Obj>::kind));
+  if (!object) return;
+  release(*object);
+  delete object;
+}
 template <class Obj>
 void free_handle(const Obj* handle) {
-  if (!handle) return;
-  void* object = handle_remove(uint64_t(reinterpret_cast<uintptr_t>(handle)), HandleKindOf<Obj>::kind);
-  delete static_cast<Obj*>(object);
+  free_handle(handle, [](Obj&) {});
 }
 
 }  // namespace nx::capi

@@ -134,10 +134,9 @@ nx_status nx_stream_device(nx_stream stream, nx_device* out) {
   });
 }
 void nx_stream_free(nx_stream stream) {
-  auto* s = static_cast<nx_stream_s*>(handle_remove(uint64_t(reinterpret_cast<uintptr_t>(stream)), HandleKind::Stream));
-  if (!s) return;  // NULL, freed or foreign: nothing to do
-  if (!s->device.is_cpu()) cuda::stream_destroy(s->device.index, s->native);
-  delete s;
+  free_handle(stream, [](nx_stream_s& s) {
+    if (!s.device.is_cpu()) cuda::stream_destroy(s.device.index, s.native);
+  });
 }
 
 // ---------------------------------------------------------------- creation
