@@ -1129,17 +1129,21 @@ class Harness:
                        f"{where} cuda grad {label}", "cuda")
 
     # -------------------------------------------------------------- finite differences
+    def size_reason(self, mats: Dict[str, Any], leaves: List[Tuple[str, str, Optional[int]]], limit: int,
+                    why: str = "") -> Optional[str]:
+        """Why finite differences skip these inputs by their size (none when they do not)."""
+        n = sum(self.leaf_view(mats, label).numel() for label, _, _ in leaves)
+        if n > limit:
+            return f"{n} input elements > {limit}{why}"
+        return "empty inputs: nothing to perturb" if n == 0 else None
+
     def gradcheck(self, op: Op, case: Case, v: Variant, mats: Dict[str, Any], device: str, where: str,
                   seed: int) -> None:
         leaves = grad_leaves(op, mats)
         if not leaves:
             return
-        reason = self.skip_reason(case, v, "gradcheck", "f64", device) or not_f64_leaves(mats, leaves)
-        n = sum(self.leaf_view(mats, label).numel() for label, _, _ in leaves)
-        if not reason and n > GC_MAX_ELEMENTS:
-            reason = f"{n} input elements > {GC_MAX_ELEMENTS}: too slow for finite differences"
-        if not reason and n == 0:
-            reason = "empty inputs: nothing to perturb"
+        reason = self.skip_reason(case, v, "gradcheck", "f64", device) or not_f64_leaves(mats, leaves) \
+            or self.size_reason(mats, leaves, GC_MAX_ELEMENTS, ": too slow for finite differences")
         if reason:
             self.gradcheck_skipped.setdefault(op.name, []).append(v.name)
             self.skip(f"{where} gradcheck", reason)
@@ -1221,11 +1225,7 @@ class Harness:
         if not reason:
             gc = self.skip_reason(case, v, "gradcheck", "f64", device)
             reason = f"as gradcheck: {gc}" if gc else not_f64_leaves(mats, leaves)
-        n = sum(self.leaf_view(mats, label).numel() for label, _, _ in leaves)
-        if not reason and n > GG_MAX_ELEMENTS:
-            reason = f"{n} input elements > {GG_MAX_ELEMENTS}"
-        if not reason and n == 0:
-            reason = "empty inputs: nothing to perturb"
+        reason = reason or self.size_reason(mats, leaves, GG_MAX_ELEMENTS)
         if reason:
             self.gradgrad_skipped.setdefault(op.name, []).append(v.name)
             self.skip(f"{where} gradgrad", reason)
