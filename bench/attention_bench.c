@@ -37,7 +37,7 @@ static double run(nx_tensor q, nx_tensor k, nx_tensor v, int causal, int backwar
       int64_t shape[4];
       CHECK(nx_tensor_shape(o, shape, 4));
       CHECK(nx_tensor_ones(&g, shape, 4, NX_BF16, GPU, S));
-      CHECK(nx_backward(o, g, S));
+      CHECK(nx_backward(o, g, NULL, S));
       nx_tensor_free(g);
       CHECK(nx_tensor_zero_grad(q)); CHECK(nx_tensor_zero_grad(k)); CHECK(nx_tensor_zero_grad(v));
     }
@@ -96,9 +96,9 @@ static void memory(void) {
     CHECK(nx_stream_synchronize(S));
     CHECK(nx_cuda_reset_peak_memory(0));
     nx_cuda_memory_stats before = {sizeof(nx_cuda_memory_stats)}, after = {sizeof(nx_cuda_memory_stats)};
-    CHECK(nx_cuda_memory_stats_get(&before, 0));
+    CHECK(nx_cuda_get_memory_stats(0, &before));
     run(q, k, v, 1, 1, 1);
-    CHECK(nx_cuda_memory_stats_get(&after, 0));
+    CHECK(nx_cuda_get_memory_stats(0, &after));
     printf("{\"name\": \"memory_s%lld\", \"seq\": %lld, \"inputs_bytes\": %llu, \"peak_bytes\": %llu, "
            "\"scores_matrix_bytes_if_materialized\": %.17g}\n",
            (long long)t, (long long)t, (unsigned long long)before.allocated_bytes,

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     CHECK(nx_comm_device(comm, &dev));
   }
   nx_cuda_set_tf32(true);
-  nx_manual_seed(1);
+  nx_random_set_seed(1);
   nx_transformer_config cfg = {sizeof(nx_transformer_config), vocab, seq, 768, 12, 12, 0, 0,
                                false, false, false, false, true, 0.0};
   nx_module model;
@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
   size_t nparams;
   CHECK(nx_module_parameters(model, &params, &nparams));
   nx_optimizer opt;
-  CHECK(nx_adam_create(&opt, params, nparams, 3e-4, 0.9, 0.95, 1e-8, 0.1, true));
+  const nx_adam_options adamw = {sizeof adamw, 3e-4, 0.9, 0.95, 1e-8, 0.1, true};
+  CHECK(nx_adam_create(&opt, params, nparams, &adamw));
   nx_ddp ddp = NULL;
   if (comm) CHECK(nx_ddp_create(&ddp, params, nparams, comm, 0, NULL));
 
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
     CHECK(nx_reshape(&lf, logits, flat, 2, NULL));
     CHECK(nx_cross_entropy(&loss, lf, yf, -100, 0.0, NX_REDUCTION_MEAN, NULL));
     CHECK(nx_optimizer_zero_grad(opt));
-    CHECK(nx_backward(loss, NULL, NULL));
+    CHECK(nx_backward(loss, NULL, NULL, NULL));
     if (ddp) CHECK(nx_ddp_finish(ddp, NULL));
     CHECK(nx_optimizer_step(opt, NULL));
     if (step == 0 && rank == 0) {

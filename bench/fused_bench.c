@@ -57,7 +57,7 @@ static void bench_rms_norm(nx_dtype dt, const char* tag) {
     nx_tensor xl = leaf_of(x);
     nx_tensor wl = leaf_of(w);
     CHECK(nx_rms_norm(&y, xl, wl, 1e-6, g_stream));
-    CHECK(nx_backward(y, gy, g_stream));
+    CHECK(nx_backward(y, gy, NULL, g_stream));
     nx_tensor_free(y); nx_tensor_free(xl); nx_tensor_free(wl);
   });
   snprintf(name, sizeof name, "rms_norm_fb_%s", tag);
@@ -85,7 +85,7 @@ static void bench_xent(nx_dtype dt, const char* tag) {
   TIME_IT(s, 3, 20, {
     nx_tensor l = leaf_of(logits);
     CHECK(nx_softmax_cross_entropy(&loss, l, t, -100, NX_REDUCTION_MEAN, g_stream));
-    CHECK(nx_backward(loss, NULL, g_stream));
+    CHECK(nx_backward(loss, NULL, NULL, g_stream));
     nx_tensor_free(loss); nx_tensor_free(l);
   });
   snprintf(name, sizeof name, "xent_fb_%s", tag);
@@ -119,6 +119,7 @@ static void bench_adamw(void) {
   size_t nd[160];
   const size_t n = gpt2_shapes(shapes, nd);
   nx_tensor p[160], g[160], m[160], v[160];
+  const nx_adam_options adamw = {sizeof adamw, 6e-4, 0.9, 0.95, 1e-8, 0.1, true};
   double total = 0;
   for (size_t i = 0; i < n; ++i) {
     p[i] = randn_as(shapes[i], nd[i], NX_F32);
@@ -131,7 +132,7 @@ static void bench_adamw(void) {
   int64_t step = 0;
   TIME_IT(s, 3, 20, {
     ++step;
-    CHECK(nx_adam_step_multi(p, n, g, n, m, n, v, n, step, 6e-4, 0.9, 0.95, 1e-8, 0.1, true, g_stream));
+    CHECK(nx_adam_step_multi(p, g, m, v, n, step, &adamw, g_stream));
   });
   report("adamw_124m", s, 7.0 * 4.0 * total, 0);
   fprintf(stderr, "fused_bench: adamw over %zu tensors, %.1fM parameters\n", n, total / 1e6);

@@ -69,7 +69,7 @@ def main() -> None:
     def raw_step():
         y = C.nx_relu(C.nx_matmul(hx, hw, None), None)
         loss = C.nx_sum(y, None, False, None)
-        C.nx_backward(loss, None, None)
+        C.nx_backward(loss, None, None, None)
         C.nx_tensor_zero_grad(hw)
 
     def torch_step():

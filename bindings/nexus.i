@@ -13,7 +13,24 @@
 %module _nexus
 
 %{
+#include <stdint.h>
+#include <stdlib.h>
 #include "nexus.h"
+
+/* Tensor arrays that share one count parameter (nx_adam_step_multi's params, grads and exp_avgs
+ * share exp_avg_sqs's n; nx_jvp's inputs share tangents' ninputs): each is converted into an
+ * array that carries its own length in the slot before the first element, so that the group's
+ * check typemap can compare every length with the count (the host language's typemaps fill it). */
+static nx_tensor* nx_counted_new(size_t n) {
+  void** block = (void**)malloc(sizeof(void*) * (n + 1));
+  if (!block) return NULL;
+  block[0] = (void*)(uintptr_t)n;
+  return (nx_tensor*)(block + 1);
+}
+static size_t nx_counted_len(const nx_tensor* arr) { return (size_t)(uintptr_t)((void* const*)arr)[-1]; }
+static void nx_counted_free(const nx_tensor* arr) {
+  if (arr) free((void*)((void* const*)arr - 1));
+}
 %}
 
 /* nexus.h defines NX_API as a visibility attribute, which SWIG need not see. */
@@ -67,6 +84,22 @@ NX_SIZED_STRUCT(nx_cuda_memory_stats)
 NX_SIZED_STRUCT(nx_attention_config)
 NX_SIZED_STRUCT(nx_transformer_config)
 NX_SIZED_STRUCT(nx_sample_config)
+/* Options structs (rule 4 of nexus.h) get a constructor that fills them with their
+ * NX_*_OPTIONS_DEFAULT macro, struct_size included: a host language only sets the fields it
+ * changes, and passes None/null where NULL (the defaults) will do. */
+%define NX_OPTIONS_STRUCT(STRUCT, DEFAULTS)
+%extend STRUCT {
+  STRUCT() {
+    static const STRUCT defaults = DEFAULTS;
+    STRUCT* s = (STRUCT*)malloc(sizeof(STRUCT));
+    if (s) *s = defaults;
+    return s;
+  }
+}
+%enddef
+NX_OPTIONS_STRUCT(nx_backward_options, NX_BACKWARD_OPTIONS_DEFAULT)
+NX_OPTIONS_STRUCT(nx_sgd_options, NX_SGD_OPTIONS_DEFAULT)
+NX_OPTIONS_STRUCT(nx_adam_options, NX_ADAM_OPTIONS_DEFAULT)
 /* nx_device(type, index) */
 %extend nx_device {
   nx_device(nx_device_type type, int32_t index) {
@@ -78,10 +111,5 @@ NX_SIZED_STRUCT(nx_sample_config)
     return d;
   }
 }
-
-/* The version macros become module constants; DLPack's implementation macros do not. */
-%ignore DLPACK_DLPACK_H_;
-%ignore DLPACK_VERSION;
-%ignore DLPACK_ABI_VERSION;
 
 %include "nexus.h"

@@ -1,11 +1,30 @@
 /*
  * nexus.h - the one public header of NexusGrad, an embeddable deep-learning engine.
  *
+ * The rules of the API (C API 1.0; every function below follows them, docs/c_api_1.0.md lists the
+ * renames that made it so):
+ *  1. Names: objects are nx_<noun>_<verb> (nx_tensor_free, nx_optimizer_step), ops nx_<op>,
+ *     types lowercase nx_*, macros and enum values NX_*. Every enum value is written explicitly.
+ *  2. Order: a call that makes handles or values writes them first (nx_tensor* out), then takes
+ *     tensor inputs, then attributes, then nx_stream stream last. A query takes its object first,
+ *     then the place it writes to (nx_tensor_ndim(t, &ndim)).
+ *  3. Settings: one spelling, nx_<scope>_set_<name>(value) and nx_<scope>_get_<name>(&value),
+ *     both returning nx_status (nx_cpu_set_num_threads / nx_cpu_get_num_threads). Read-only
+ *     properties are nx_<noun>_<property>(object, &out). Infallible lookups (version, names of
+ *     codes, sizes, counts of live handles or devices) return their value directly.
+ *  4. Options that may grow travel in a struct whose first field is uint32_t struct_size (set it
+ *     to sizeof the struct; the NX_*_DEFAULT macros do); the library reads only the fields that
+ *     struct_size covers, so a program built against an older header keeps working. A NULL
+ *     options pointer means the defaults.
+ *  5. Append-only after 1.0: functions, enum values and struct fields are only ever added (fields
+ *     at the end of a struct). Removing or changing any of them, or changing what a call does
+ *     with the same arguments, bumps NX_ABI_VERSION and NX_VERSION_MAJOR; CI compares the
+ *     library's ABI with abi/nexus.abi (abidiff) so that no such change lands silently.
+ *
  * Conventions (apply to every function below unless its comment says otherwise):
  *  - Every fallible call returns nx_status; NX_OK (0) is success. On failure a thread-local
  *    message names the function, what was wrong and the values involved:
  *    nx_last_error_message(). No C++ exception, abort or exit ever crosses this boundary.
- *  - Outputs come first (nx_tensor* out), then tensor inputs, then attributes, then the stream.
  *  - A NULL stream means the default stream of the inputs' device. CPU work is synchronous.
  *  - Ownership: every handle written to *out belongs to the caller, who releases it exactly
  *    once with the matching nx_<type>_free (freeing NULL is a no-op). On failure *out is set to
@@ -38,11 +57,14 @@ extern "C" {
 #endif
 
 /* ---------------------------------------------------------------- version */
-#define NX_VERSION_MAJOR 0
-#define NX_VERSION_MINOR 1
+#define NX_VERSION_MAJOR 1
+#define NX_VERSION_MINOR 0
 #define NX_VERSION_PATCH 0
-/* Bumped whenever a signature or enum value changes incompatibly; bindings compare it at load. */
-#define NX_ABI_VERSION 1
+/* MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
+#define NX_VERSION (NX_VERSION_MAJOR * 10000 + NX_VERSION_MINOR * 100 + NX_VERSION_PATCH)
+/* Bumped whenever a signature, struct layout or enum value changes incompatibly (rule 5); the
+ * bindings compare it with nx_abi_version() when they load. 1: the 0.x API; 2: C API 1.0. */
+#define NX_ABI_VERSION 2
 
 /* "MAJOR.MINOR.PATCH"; static storage, never freed. */
 NX_API const char* nx_version_string(void);
@@ -53,16 +75,16 @@ NX_API uint32_t nx_abi_version(void);
 /* Codes are append-only. */
 typedef enum {
   NX_OK = 0,
-  NX_ERR_INVALID_ARGUMENT, /* NULL pointer, freed handle, bad value */
-  NX_ERR_SHAPE,            /* shapes that do not fit together, bad axis */
-  NX_ERR_DTYPE,            /* unsupported or mismatched dtype */
-  NX_ERR_DEVICE,           /* device mismatch or unavailable device */
-  NX_ERR_OUT_OF_MEMORY,
-  NX_ERR_CUDA,             /* an error reported by the CUDA runtime or a CUDA library */
-  NX_ERR_IO,               /* file could not be read or is malformed */
-  NX_ERR_NOT_IMPLEMENTED,
-  NX_ERR_STATE,            /* object in the wrong state: graph freed, tensor modified in place... */
-  NX_ERR_INTERNAL
+  NX_ERR_INVALID_ARGUMENT = 1, /* NULL pointer, freed handle, bad value */
+  NX_ERR_SHAPE = 2,            /* shapes that do not fit together, bad axis */
+  NX_ERR_DTYPE = 3,            /* unsupported or mismatched dtype */
+  NX_ERR_DEVICE = 4,           /* device mismatch or unavailable device */
+  NX_ERR_OUT_OF_MEMORY = 5,
+  NX_ERR_CUDA = 6,             /* an error reported by the CUDA runtime or a CUDA library */
+  NX_ERR_IO = 7,               /* file could not be read or is malformed */
+  NX_ERR_NOT_IMPLEMENTED = 8,
+  NX_ERR_STATE = 9,            /* object in the wrong state: graph freed, tensor modified in place... */
+  NX_ERR_INTERNAL = 10
 } nx_status;
 
 /* A constant name such as "NX_ERR_SHAPE"; static storage. */
@@ -115,23 +137,22 @@ typedef struct nx_event_s* nx_event;
 
 /* ---------------------------------------------------------------- runtime */
 /* Number of CPU threads used by kernels (<= 0 restores the default: all cores). */
-NX_API nx_status nx_set_num_threads(int32_t n);
-NX_API int32_t nx_get_num_threads(void);
-/* The SIMD level chosen at run time for CPU kernels: "avx512", "avx2" or "scalar". */
-NX_API const char* nx_cpu_simd_level(void);
-/* Overrides the SIMD level ("avx512", "avx2", "scalar"); fails with NX_ERR_NOT_IMPLEMENTED if
- * the processor lacks it. For tests and benchmarks. */
+NX_API nx_status nx_cpu_set_num_threads(int32_t n);
+NX_API nx_status nx_cpu_get_num_threads(int32_t* out);
+/* The SIMD level of the CPU kernels: "avx512", "avx2" or "scalar" (static storage). Chosen at
+ * run time from the processor; set overrides it and fails with NX_ERR_NOT_IMPLEMENTED if the
+ * processor lacks the level (for tests and benchmarks). */
 NX_API nx_status nx_cpu_set_simd_level(const char* level);
-/* Seeds the counter-based generator used by nx_tensor_rand/randn (and dropout). */
-NX_API void nx_manual_seed(uint64_t seed);
+NX_API nx_status nx_cpu_get_simd_level(const char** out);
+/* Seeds the counter-based generator used by nx_tensor_rand/randn, dropout and initializers. */
+NX_API nx_status nx_random_set_seed(uint64_t seed);
 /* Deterministic mode (default off): kernels whose results depend on the order of atomic additions
  * (the CUDA flash-attention backward's dQ) use an order-fixed variant instead, so a run repeats
  * bit for bit, at some cost in speed. Process-wide. */
-NX_API void nx_set_deterministic(bool enabled);
-NX_API bool nx_deterministic_enabled(void);
-/* Number of tensor handles currently alive (created and not yet freed), for leak checks. */
-NX_API int64_t nx_live_tensor_count(void);
-/* Number of live handles of one type (-1 for a value that is not an nx_handle_type). */
+NX_API nx_status nx_runtime_set_deterministic(bool enabled);
+NX_API nx_status nx_runtime_get_deterministic(bool* out);
+/* Number of live handles of one type (created and not yet freed), for leak checks; -1 for a
+ * value that is not an nx_handle_type. */
 NX_API int64_t nx_live_handle_count(nx_handle_type type);
 
 /* ---------------------------------------------------------------- streams */
@@ -150,7 +171,7 @@ NX_API nx_status nx_tensor_to(nx_tensor* out, nx_tensor t, nx_device device, nx_
 NX_API nx_status nx_event_create(nx_event* out, nx_device device);
 NX_API nx_status nx_event_record(nx_event event, nx_stream stream);
 /* Work enqueued on stream after this call waits until the event has completed. */
-NX_API nx_status nx_event_wait(nx_stream stream, nx_event event);
+NX_API nx_status nx_event_wait(nx_event event, nx_stream stream);
 /* Blocks the host until the event has completed. */
 NX_API nx_status nx_event_synchronize(nx_event event);
 NX_API void nx_event_free(nx_event event);
@@ -162,13 +183,13 @@ typedef struct {
   uint64_t peak_allocated_bytes; /* since start or nx_cuda_reset_peak_memory */
   uint64_t num_device_allocs;    /* cudaMalloc calls so far */
 } nx_cuda_memory_stats;
-NX_API nx_status nx_cuda_memory_stats_get(nx_cuda_memory_stats* out, int32_t device);
+NX_API nx_status nx_cuda_get_memory_stats(int32_t device, nx_cuda_memory_stats* out);
 NX_API nx_status nx_cuda_reset_peak_memory(int32_t device);
 /* Returns cached, unused device memory to the driver. */
 NX_API nx_status nx_cuda_empty_cache(int32_t device);
 /* TF32 tensor-core math for f32 matmul on CUDA (faster, ~10-bit mantissa); off by default. */
-NX_API void nx_cuda_set_tf32(bool enabled);
-NX_API bool nx_cuda_tf32_enabled(void);
+NX_API nx_status nx_cuda_set_tf32(bool enabled);
+NX_API nx_status nx_cuda_get_tf32(bool* out);
 
 /* ---------------------------------------------------------------- creation */
 /* New tensor holding a copy of nbytes = prod(shape) * nx_dtype_size(dtype) bytes at data
@@ -215,6 +236,14 @@ NX_API nx_status nx_tensor_data_ptr(nx_tensor t, void** out);
 NX_API nx_status nx_tensor_retain(nx_tensor* out, nx_tensor t);
 /* Releases the caller's handle. NULL is a no-op. */
 NX_API void nx_tensor_free(nx_tensor t);
+
+/* Hyperparameters of Adam and AdamW (nx_adam_create, nx_adam_step_multi); rule 4. */
+typedef struct {
+  uint32_t struct_size; /* sizeof(nx_adam_options) */
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled_weight_decay; /* AdamW: p *= 1 - lr * weight_decay; Adam: g += weight_decay * p */
+} nx_adam_options;
+#define NX_ADAM_OPTIONS_DEFAULT {sizeof(nx_adam_options), 1e-3, 0.9, 0.999, 1e-8, 0.0, false}
 
 /* BEGIN GENERATED OPS: scripts/opgen.py writes this part from src/ops/ops.yaml; edit that file. */
 
@@ -363,10 +392,10 @@ NX_API nx_status nx_flash_attention(nx_tensor* out, nx_tensor q, nx_tensor k, nx
 
 /* ---------------------------------------------------------------- indexing */
 /* Selects entries of x along axis at the integer (i32/i64) indices of the 1-d tensor index. */
-NX_API nx_status nx_index_select(nx_tensor* out, nx_tensor x, int64_t axis, nx_tensor index,
+NX_API nx_status nx_index_select(nx_tensor* out, nx_tensor x, nx_tensor index, int64_t axis,
                                  nx_stream stream);
 /* torch.gather: out[i][j] = x[index[i][j]][j] for axis 0, and so on; index has x's rank. */
-NX_API nx_status nx_gather(nx_tensor* out, nx_tensor x, int64_t axis, nx_tensor index,
+NX_API nx_status nx_gather(nx_tensor* out, nx_tensor x, nx_tensor index, int64_t axis,
                            nx_stream stream);
 /* Rows of weight [num, dim] at the integer indices (any shape): result shape indices + [dim]. */
 NX_API nx_status nx_embedding(nx_tensor* out, nx_tensor weight, nx_tensor indices,
@@ -418,41 +447,47 @@ NX_API nx_status nx_softmax_cross_entropy(nx_tensor* out, nx_tensor logits, nx_t
                                           nx_stream stream);
 /* SwiGLU's gate: silu(gate) * up, broadcasting. */
 NX_API nx_status nx_swiglu(nx_tensor* out, nx_tensor gate, nx_tensor up, nx_stream stream);
-/* One Adam step (AdamW when decoupled_weight_decay) in place over n tensors at once (one kernel
- * launch on CUDA): params[i] -= ..., exp_avgs[i] and exp_avg_sqs[i] updated, grads[i] read;
- * step >= 1 is the step number for the bias corrections. All 4n tensors contiguous, on one
- * device, of one floating dtype, each of its param's shape; the four counts must be equal.
- * Not recorded by autodiff (params may require grad). torch.optim.Adam(W) semantics. */
-NX_API nx_status nx_adam_step_multi(const nx_tensor* params, size_t n,
-                                    const nx_tensor* grads, size_t ngrads,
-                                    const nx_tensor* exp_avgs, size_t nexp_avgs,
-                                    const nx_tensor* exp_avg_sqs, size_t nexp_avg_sqs, int64_t step,
-                                    double lr, double beta1, double beta2, double eps,
-                                    double weight_decay, bool decoupled_weight_decay,
-                                    nx_stream stream);
+/* One Adam step (AdamW when options->decoupled_weight_decay) in place over n tensors at once
+ * (one kernel launch on CUDA): params[i] -= ..., exp_avgs[i] and exp_avg_sqs[i] updated,
+ * grads[i] read; step >= 1 is the step number for the bias corrections; options NULL:
+ * NX_ADAM_OPTIONS_DEFAULT. All 4n tensors contiguous, on one device, of one floating dtype,
+ * each of its param's shape. Not recorded by autodiff (params may require grad).
+ * torch.optim.Adam(W) semantics. */
+NX_API nx_status nx_adam_step_multi(const nx_tensor* params, const nx_tensor* grads,
+                                    const nx_tensor* exp_avgs,
+                                    const nx_tensor* exp_avg_sqs, size_t n, int64_t step,
+                                    const nx_adam_options* options, nx_stream stream);
 
 /* END GENERATED OPS */
 
 /* ---------------------------------------------------------------- autodiff */
 /* Marks a floating-point tensor as a leaf whose gradient backward accumulates. */
 NX_API nx_status nx_tensor_set_requires_grad(nx_tensor t, bool requires_grad);
-NX_API nx_status nx_tensor_requires_grad(nx_tensor t, bool* out);
+NX_API nx_status nx_tensor_get_requires_grad(nx_tensor t, bool* out);
 /* True when t is a leaf: it was not produced by an op recorded in the graph (it has no grad_fn),
  * like PyTorch's is_leaf. Tensors made by creation functions, detach() and ops run without grad
  * are leaves; the output of a recorded op is not. */
 NX_API nx_status nx_tensor_is_leaf(nx_tensor t, bool* out);
+/* Options of nx_backward and nx_autograd_grad (rule 4; NULL: all false). */
+typedef struct {
+  uint32_t struct_size; /* sizeof(nx_backward_options) */
+  bool retain_graph;    /* keep the saved tensors for another backward */
+  bool create_graph;    /* record the backward itself, so gradients can be differentiated again
+                           (implies retain_graph) */
+  bool check_finite;    /* check every gradient for NaN/Inf; fail with NX_ERR_STATE naming the
+                           first node whose output gradient is not finite */
+} nx_backward_options;
+#define NX_BACKWARD_OPTIONS_DEFAULT {sizeof(nx_backward_options), false, false, false}
 /* Backpropagates from root into the .grad of every leaf that requires grad. grad NULL means
- * ones (root must then have one element). Frees the graph's saved tensors as it goes. */
-NX_API nx_status nx_backward(nx_tensor root, nx_tensor grad, nx_stream stream);
-/* backward with options: retain_graph keeps saved tensors for another backward; create_graph
- * records the backward computation itself, so gradients can be differentiated again. */
-NX_API nx_status nx_backward_ex(nx_tensor root, nx_tensor grad, bool retain_graph,
-                                bool create_graph, nx_stream stream);
+ * ones (root must then have one element). Unless options->retain_graph, frees the graph's saved
+ * tensors as it goes. */
+NX_API nx_status nx_backward(nx_tensor root, nx_tensor grad, const nx_backward_options* options,
+                             nx_stream stream);
 /* torch.autograd.grad: writes d root / d inputs[i] to grads[i] (NULL where inputs[i] does not
  * reach root) without touching any .grad. The grads are owned by the caller. */
 NX_API nx_status nx_autograd_grad(nx_tensor* grads, nx_tensor root, nx_tensor grad,
-                                  const nx_tensor* inputs, size_t ninputs, bool retain_graph,
-                                  bool create_graph, nx_stream stream);
+                                  const nx_tensor* inputs, size_t ninputs,
+                                  const nx_backward_options* options, nx_stream stream);
 /* Forward-mode directional derivative: given outputs = f(inputs) already computed with grad
  * recording, writes J v for the tangents v (one per input, same shapes) to *out. Computed by
  * differentiating the VJP (the double-backward identity); the graph is retained. */
@@ -464,9 +499,10 @@ NX_API nx_status nx_tensor_grad(nx_tensor* out, nx_tensor t);
 NX_API nx_status nx_tensor_zero_grad(nx_tensor t);
 /* A view of t's data outside the graph (no grad_fn, requires_grad false). */
 NX_API nx_status nx_tensor_detach(nx_tensor* out, nx_tensor t);
-/* Thread-local: when disabled, ops record nothing (inference, optimizer updates). */
-NX_API void nx_grad_mode_set(bool enabled);
-NX_API bool nx_grad_mode_enabled(void);
+/* Grad mode, thread-local, on by default: when off, ops record nothing (inference, optimizer
+ * updates). */
+NX_API nx_status nx_autograd_set_enabled(bool enabled);
+NX_API nx_status nx_autograd_get_enabled(bool* out);
 
 /* Gradient checkpointing: fn computes outputs from inputs through the C API. It runs once now
  * without recording, and again inside backward to rebuild the segment's graph, so activations
@@ -474,8 +510,8 @@ NX_API bool nx_grad_mode_enabled(void);
  * the checkpoint) and return NX_OK. outputs[i] are owned by the caller. */
 typedef nx_status (*nx_checkpoint_fn)(nx_tensor* outputs, size_t noutputs,
                                       const nx_tensor* inputs, size_t ninputs, void* user_data);
-NX_API nx_status nx_checkpoint(nx_tensor* outputs, size_t noutputs, nx_checkpoint_fn fn,
-                               void* user_data, const nx_tensor* inputs, size_t ninputs,
+NX_API nx_status nx_checkpoint(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs,
+                               size_t ninputs, nx_checkpoint_fn fn, void* user_data,
                                nx_stream stream);
 
 /* The graph that produced root, as an object. */
@@ -490,9 +526,6 @@ NX_API nx_status nx_graph_saved_bytes(nx_graph g, size_t* out);
 /* Graphviz DOT text with op names, shapes and dtypes, valid while g lives. */
 NX_API nx_status nx_graph_to_dot(nx_graph g, const char** out);
 NX_API void nx_graph_free(nx_graph g);
-/* Runs backward(root) while checking every gradient for NaN/Inf; fails with NX_ERR_STATE naming
- * the first node whose output gradient is not finite. */
-NX_API nx_status nx_backward_checked(nx_tensor root, nx_tensor grad, nx_stream stream);
 
 /* ---------------------------------------------------------------- SafeTensors I/O */
 /* Reads and validates a .safetensors file (header bounds, offsets inside the file, no overlaps
@@ -514,79 +547,91 @@ NX_API nx_status nx_safetensors_save(const char* path, const char* const* names,
 
 /* ---------------------------------------------------------------- DLPack */
 /* Zero-copy exchange with other array libraries (PyTorch, NumPy, JAX, CuPy...) through DLPack
- * (https://dmlc.github.io/dlpack/latest/). The definitions below are the ABI of DLPack v0.8
- * (the "legacy" DLManagedTensor, capsule name "dltensor"). When the real dlpack.h was included
- * first they are skipped; including dlpack.h after this header is then a no-op (same guard). */
-#if !defined(DLPACK_DLPACK_H_) && !defined(DLPACK_VERSION)
-#define DLPACK_DLPACK_H_
-#define DLPACK_VERSION 80
-#define DLPACK_ABI_VERSION 1
+ * (https://dmlc.github.io/dlpack/latest/). The nx_dl_* types have the layout of DLPack's own
+ * structs under names of their own: nx_dl_device = DLDevice, nx_dl_data_type = DLDataType,
+ * nx_dl_tensor = DLTensor, nx_dl_managed_tensor = DLManagedTensor (the legacy struct, capsule
+ * "dltensor"), nx_dl_version = DLPackVersion and nx_dl_managed_tensor_versioned =
+ * DLManagedTensorVersioned (DLPack 1.x, capsule "dltensor_versioned"). This header defines no
+ * DLPack name or macro: dlpack.h may be included before or after it, and a pointer to one of
+ * DLPack's structs is passed with a cast (tests/capi/test_dlpack*.c compare the sizes and
+ * offsets with a real dlpack.h). */
+/* DLDataTypeCode (the codes NexusGrad reads and writes are int, float, bfloat and bool). */
 typedef enum {
-  kDLCPU = 1,
-  kDLCUDA = 2,
-  kDLCUDAHost = 3,
-  kDLOpenCL = 4,
-  kDLVulkan = 7,
-  kDLMetal = 8,
-  kDLVPI = 9,
-  kDLROCM = 10,
-  kDLROCMHost = 11,
-  kDLExtDev = 12,
-  kDLCUDAManaged = 13,
-  kDLOneAPI = 14,
-  kDLWebGPU = 15,
-  kDLHexagon = 16
-} DLDeviceType;
+  NX_DL_INT = 0,
+  NX_DL_UINT = 1,
+  NX_DL_FLOAT = 2,
+  NX_DL_OPAQUE_HANDLE = 3,
+  NX_DL_BFLOAT = 4,
+  NX_DL_COMPLEX = 5,
+  NX_DL_BOOL = 6
+} nx_dl_data_type_code;
 typedef struct {
-  DLDeviceType device_type;
+  int32_t device_type; /* DLDeviceType: kDLCPU = 1 (NX_CPU), kDLCUDA = 2 (NX_CUDA)... */
   int32_t device_id;
-} DLDevice;
-typedef enum {
-  kDLInt = 0U,
-  kDLUInt = 1U,
-  kDLFloat = 2U,
-  kDLOpaqueHandle = 3U,
-  kDLBfloat = 4U,
-  kDLComplex = 5U,
-  kDLBool = 6U
-} DLDataTypeCode;
+} nx_dl_device;
 typedef struct {
-  uint8_t code;   /* a DLDataTypeCode */
+  uint8_t code; /* an nx_dl_data_type_code */
   uint8_t bits;
   uint16_t lanes;
-} DLDataType;
+} nx_dl_data_type;
 typedef struct {
   void* data;
-  DLDevice device;
+  nx_dl_device device;
   int32_t ndim;
-  DLDataType dtype;
+  nx_dl_data_type dtype;
   int64_t* shape;
-  int64_t* strides;     /* in elements; NULL means compact row-major */
+  int64_t* strides; /* in elements; NULL means compact row-major */
   uint64_t byte_offset;
-} DLTensor;
-typedef struct DLManagedTensor {
-  DLTensor dl_tensor;
+} nx_dl_tensor;
+/* The deleter frees the struct itself too; the consumer calls it exactly once. */
+typedef struct nx_dl_managed_tensor_s {
+  nx_dl_tensor dl_tensor;
   void* manager_ctx;
-  void (*deleter)(struct DLManagedTensor* self);
-} DLManagedTensor;
-#endif
+  void (*deleter)(struct nx_dl_managed_tensor_s* self);
+} nx_dl_managed_tensor;
+typedef struct {
+  uint32_t major; /* a consumer refuses another major version (the layout may differ) */
+  uint32_t minor;
+} nx_dl_version;
+typedef struct nx_dl_managed_tensor_versioned_s {
+  nx_dl_version version;
+  void* manager_ctx;
+  void (*deleter)(struct nx_dl_managed_tensor_versioned_s* self);
+  uint64_t flags; /* NX_DL_FLAG_* bits */
+  nx_dl_tensor dl_tensor;
+} nx_dl_managed_tensor_versioned;
+/* The DLPack version of nx_dl_managed_tensor_versioned: what export writes, and the only major
+ * version import accepts. */
+#define NX_DL_MAJOR_VERSION 1
+#define NX_DL_MINOR_VERSION 0
+/* Flags of nx_dl_managed_tensor_versioned (DLPACK_FLAG_BITMASK_READ_ONLY, _IS_COPIED). */
+#define NX_DL_FLAG_READ_ONLY (1ULL << 0)
+#define NX_DL_FLAG_IS_COPIED (1ULL << 1)
 
 /* Exports t (CPU or CUDA, any view) as a DLManagedTensor that shares t's memory: writes through
- * either side are seen by the other. The DLManagedTensor keeps the memory alive until its deleter
- * is called, which the consumer does exactly once (after that, t's handles are unaffected). No
+ * either side are seen by the other. The struct keeps the memory alive until its deleter is
+ * called, which the consumer does exactly once (after that, t's handles are unaffected). No
  * autodiff information travels. For CUDA tensors the data is ready on the default stream. */
-NX_API nx_status nx_tensor_to_dlpack(DLManagedTensor** out, nx_tensor t);
+NX_API nx_status nx_tensor_to_dlpack(nx_dl_managed_tensor** out, nx_tensor t);
+/* The same as a DLManagedTensorVersioned: version {NX_DL_MAJOR_VERSION, NX_DL_MINOR_VERSION},
+ * flags 0 (shared and writable; a caller that exports a copy of its own may set
+ * NX_DL_FLAG_IS_COPIED before handing the struct on). */
+NX_API nx_status nx_tensor_to_dlpack_versioned(nx_dl_managed_tensor_versioned** out, nx_tensor t);
 /* Wraps the memory described by managed as a tensor without copying (kDLCPU or kDLCUDA; dtypes
  * float16/32/64, bfloat16, int32/64, bool; lanes 1; strides >= 0 or NULL). On success the new
  * tensor (and every view of it) owns managed and calls managed->deleter once when the last of them
  * is freed. On failure managed is left untouched and still belongs to the caller. */
-NX_API nx_status nx_tensor_from_dlpack(nx_tensor* out, DLManagedTensor* managed);
+NX_API nx_status nx_tensor_from_dlpack(nx_tensor* out, nx_dl_managed_tensor* managed);
+/* The same for a DLManagedTensorVersioned. It also fails with NX_ERR_NOT_IMPLEMENTED for a major
+ * version other than NX_DL_MAJOR_VERSION (DLPack then wants the caller to call the deleter) and
+ * for a tensor flagged NX_DL_FLAG_READ_ONLY (NexusGrad tensors are writable: copy it first). */
+NX_API nx_status nx_tensor_from_dlpack_versioned(nx_tensor* out, nx_dl_managed_tensor_versioned* managed);
 
 
 /* ---------------------------------------------------------------- layers (nx_module) */
 /* A module owns named parameters (leaf tensors that require grad) and child modules. Every
  * constructor writes a module owned by the caller (free with nx_module_free); parameters are
- * initialized like PyTorch's defaults from the generator seeded by nx_manual_seed. */
+ * initialized like PyTorch's defaults from the generator seeded by nx_random_set_seed. */
 typedef struct nx_module_s* nx_module;
 NX_API nx_status nx_linear_create(nx_module* out, int64_t in_features, int64_t out_features, bool bias,
                                   nx_dtype dtype, nx_device device, nx_stream stream);
@@ -641,8 +686,9 @@ NX_API nx_status nx_module_parameter_count(nx_module m, size_t* out);
 NX_API nx_status nx_module_parameter(nx_module m, size_t i, const char** name, nx_tensor* out);
 /* Moves every parameter to device (existing parameter handles keep the old tensors). */
 NX_API nx_status nx_module_to(nx_module m, nx_device device, nx_stream stream);
-/* Training mode (dropout active) or evaluation mode. */
-NX_API nx_status nx_module_train(nx_module m, bool training);
+/* Training mode (dropout active; the default) or evaluation mode, of m and its children. */
+NX_API nx_status nx_module_set_training(nx_module m, bool training);
+NX_API nx_status nx_module_get_training(nx_module m, bool* out);
 /* State dict as SafeTensors (names = parameter names); load checks names, shapes and dtypes. */
 NX_API nx_status nx_module_save(nx_module m, const char* path);
 NX_API nx_status nx_module_load(nx_module m, const char* path);
@@ -663,12 +709,20 @@ NX_API nx_status nx_gpt_generate(nx_tensor* out, nx_module gpt, const int64_t* p
 /* ---------------------------------------------------------------- optimizers */
 typedef struct nx_optimizer_s* nx_optimizer;
 /* The optimizers update the n tensors given (leaves that require grad), e.g. a module's
- * parameters; they keep their own references. torch.optim semantics. */
-NX_API nx_status nx_sgd_create(nx_optimizer* out, const nx_tensor* params, size_t n, double lr, double momentum,
-                               bool nesterov, double weight_decay);
-/* Adam, or AdamW when decoupled_weight_decay. */
-NX_API nx_status nx_adam_create(nx_optimizer* out, const nx_tensor* params, size_t n, double lr, double beta1,
-                                double beta2, double eps, double weight_decay, bool decoupled_weight_decay);
+ * parameters; they keep their own references. torch.optim semantics; NULL options: PyTorch's
+ * defaults (the NX_*_OPTIONS_DEFAULT macros). */
+typedef struct {
+  uint32_t struct_size; /* sizeof(nx_sgd_options) */
+  double lr, momentum;
+  bool nesterov;
+  double weight_decay;
+} nx_sgd_options;
+#define NX_SGD_OPTIONS_DEFAULT {sizeof(nx_sgd_options), 1e-3, 0.0, false, 0.0}
+NX_API nx_status nx_sgd_create(nx_optimizer* out, const nx_tensor* params, size_t n,
+                               const nx_sgd_options* options);
+/* Adam, or AdamW when decoupled_weight_decay (nx_adam_options is declared before the ops). */
+NX_API nx_status nx_adam_create(nx_optimizer* out, const nx_tensor* params, size_t n,
+                                const nx_adam_options* options);
 /* Every parameter of a module, in nx_module_parameter order, as an array the caller frees with
  * nx_tensor_array_free. */
 NX_API nx_status nx_module_parameters(nx_module m, nx_tensor** out, size_t* n);
@@ -711,7 +765,7 @@ typedef struct nx_text_loader_s* nx_text_loader;
 NX_API nx_status nx_text_loader_create(nx_text_loader* out, nx_tensor tokens, int64_t batch, int64_t seq,
                                        uint64_t seed);
 /* Next [batch, seq] NX_I64 inputs and targets on device. */
-NX_API nx_status nx_text_loader_next(nx_text_loader loader, nx_tensor* inputs, nx_tensor* targets,
+NX_API nx_status nx_text_loader_next(nx_tensor* inputs, nx_tensor* targets, nx_text_loader loader,
                                      nx_device device, nx_stream stream);
 NX_API nx_status nx_text_loader_batches_per_epoch(nx_text_loader loader, int64_t* out);
 NX_API void nx_text_loader_free(nx_text_loader loader);
@@ -753,7 +807,13 @@ NX_API nx_status nx_comm_rank(nx_comm comm, int32_t* out);
 NX_API nx_status nx_comm_size(nx_comm comm, int32_t* out);
 NX_API nx_status nx_comm_device(nx_comm comm, nx_device* out);
 NX_API void nx_comm_free(nx_comm comm);
-typedef enum { NX_REDUCE_SUM = 0, NX_REDUCE_AVG, NX_REDUCE_MAX, NX_REDUCE_MIN, NX_REDUCE_PROD } nx_reduce_op;
+typedef enum {
+  NX_REDUCE_SUM = 0,
+  NX_REDUCE_AVG = 1,
+  NX_REDUCE_MAX = 2,
+  NX_REDUCE_MIN = 3,
+  NX_REDUCE_PROD = 4
+} nx_reduce_op;
 /* The collectives move data and are not recorded by autodiff. They are enqueued on stream (a
  * stream of the communicator's device; NULL: its default stream) and return before they finish.
  * In-place ones (all_reduce, broadcast) need a contiguous tensor on the communicator's device

@@ -258,13 +258,17 @@ def end_macro(lines: list[str]) -> list[str]:
 def kernels(reg) -> str:
     lines = [f"// {STAMP}",
              "// X(name, (parameters), (arguments)): the kernel interface of class Backend, one entry per kernel.",
-             "// Each entry's comment is its contract.",
+             "// Each entry's comment is its contract. Every kernel takes the call's ExecContext first: a backend",
+             "// gets its device and stream from the caller, never from thread-local state.",
              "#define NX_KERNELS(X) \\"]
     for k in reg["kernels"]:
         params = parse_params(k["params"])
         for p in params:
             if p.count:
                 raise SystemExit(f"opgen: kernel {k['name']}: a size_t after a pointer is not a kernel parameter")
+            if p.name == "ctx":
+                raise SystemExit(f"opgen: kernel {k['name']}: ctx is the ExecContext that opgen adds first")
+        params.insert(0, Param("const ExecContext&", "ctx"))
         if k.get("doc"):
             lines += ["  /* " + l + " */ \\" for l in textwrap.wrap(" ".join(k["doc"].split()), WIDTH - 10)]
         sig = ", ".join(p.c for p in params)
@@ -291,8 +295,19 @@ def python_fn(op: Op) -> tuple[str, str, bool]:
     pyname, params = m.group(1), [p.strip() for p in m.group(2).split(",") if p.strip()]
     if len(params) != len(op.args):
         raise SystemExit(f"opgen: {op.name}: python lists {len(params)} parameters for {len(op.args)} C arguments")
+    # `pyname:cname` binds a Python parameter to a C argument by name, for ops whose PyTorch
+    # order differs from the C order (gather(input:x, dim:axis, index)); otherwise by position.
+    binding = [p.split("=")[0].split(":") for p in params]
+    params = [re.sub(r":\w+", "", p) for p in params]
+    if any(len(b) == 2 for b in binding):
+        py_of_c = {b[-1]: b[0] for b in binding}
+        if sorted(py_of_c) != sorted(a.name for a in op.args):
+            raise SystemExit(f"opgen: {op.name}: python binds {sorted(py_of_c)}, not the C arguments")
+        c_order = [py_of_c[a.name] for a in op.args]
+    else:
+        c_order = [b[0] for b in binding]
     pynames = [p.split("=")[0] for p in params]
-    tensors = [(p, q) for p, q in zip(op.args, pynames) if p.ctype == "nx_tensor"]
+    tensors = [(p, q) for p, q in zip(op.args, c_order) if p.ctype == "nx_tensor"]
     pre, call = [], []
     pair = op.kind == "elementwise" and len(tensors) == 2 and len(op.args) == 2
     if pair:
@@ -300,7 +315,7 @@ def python_fn(op: Op) -> tuple[str, str, bool]:
         call = ["a", "b"]
     else:
         like = None
-        for p, q in zip(op.args, pynames):
+        for p, q in zip(op.args, c_order):
             if p.ctype == "nx_tensor":
                 if p.name in op.d.get("index", []):
                     call.append(f"_index({q}, {like or pynames[0]})._h")

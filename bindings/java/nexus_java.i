@@ -10,7 +10,11 @@
  *     header stays the only list of functions.
  *   - Every handle returned is owned by the Java object: close() (try-with-resources) frees it
  *     once; a handle never closed is freed by the finalizer.
- *   - Counted arrays are long[] (shapes, axes) and Tensor[]; bytes in and out are byte[].
+ *   - Counted arrays are long[] (shapes, axes) and Tensor[]; bytes in and out are byte[]. Arrays
+ *     that share one count (nx_adam_step_multi's four, nx_jvp's two) are one Tensor[] each, of
+ *     equal lengths (IllegalArgumentException otherwise).
+ *   - Options structs (BackwardOptions, SgdOptions, AdamOptions) are classes whose constructor
+ *     fills in the NX_*_OPTIONS_DEFAULT values, struct_size included; null passes NULL (defaults).
  * Not wrapped for Java: nx_checkpoint (C callback), nx_tensor_data_ptr (raw address), and the
  * DLPack functions (C structs for other C libraries).
  */
@@ -129,23 +133,32 @@ static void nx_java_throw_arg(JNIEnv* jenv, const char* what) {
 %rename(AttentionConfig) nx_attention_config;
 %rename(TransformerConfig) nx_transformer_config;
 %rename(SampleConfig) nx_sample_config;
+%rename(BackwardOptions) nx_backward_options;
+%rename(SgdOptions) nx_sgd_options;
+%rename(AdamOptions) nx_adam_options;
+%rename(HandleType) nx_handle_type;
+%rename(ReduceOp) nx_reduce_op;
 
 /* Not for Java (see the top of this file). */
 %ignore nx_checkpoint;
 %ignore nx_checkpoint_fn;
 %ignore nx_tensor_data_ptr;
 %ignore nx_tensor_to_dlpack;
+%ignore nx_tensor_to_dlpack_versioned;
 %ignore nx_tensor_from_dlpack;
-%ignore DLDevice;
-%ignore DLDataType;
-%ignore DLTensor;
-%ignore DLManagedTensor;
-%ignore DLDeviceType;
-%ignore DLDataTypeCode;
-%ignore kDLCPU; %ignore kDLCUDA; %ignore kDLCUDAHost; %ignore kDLOpenCL; %ignore kDLVulkan; %ignore kDLMetal;
-%ignore kDLVPI; %ignore kDLROCM; %ignore kDLROCMHost; %ignore kDLExtDev; %ignore kDLCUDAManaged;
-%ignore kDLOneAPI; %ignore kDLWebGPU; %ignore kDLHexagon; %ignore kDLInt; %ignore kDLUInt; %ignore kDLFloat;
-%ignore kDLOpaqueHandle; %ignore kDLBfloat; %ignore kDLComplex; %ignore kDLBool;
+%ignore nx_tensor_from_dlpack_versioned;
+%ignore nx_dl_data_type_code;
+%ignore NX_DL_INT; %ignore NX_DL_UINT; %ignore NX_DL_FLOAT; %ignore NX_DL_OPAQUE_HANDLE; %ignore NX_DL_BFLOAT;
+%ignore NX_DL_COMPLEX; %ignore NX_DL_BOOL;
+%ignore nx_dl_device;
+%ignore nx_dl_data_type;
+%ignore nx_dl_tensor;
+%ignore nx_dl_managed_tensor_s;
+%ignore nx_dl_managed_tensor;
+%ignore nx_dl_version;
+%ignore nx_dl_managed_tensor_versioned_s;
+%ignore nx_dl_managed_tensor_versioned;
+%ignore NX_DL_MAJOR_VERSION; %ignore NX_DL_MINOR_VERSION; %ignore NX_DL_FLAG_READ_ONLY; %ignore NX_DL_FLAG_IS_COPIED;
 
 /* ---------------------------------------------------------------- handles: AutoCloseable */
 %define NX_JAVA_HANDLE(STRUCT, JNAME)
@@ -213,7 +226,7 @@ NX_JAVA_HANDLE(nx_ddp_s, DataParallel)
   /** The accumulated gradient (owned by the caller: close it), or null. */
   public Tensor grad() { return Nexus.tensor_grad(this); }
   public void setRequiresGrad(boolean on) { Nexus.tensor_set_requires_grad(this, on); }
-  public boolean requiresGrad() { return Nexus.tensor_requires_grad(this); }
+  public boolean requiresGrad() { return Nexus.tensor_get_requires_grad(this); }
 
   @Override
   public String toString() {
@@ -399,38 +412,71 @@ NX_JAVA_OUT_STRUCT(nx_cuda_memory_stats, tmp.struct_size = (uint32_t)sizeof tmp)
 %enddef
 NX_JAVA_HANDLE_ARRAY((const nx_tensor* xs, size_t n), Tensor)
 NX_JAVA_HANDLE_ARRAY((const nx_tensor* inputs, size_t ninputs), Tensor)
-NX_JAVA_HANDLE_ARRAY((const nx_tensor* tangents, size_t ninputs), Tensor)
 NX_JAVA_HANDLE_ARRAY((const nx_tensor* tensors, size_t n), Tensor)
 NX_JAVA_HANDLE_ARRAY((const nx_tensor* params, size_t n), Tensor)
-NX_JAVA_HANDLE_ARRAY((const nx_tensor* grads, size_t ngrads), Tensor)
-NX_JAVA_HANDLE_ARRAY((const nx_tensor* exp_avgs, size_t nexp_avgs), Tensor)
-NX_JAVA_HANDLE_ARRAY((const nx_tensor* exp_avg_sqs, size_t nexp_avg_sqs), Tensor)
 NX_JAVA_HANDLE_ARRAY((const nx_module* layers, size_t n), Layer)
 %{
 typedef char nx_java_pointer_is_64_bit[sizeof(void*) == sizeof(jlong) ? 1 : -1];
+
+/* A copy of a Tensor[]'s handles as a counted array (nx_counted_new, bindings/nexus.i); null
+ * counts as empty. NULL with an exception pending on failure. */
+static nx_tensor* nx_java_counted_from(JNIEnv* jenv, jlongArray arr) {
+  jsize n = arr ? (*jenv)->GetArrayLength(jenv, arr) : 0;
+  nx_tensor* out = nx_counted_new((size_t)n);
+  if (!out) {
+    nx_java_throw_arg(jenv, "out of memory");
+    return NULL;
+  }
+  if (n) (*jenv)->GetLongArrayRegion(jenv, arr, 0, n, (jlong*)out);
+  return out;
+}
 %}
 
+/* Tensor arrays that share one count (nx_jvp's inputs and tangents, nx_adam_step_multi's params,
+ * grads, exp_avgs and exp_avg_sqs): each is a Tensor[] of its own, copied to a counted array; the
+ * last one sets the count, and the group's check typemap compares the lengths (the Java wrapper
+ * returns at once on failure, without freearg: the check frees the arrays itself). */
+%define NX_JAVA_SHARED_COUNT_ARRAY(PARAM)
+%typemap(jni) PARAM "jlongArray"
+%typemap(jtype) PARAM "long[]"
+%typemap(jstype) PARAM "Tensor[]"
+%typemap(javain, post="      java.lang.ref.Reference.reachabilityFence($javainput);") PARAM "Tensor.cPtrs($javainput)"
+%typemap(freearg) PARAM { nx_counted_free($1); }
+%enddef
+NX_JAVA_SHARED_COUNT_ARRAY(const nx_tensor* inputs)
+NX_JAVA_SHARED_COUNT_ARRAY(const nx_tensor* params)
+NX_JAVA_SHARED_COUNT_ARRAY(const nx_tensor* grads)
+NX_JAVA_SHARED_COUNT_ARRAY(const nx_tensor* exp_avgs)
+NX_JAVA_SHARED_COUNT_ARRAY((const nx_tensor* tangents, size_t ninputs))
+NX_JAVA_SHARED_COUNT_ARRAY((const nx_tensor* exp_avg_sqs, size_t n))
+%typemap(in) const nx_tensor* inputs, const nx_tensor* params, const nx_tensor* grads, const nx_tensor* exp_avgs {
+  $1 = ($1_ltype)nx_java_counted_from(jenv, $input);
+  if (!$1) return $null;
+}
+%typemap(in) (const nx_tensor* tangents, size_t ninputs), (const nx_tensor* exp_avg_sqs, size_t n) {
+  $1 = ($1_ltype)nx_java_counted_from(jenv, $input);
+  if (!$1) return $null;
+  $2 = nx_counted_len($1);
+}
 /* nx_jvp(output, inputs, tangents): two arrays of equal length */
-%typemap(jni) const nx_tensor* inputs "jlongArray"
-%typemap(jtype) const nx_tensor* inputs "long[]"
-%typemap(jstype) const nx_tensor* inputs "Tensor[]"
-%typemap(javain, post="      java.lang.ref.Reference.reachabilityFence($javainput);") const nx_tensor* inputs "Tensor.cPtrs($javainput)"
-%typemap(in) const nx_tensor* inputs (jlong* elems = NULL, size_t cnt = 0) {
-  if (!$input) {
-    nx_java_throw_arg(jenv, "inputs is null");
+%typemap(check) (const nx_tensor* inputs, const nx_tensor* tangents, size_t ninputs) {
+  if (nx_counted_len($1) != $3) {
+    nx_counted_free($1);
+    nx_counted_free($2);
+    nx_java_throw_arg(jenv, "jvp: inputs and tangents differ in length");
     return $null;
   }
-  cnt = (size_t)(*jenv)->GetArrayLength(jenv, $input);
-  elems = (*jenv)->GetLongArrayElements(jenv, $input, 0);
-  if (!elems) return $null;
-  $1 = ($1_ltype)elems;
 }
-%typemap(freearg) const nx_tensor* inputs {
-  if (elems$argnum) (*jenv)->ReleaseLongArrayElements(jenv, $input, elems$argnum, JNI_ABORT);
-}
-%typemap(check) (const nx_tensor* inputs, const nx_tensor* tangents, size_t ninputs) {
-  if (cnt$argnum != $3) {
-    nx_java_throw_arg(jenv, "jvp: inputs and tangents differ in length");
+/* nx_adam_step_multi(params, grads, exp_avgs, exp_avg_sqs, step, options, stream): four arrays of
+ * equal length */
+%typemap(check) (const nx_tensor* params, const nx_tensor* grads, const nx_tensor* exp_avgs,
+                 const nx_tensor* exp_avg_sqs, size_t n) {
+  if (nx_counted_len($1) != $5 || nx_counted_len($2) != $5 || nx_counted_len($3) != $5) {
+    nx_counted_free($1);
+    nx_counted_free($2);
+    nx_counted_free($3);
+    nx_counted_free($4);
+    nx_java_throw_arg(jenv, "adam_step_multi: params, grads, exp_avgs and exp_avg_sqs differ in length");
     return $null;
   }
 }
@@ -488,7 +534,7 @@ NX_JAVA_RET_TENSORS(nx_autograd_grad)
 }
 NX_JAVA_RET_TENSORS(nx_module_parameters)
 
-/* nx_text_loader_next(loader, device, stream) -> {inputs, targets} */
+/* nx_text_loader_next(loader, device, stream) -> {inputs, targets} (its out-handles come first in C) */
 %typemap(in, numinputs=0) (nx_tensor* inputs, nx_tensor* targets) (nx_tensor tin = NULL, nx_tensor ttg = NULL) {
   $1 = &tin;
   $2 = &ttg;

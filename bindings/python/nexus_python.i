@@ -7,7 +7,11 @@
  *   - out-parameters (nx_tensor* out, size_t* out...) are not passed but returned; handles come
  *     back as owned objects freed by the garbage collector exactly once (None for a NULL handle);
  *   - counted arrays (const int64_t* shape, size_t ndim) take one Python sequence of ints (or one
- *     int, or None for an empty array); tensor arrays take a sequence of handles;
+ *     int, or None for an empty array); tensor arrays take a sequence of handles; arrays that
+ *     share one count (nx_adam_step_multi's four) take one sequence each, of equal lengths;
+ *   - options structs (const nx_adam_options* options...): nx_adam_options() and the like are
+ *     filled with the NX_*_OPTIONS_DEFAULT values, struct_size included; None passes NULL (the
+ *     defaults);
  *   - nx_device takes "cpu", "cuda", "cuda:N", a (type, index) tuple or an nx_device;
  *     nx_device* out returns "cpu" or "cuda:N";
  *   - data in and out goes through the buffer protocol (bytes, bytearray, numpy arrays...);
@@ -286,6 +290,19 @@ static void nx_py_handles_free(nx_py_handles* h) {
   h->data = NULL;
 }
 
+/* A counted array (nx_counted_new, bindings/nexus.i) of the handles of a sequence; NULL with an
+ * exception set on failure. */
+static nx_tensor* nx_py_counted_from(PyObject* obj, swig_type_info* ty, const char* what) {
+  nx_py_handles hs;
+  nx_tensor* out;
+  if (nx_py_handles_from(&hs, obj, ty, what) < 0) return NULL;
+  out = nx_counted_new(hs.n);
+  if (!out) PyErr_NoMemory();
+  else if (hs.n) memcpy(out, hs.data, sizeof(nx_tensor) * hs.n);
+  nx_py_handles_free(&hs);
+  return out;
+}
+
 /* A list of owned handle objects from an array of handles written by the engine; on failure
  * frees the handles not yet given to Python. */
 static PyObject* nx_py_handle_list(nx_tensor* hs, size_t n, swig_type_info* ty) {
@@ -326,16 +343,20 @@ static PyObject* nx_py_handle_pair(nx_tensor a, nx_tensor b, swig_type_info* ty)
   return tup;
 }
 
-/* ---------- DLPack capsules */
-static void nx_py_dlpack_capsule_destructor(PyObject* capsule) {
-  /* Called when the capsule dies: if no consumer renamed it to "used_dltensor", we still own it. */
-  if (PyCapsule_IsValid(capsule, "dltensor")) {
-    DLManagedTensor* m = (DLManagedTensor*)PyCapsule_GetPointer(capsule, "dltensor");
-    if (m && m->deleter) m->deleter(m);
-  } else {
-    PyErr_Clear();
+/* ---------- DLPack capsules: "dltensor" holds an nx_dl_managed_tensor (DLManagedTensor),
+ * "dltensor_versioned" an nx_dl_managed_tensor_versioned (DLManagedTensorVersioned). Called when
+ * the capsule dies: if no consumer renamed it ("used_dltensor"...), it still owns its struct. */
+#define NX_PY_DLPACK_DESTRUCTOR(FN, TYPE, NAME)                   \
+  static void FN(PyObject* capsule) {                             \
+    if (PyCapsule_IsValid(capsule, NAME)) {                       \
+      TYPE* m = (TYPE*)PyCapsule_GetPointer(capsule, NAME);       \
+      if (m && m->deleter) m->deleter(m);                         \
+    } else {                                                      \
+      PyErr_Clear();                                              \
+    }                                                             \
   }
-}
+NX_PY_DLPACK_DESTRUCTOR(nx_py_dltensor_destructor, nx_dl_managed_tensor, "dltensor")
+NX_PY_DLPACK_DESTRUCTOR(nx_py_dltensor_versioned_destructor, nx_dl_managed_tensor_versioned, "dltensor_versioned")
 
 /* ---------- gradient checkpointing: a Python callable as nx_checkpoint_fn */
 static swig_type_info* nx_py_tensor_type(void);
@@ -431,10 +452,12 @@ NX_PY_KEEP_GIL(nx_last_error_message)
 NX_PY_KEEP_GIL(nx_clear_error)
 NX_PY_KEEP_GIL(nx_dtype_size)
 NX_PY_KEEP_GIL(nx_dtype_name)
-NX_PY_KEEP_GIL(nx_get_num_threads)
-NX_PY_KEEP_GIL(nx_cpu_simd_level)
-NX_PY_KEEP_GIL(nx_manual_seed)
-NX_PY_KEEP_GIL(nx_live_tensor_count)
+NX_PY_KEEP_GIL(nx_cpu_get_num_threads)
+NX_PY_KEEP_GIL(nx_cpu_get_simd_level)
+NX_PY_KEEP_GIL(nx_random_set_seed)
+NX_PY_KEEP_GIL(nx_runtime_set_deterministic)
+NX_PY_KEEP_GIL(nx_runtime_get_deterministic)
+NX_PY_KEEP_GIL(nx_live_handle_count)
 NX_PY_KEEP_GIL(nx_tensor_ndim)
 NX_PY_KEEP_GIL(nx_tensor_shape)
 NX_PY_KEEP_GIL(nx_tensor_strides)
@@ -445,15 +468,16 @@ NX_PY_KEEP_GIL(nx_tensor_is_contiguous)
 NX_PY_KEEP_GIL(nx_tensor_data_ptr)
 NX_PY_KEEP_GIL(nx_tensor_retain)
 NX_PY_KEEP_GIL(nx_tensor_set_requires_grad)
-NX_PY_KEEP_GIL(nx_tensor_requires_grad)
+NX_PY_KEEP_GIL(nx_tensor_get_requires_grad)
 NX_PY_KEEP_GIL(nx_tensor_is_leaf)
 NX_PY_KEEP_GIL(nx_tensor_grad)
 NX_PY_KEEP_GIL(nx_tensor_zero_grad)
 NX_PY_KEEP_GIL(nx_tensor_detach)
-NX_PY_KEEP_GIL(nx_grad_mode_set)
-NX_PY_KEEP_GIL(nx_grad_mode_enabled)
+NX_PY_KEEP_GIL(nx_autograd_set_enabled)
+NX_PY_KEEP_GIL(nx_autograd_get_enabled)
 NX_PY_KEEP_GIL(nx_cuda_set_tf32)
-NX_PY_KEEP_GIL(nx_cuda_tf32_enabled)
+NX_PY_KEEP_GIL(nx_cuda_get_tf32)
+NX_PY_KEEP_GIL(nx_module_get_training)
 NX_PY_KEEP_GIL(nx_cuda_device_count)
 /* Destructors run from the collector (maybe at interpreter shutdown): keep the GIL. */
 %noexception nx_tensor_s::~nx_tensor_s;
@@ -550,7 +574,8 @@ NX_PY_OUT_VALUE(nx_dtype, NX_F32, PyLong_FromLong((long)tmp$argnum))
 NX_PY_OUT_VALUE(void*, NULL, PyLong_FromVoidPtr(tmp$argnum))
 NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum, (Py_ssize_t)strlen(tmp$argnum), "replace") : SWIG_Py_Void()))
 
-/* nx_text_loader_next's two out-handles, nx_module_parameter's name, nx_clip_grad_norm's norm */
+/* nx_text_loader_next(loader, device, stream) -> (inputs, targets): its two out-handles come first in C;
+ * nx_module_parameter's name, nx_clip_grad_norm's norm */
 %typemap(in, numinputs=0) (nx_tensor* inputs, nx_tensor* targets) (nx_tensor tin = NULL, nx_tensor ttg = NULL) {
   $1 = &tin;
   $2 = &ttg;
@@ -662,10 +687,43 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
   (const nx_tensor* tangents, size_t ninputs),
   (const nx_tensor* tensors, size_t n),
   (const nx_tensor* params, size_t n),
-  (const nx_tensor* grads, size_t ngrads),
-  (const nx_tensor* exp_avgs, size_t nexp_avgs),
-  (const nx_tensor* exp_avg_sqs, size_t nexp_avg_sqs)
+  (const nx_tensor* exp_avg_sqs, size_t n)
 };
+
+/* Tensor arrays that share the count of a later array (nx_jvp's inputs, nx_adam_step_multi's
+ * params, grads and exp_avgs): each takes its own sequence, converted to a counted array
+ * (bindings/nexus.i), so that the group's check typemap can compare every length with the count
+ * that the last array sets. */
+%define NX_PY_SHARED_COUNT_ARRAY(PARAM)
+%typemap(in) PARAM {
+  $1 = ($1_ltype)nx_py_counted_from($input, $descriptor(nx_tensor_s*), "$1_name");
+  if (!$1) SWIG_fail;
+}
+%typemap(freearg) PARAM { nx_counted_free($1); }
+%enddef
+NX_PY_SHARED_COUNT_ARRAY(const nx_tensor* inputs)
+NX_PY_SHARED_COUNT_ARRAY(const nx_tensor* params)
+NX_PY_SHARED_COUNT_ARRAY(const nx_tensor* grads)
+NX_PY_SHARED_COUNT_ARRAY(const nx_tensor* exp_avgs)
+/* nx_jvp(output, inputs, tangents, stream): two sequences of equal length */
+%typemap(check) (const nx_tensor* inputs, const nx_tensor* tangents, size_t ninputs) {
+  if (nx_counted_len($1) != $3) {
+    PyErr_Format(nx_py_error_classes[NX_ERR_INVALID_ARGUMENT], "$symname: %zu inputs but %zu tangents",
+                 nx_counted_len($1), (size_t)$3);
+    SWIG_fail;
+  }
+}
+/* nx_adam_step_multi(params, grads, exp_avgs, exp_avg_sqs, step, options, stream): four sequences
+ * of equal length (the C call has one count for the four arrays). */
+%typemap(check) (const nx_tensor* params, const nx_tensor* grads, const nx_tensor* exp_avgs,
+                 const nx_tensor* exp_avg_sqs, size_t n) {
+  if (nx_counted_len($1) != $5 || nx_counted_len($2) != $5 || nx_counted_len($3) != $5) {
+    PyErr_Format(nx_py_error_classes[NX_ERR_INVALID_ARGUMENT],
+                 "$symname: params, grads, exp_avgs and exp_avg_sqs must have one length; got %zu, %zu, %zu "
+                 "and %zu", nx_counted_len($1), nx_counted_len($2), nx_counted_len($3), (size_t)$5);
+    SWIG_fail;
+  }
+}
 %typemap(in) (const nx_module* layers, size_t n) (nx_py_handles hs, int have_hs = 0) {
   have_hs = 1;
   if (nx_py_handles_from(&hs, $input, $descriptor(nx_module_s*), "$1_name") < 0) SWIG_fail;
@@ -768,7 +826,7 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
   $result = SWIG_Python_AppendOutput($result, list);
 }
 
-/* nx_autograd_grad(root, grad, inputs, retain_graph, create_graph, stream) -> list */
+/* nx_autograd_grad(root, grad, inputs, options, stream) -> list */
 %typemap(check) (nx_tensor* grads, nx_tensor root, nx_tensor grad, const nx_tensor* inputs, size_t ninputs) {
   $1 = (nx_tensor*)calloc($5 ? $5 : 1, sizeof(nx_tensor));
   if (!$1) {
@@ -782,21 +840,7 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
   $result = SWIG_Python_AppendOutput($result, list);
 }
 
-/* nx_jvp(output, inputs, tangents, stream): two sequences of equal length */
-%typemap(in) const nx_tensor* inputs (nx_py_handles ins, int have_ins = 0) {
-  have_ins = 1;
-  if (nx_py_handles_from(&ins, $input, $descriptor(nx_tensor_s*), "inputs") < 0) SWIG_fail;
-  $1 = ($1_ltype)ins.data;
-}
-%typemap(freearg) const nx_tensor* inputs { if (have_ins$argnum) nx_py_handles_free(&ins$argnum); }
-%typemap(check) (const nx_tensor* inputs, const nx_tensor* tangents, size_t ninputs) {
-  if (ins$argnum.n != $3) {
-    PyErr_Format(PyExc_ValueError, "$symname: %zu inputs but %zu tangents", ins$argnum.n, (size_t)$3);
-    SWIG_fail;
-  }
-}
-
-/* nx_checkpoint(noutputs, fn, inputs, stream) -> list. fn(list of handles) returns a sequence
+/* nx_checkpoint(noutputs, inputs, fn, stream) -> list. fn(list of handles) returns a sequence
  * of noutputs handles. The C API has no destructor for user_data and calls fn again inside
  * backward, whenever that happens: the callable is therefore kept alive for the life of the
  * process (one reference per nx_checkpoint call). */
@@ -905,28 +949,34 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
 }
 
 /* ---------------------------------------------------------------- DLPack */
-/* nx_tensor_to_dlpack(t) -> PyCapsule "dltensor" (deleted by its destructor unless consumed). */
-%typemap(in, numinputs=0) DLManagedTensor** out (DLManagedTensor* tmp = NULL) { $1 = &tmp; }
-%typemap(argout) DLManagedTensor** out {
-  PyObject* cap = PyCapsule_New((void*)tmp$argnum, "dltensor", nx_py_dlpack_capsule_destructor);
+/* nx_tensor_to_dlpack(t) -> PyCapsule "dltensor", nx_tensor_to_dlpack_versioned(t) -> PyCapsule
+ * "dltensor_versioned" (deleted by its destructor unless consumed); nx_tensor_from_dlpack(capsule)
+ * and nx_tensor_from_dlpack_versioned(capsule) take a capsule of that name not yet consumed and
+ * rename it "used_dltensor" / "used_dltensor_versioned" once they own its struct. */
+%define NX_PY_DLPACK(TYPE, NAME, DESTRUCTOR)
+%typemap(in, numinputs=0) TYPE** out (TYPE* tmp = NULL) { $1 = &tmp; }
+%typemap(argout) TYPE** out {
+  PyObject* cap = PyCapsule_New((void*)tmp$argnum, NAME, DESTRUCTOR);
   if (!cap) {
     if (tmp$argnum && tmp$argnum->deleter) tmp$argnum->deleter(tmp$argnum);
     SWIG_fail;
   }
   $result = SWIG_Python_AppendOutput($result, cap);
 }
-/* nx_tensor_from_dlpack(capsule): a "dltensor" capsule, renamed "used_dltensor" once consumed. */
-%typemap(in) DLManagedTensor* managed {
-  if (!PyCapsule_IsValid($input, "dltensor")) {
-    SWIG_exception_fail(SWIG_ValueError, "in method '$symname', expected a DLPack capsule named 'dltensor' "
-                        "(not yet consumed)");
+%typemap(in) TYPE* managed {
+  if (!PyCapsule_IsValid($input, NAME)) {
+    SWIG_exception_fail(SWIG_ValueError, "in method '$symname', expected a DLPack capsule named '" NAME
+                        "' (not yet consumed)");
   }
-  $1 = (DLManagedTensor*)PyCapsule_GetPointer($input, "dltensor");
+  $1 = (TYPE*)PyCapsule_GetPointer($input, NAME);
   if (!$1) SWIG_fail;
 }
-%typemap(argout) DLManagedTensor* managed {
-  if (PyCapsule_SetName($input, "used_dltensor") < 0) SWIG_fail;
+%typemap(argout) TYPE* managed {
+  if (PyCapsule_SetName($input, "used_" NAME) < 0) SWIG_fail;
 }
+%enddef
+NX_PY_DLPACK(nx_dl_managed_tensor, "dltensor", nx_py_dltensor_destructor)
+NX_PY_DLPACK(nx_dl_managed_tensor_versioned, "dltensor_versioned", nx_py_dltensor_versioned_destructor)
 
 /* nx_py_buffer_to_dlpack(obj): a "dltensor" capsule sharing the memory of a writable buffer
  * (NumPy array, bytearray, array.array...) without copying; the buffer is released (and obj may
@@ -934,11 +984,11 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
 %{
 typedef struct {
   Py_buffer view;
-  DLManagedTensor managed;
+  nx_dl_managed_tensor managed;
   int64_t dims[1]; /* shape then strides, 2 * ndim entries */
 } nx_py_buffer_ctx;
 
-static void nx_py_buffer_deleter(DLManagedTensor* self) {
+static void nx_py_buffer_deleter(nx_dl_managed_tensor* self) {
   nx_py_buffer_ctx* ctx = (nx_py_buffer_ctx*)self->manager_ctx;
   if (Py_IsInitialized()) {
     PyGILState_STATE gil = PyGILState_Ensure();
@@ -951,7 +1001,7 @@ static void nx_py_buffer_deleter(DLManagedTensor* self) {
 static PyObject* nx_py_buffer_to_dlpack(PyObject* obj) {
   Py_buffer view;
   const char* f;
-  DLDataType dt = {0, 0, 1};
+  nx_dl_data_type dt = {0, 0, 1};
   nx_py_buffer_ctx* ctx;
   int i, nd;
   PyObject* cap;
@@ -975,13 +1025,13 @@ static PyObject* nx_py_buffer_to_dlpack(PyObject* obj) {
   if (*f == '@' || *f == '=' || *f == '<' || (*f == '|')) ++f;
   if (f[0] && !f[1]) {
     switch (f[0]) {
-      case 'f': if (view.itemsize == 4) dt.code = kDLFloat, dt.bits = 32; break;
-      case 'd': if (view.itemsize == 8) dt.code = kDLFloat, dt.bits = 64; break;
-      case 'e': if (view.itemsize == 2) dt.code = kDLFloat, dt.bits = 16; break;
+      case 'f': if (view.itemsize == 4) dt.code = NX_DL_FLOAT, dt.bits = 32; break;
+      case 'd': if (view.itemsize == 8) dt.code = NX_DL_FLOAT, dt.bits = 64; break;
+      case 'e': if (view.itemsize == 2) dt.code = NX_DL_FLOAT, dt.bits = 16; break;
       case 'i': case 'l': case 'q':
-        if (view.itemsize == 4 || view.itemsize == 8) dt.code = kDLInt, dt.bits = (uint8_t)(8 * view.itemsize);
+        if (view.itemsize == 4 || view.itemsize == 8) dt.code = NX_DL_INT, dt.bits = (uint8_t)(8 * view.itemsize);
         break;
-      case '?': if (view.itemsize == 1) dt.code = kDLBool, dt.bits = 8; break;
+      case '?': if (view.itemsize == 1) dt.code = NX_DL_BOOL, dt.bits = 8; break;
       default: break;
     }
   }
@@ -1017,7 +1067,7 @@ static PyObject* nx_py_buffer_to_dlpack(PyObject* obj) {
   }
   ctx->view = view;
   ctx->managed.dl_tensor.data = view.buf;
-  ctx->managed.dl_tensor.device.device_type = kDLCPU;
+  ctx->managed.dl_tensor.device.device_type = NX_CPU;
   ctx->managed.dl_tensor.device.device_id = 0;
   ctx->managed.dl_tensor.ndim = nd;
   ctx->managed.dl_tensor.dtype = dt;
@@ -1026,7 +1076,7 @@ static PyObject* nx_py_buffer_to_dlpack(PyObject* obj) {
   ctx->managed.dl_tensor.byte_offset = 0;
   ctx->managed.manager_ctx = ctx;
   ctx->managed.deleter = nx_py_buffer_deleter;
-  cap = PyCapsule_New(&ctx->managed, "dltensor", nx_py_dlpack_capsule_destructor);
+  cap = PyCapsule_New(&ctx->managed, "dltensor", nx_py_dltensor_destructor);
   if (!cap) nx_py_buffer_deleter(&ctx->managed);
   return cap;
 }
@@ -1034,8 +1084,29 @@ static PyObject* nx_py_buffer_to_dlpack(PyObject* obj) {
 %noexception nx_py_buffer_to_dlpack;
 PyObject* nx_py_buffer_to_dlpack(PyObject* obj);
 
+/* nx_py_capsule_name(obj): the name of a PyCapsule ("dltensor", "used_dltensor_versioned"...),
+ * or None for anything else; nexusgrad.from_dlpack picks the import function by it. */
+%{
+static PyObject* nx_py_capsule_name(PyObject* obj) {
+  const char* name;
+  if (!PyCapsule_CheckExact(obj)) Py_RETURN_NONE;
+  name = PyCapsule_GetName(obj);
+  if (!name) {
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+  }
+  return PyUnicode_FromString(name);
+}
+%}
+%noexception nx_py_capsule_name;
+PyObject* nx_py_capsule_name(PyObject* obj);
+
 /* The DLPack structs are C plumbing; Python sees capsules. */
-%ignore DLDevice;
-%ignore DLDataType;
-%ignore DLTensor;
-%ignore DLManagedTensor;
+%ignore nx_dl_device;
+%ignore nx_dl_data_type;
+%ignore nx_dl_tensor;
+%ignore nx_dl_managed_tensor_s;
+%ignore nx_dl_managed_tensor;
+%ignore nx_dl_version;
+%ignore nx_dl_managed_tensor_versioned_s;
+%ignore nx_dl_managed_tensor_versioned;

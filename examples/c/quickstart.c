@@ -17,8 +17,10 @@
 
 int main(void) {
   const nx_device cpu = {NX_CPU, 0};
-  printf("NexusGrad %s (ABI %u, CPU kernels: %s)\n", nx_version_string(), nx_abi_version(), nx_cpu_simd_level());
-  nx_manual_seed(42);
+  const char* simd = "";
+  CHECK(nx_cpu_get_simd_level(&simd));
+  printf("NexusGrad %s (ABI %u, CPU kernels: %s)\n", nx_version_string(), nx_abi_version(), simd);
+  nx_random_set_seed(42);
 
   int64_t xshape[2] = {2, 4}, wshape[2] = {4, 3};
   nx_tensor x, w, y, loss, grad;
@@ -28,7 +30,7 @@ int main(void) {
 
   CHECK(nx_matmul(&y, x, w, NULL));              /* [2,4] @ [4,3] -> [2,3] */
   CHECK(nx_sum(&loss, y, NULL, 0, false, NULL)); /* all axes -> scalar */
-  CHECK(nx_backward(loss, NULL, NULL));
+  CHECK(nx_backward(loss, NULL, NULL, NULL));
   CHECK(nx_tensor_grad(&grad, w));
 
   double value;
@@ -49,6 +51,6 @@ int main(void) {
   nx_tensor_free(y);
   nx_tensor_free(w);
   nx_tensor_free(x);
-  printf("live tensors after freeing: %lld\n", (long long)nx_live_tensor_count());
+  printf("live tensors after freeing: %lld\n", (long long)nx_live_handle_count(NX_HANDLE_TENSOR));
   return 0;
 }

@@ -65,8 +65,8 @@ static nx_module build(int cnn) {
 
 /* Accuracy over n examples of x [n, 1, 28, 28], in batches, without recording a graph. */
 static double accuracy(nx_module model, nx_tensor x, nx_tensor y, int64_t n) {
-  CHECK(nx_module_train(model, false));
-  nx_grad_mode_set(false);
+  CHECK(nx_module_set_training(model, false));
+  nx_autograd_set_enabled(false);
   double correct = 0;
   for (int64_t s = 0; s < n; s += 1000) {
     int64_t e = s + 1000 < n ? s + 1000 : n;
@@ -83,8 +83,8 @@ static double accuracy(nx_module model, nx_tensor x, nx_tensor y, int64_t n) {
     nx_tensor_free(xb); nx_tensor_free(yb); nx_tensor_free(logits); nx_tensor_free(pred);
     nx_tensor_free(eq); nx_tensor_free(total);
   }
-  nx_grad_mode_set(true);
-  CHECK(nx_module_train(model, true));
+  nx_autograd_set_enabled(true);
+  CHECK(nx_module_set_training(model, true));
   return correct / (double)n;
 }
 
@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
   int epochs = argc > 2 ? atoi(argv[2]) : (cnn ? 4 : 8);
   const char* dir = argc > 3 ? argv[3] : DEFAULT_DIR;
   DEV = ex_default_device();
-  nx_manual_seed(1);
+  nx_random_set_seed(1);
   int64_t ntrain, ntest;
   float* xtr = load_images(dir, "train-images-idx3-ubyte.gz", &ntrain);
   float* xte = load_images(dir, "t10k-images-idx3-ubyte.gz", &ntest);
@@ -116,7 +116,9 @@ int main(int argc, char** argv) {
   CHECK(nx_module_parameters(model, &params, &nparams));
   nx_optimizer opt;
   const double lr = 1e-3;
-  CHECK(nx_adam_create(&opt, params, nparams, lr, 0.9, 0.999, 1e-8, 0.0, false));
+  nx_adam_options adam = NX_ADAM_OPTIONS_DEFAULT;
+  adam.lr = lr;
+  CHECK(nx_adam_create(&opt, params, nparams, &adam));
 
   const int64_t batch = 128, steps_per_epoch = ntrain / batch, total_steps = steps_per_epoch * epochs;
   int64_t* perm = (int64_t*)malloc((size_t)ntrain * sizeof(int64_t));
@@ -134,12 +136,12 @@ int main(int argc, char** argv) {
       int64_t ishape[1] = {batch};
       nx_tensor idx, xb, yb, logits, loss;
       CHECK(nx_tensor_from_data(&idx, perm + b * batch, ishape, 1, NX_I64, DEV, NULL));
-      CHECK(nx_index_select(&xb, xtrain, 0, idx, NULL));
-      CHECK(nx_index_select(&yb, ytrain, 0, idx, NULL));
+      CHECK(nx_index_select(&xb, xtrain, idx, 0, NULL));
+      CHECK(nx_index_select(&yb, ytrain, idx, 0, NULL));
       CHECK(nx_module_forward(&logits, model, xb, NULL));
       CHECK(nx_cross_entropy(&loss, logits, yb, -100, 0.0, NX_REDUCTION_MEAN, NULL));
       CHECK(nx_optimizer_zero_grad(opt));
-      CHECK(nx_backward(loss, NULL, NULL));
+      CHECK(nx_backward(loss, NULL, NULL, NULL));
       CHECK(nx_optimizer_set_lr(opt, nx_lr_cosine_warmup(lr, step, 100, total_steps, lr * 0.05)));
       CHECK(nx_optimizer_step(opt, NULL));
       double l;

@@ -15,12 +15,12 @@ typedef struct {
 } Size;
 
 static double evaluate(nx_module model, nx_text_loader val, nx_device dev, int batches) {
-  CHECK(nx_module_train(model, false));
-  nx_grad_mode_set(false);
+  CHECK(nx_module_set_training(model, false));
+  nx_autograd_set_enabled(false);
   double total = 0;
   for (int i = 0; i < batches; ++i) {
     nx_tensor x, y, logits, flat, yflat, loss;
-    CHECK(nx_text_loader_next(val, &x, &y, dev, NULL));
+    CHECK(nx_text_loader_next(&x, &y, val, dev, NULL));
     CHECK(nx_module_forward(&logits, model, x, NULL));
     int64_t shape[3];
     CHECK(nx_tensor_shape(logits, shape, 3));
@@ -34,8 +34,8 @@ static double evaluate(nx_module model, nx_text_loader val, nx_device dev, int b
     nx_tensor_free(x); nx_tensor_free(y); nx_tensor_free(logits); nx_tensor_free(flat); nx_tensor_free(yflat);
     nx_tensor_free(loss);
   }
-  nx_grad_mode_set(true);
-  CHECK(nx_module_train(model, true));
+  nx_autograd_set_enabled(true);
+  CHECK(nx_module_set_training(model, true));
   return total / batches;
 }
 
@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
                 : (Size){128, 3, 4, 64, 16, 512, 2e-3};
   int64_t steps = argc > 2 ? atoll(argv[2]) : (gpu ? 1500 : 250);
   mkdir(out_dir, 0755);
-  nx_manual_seed(1234);
+  nx_random_set_seed(1234);
 
   size_t len;
   char* text = (char*)ex_read_file(corpus_path, &len);
@@ -111,7 +111,8 @@ int main(int argc, char** argv) {
   nx_ddp ddp = NULL;
   if (comm) CHECK(nx_ddp_create(&ddp, params, nparams, comm, 0, NULL));
   nx_optimizer opt;
-  CHECK(nx_adam_create(&opt, params, nparams, sz.lr, 0.9, 0.95, 1e-8, 0.1, true));
+  const nx_adam_options adamw = {sizeof adamw, sz.lr, 0.9, 0.95, 1e-8, 0.1, true};
+  CHECK(nx_adam_create(&opt, params, nparams, &adamw));
 
   const int eval_batches = 8, eval_every = steps / 5 > 0 ? (int)(steps / 5) : 1;
   double val_before = evaluate(model, val, dev, eval_batches);
@@ -121,14 +122,14 @@ int main(int argc, char** argv) {
   double start = ex_now(), smooth = 0;
   for (int64_t step = 0; step < steps; ++step) {
     nx_tensor x, y, logits, flat, yflat, loss;
-    CHECK(nx_text_loader_next(train, &x, &y, dev, NULL));
+    CHECK(nx_text_loader_next(&x, &y, train, dev, NULL));
     CHECK(nx_module_forward(&logits, model, x, NULL));
     int64_t fs[2] = {sz.batch * sz.context, sz.vocab}, ys[1] = {sz.batch * sz.context};
     CHECK(nx_reshape(&flat, logits, fs, 2, NULL));
     CHECK(nx_reshape(&yflat, y, ys, 1, NULL));
     CHECK(nx_cross_entropy(&loss, flat, yflat, -100, 0.0, NX_REDUCTION_MEAN, NULL));
     CHECK(nx_optimizer_zero_grad(opt));
-    CHECK(nx_backward(loss, NULL, NULL));
+    CHECK(nx_backward(loss, NULL, NULL, NULL));
     if (ddp) CHECK(nx_ddp_finish(ddp, NULL));
     CHECK(nx_clip_grad_norm(NULL, params, nparams, 1.0, NULL));
     CHECK(nx_optimizer_set_lr(opt, nx_lr_cosine_warmup(sz.lr, step, steps / 20 + 1, steps, sz.lr * 0.1)));

@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
   int steps = argc > 1 ? atoi(argv[1]) : 2000;
   const char* dot_path = argc > 2 ? argv[2] : NULL;
   srand(7);
-  nx_manual_seed(7);
+  nx_random_set_seed(7);
   static float xs[N * IN];
   static int64_t ys[N];
   make_data(xs, ys);
@@ -111,8 +111,8 @@ int main(int argc, char** argv) {
   int64_t live_start = 0;
   for (int step = 1; step <= steps; ++step) {
     nx_tensor logits, loss = forward(x, y, params, &logits);
-    CHECK(nx_backward(loss, NULL, NULL));
-    nx_grad_mode_set(false); /* parameter updates are not part of the graph */
+    CHECK(nx_backward(loss, NULL, NULL, NULL));
+    nx_autograd_set_enabled(false); /* parameter updates are not part of the graph */
     for (int i = 0; i < 4; ++i) {
       nx_tensor g, step_t;
       CHECK(nx_tensor_grad(&g, params[i]));
@@ -122,8 +122,8 @@ int main(int argc, char** argv) {
       nx_tensor_free(step_t);
       nx_tensor_free(g);
     }
-    nx_grad_mode_set(true);
-    if (step == 10) { rss_start = rss_kib(); live_start = nx_live_tensor_count(); }
+    nx_autograd_set_enabled(true);
+    if (step == 10) { rss_start = rss_kib(); live_start = nx_live_handle_count(NX_HANDLE_TENSOR); }
     if (step % (steps / 10 > 0 ? steps / 10 : 1) == 0 || step == steps) {
       double l;
       nx_tensor pred, eq, acc, accf;
@@ -141,7 +141,7 @@ int main(int argc, char** argv) {
     nx_tensor_free(loss);
   }
   printf("memory: RSS %ld KiB at step 10, %ld KiB at step %d; live tensors %lld -> %lld\n", rss_start, rss_kib(),
-         steps, (long long)live_start, (long long)nx_live_tensor_count());
+         steps, (long long)live_start, (long long)nx_live_handle_count(NX_HANDLE_TENSOR));
   for (int i = 0; i < 4; ++i) nx_tensor_free(params[i]);
   nx_tensor_free(x);
   nx_tensor_free(y);

@@ -9,13 +9,13 @@ import org.nexusgrad.*;
 public class Quickstart {
   public static void main(String[] args) {
     Device cpu = Nexus.cpu();
-    Nexus.manual_seed(42);
+    Nexus.random_set_seed(42);
     try (Tensor x = Nexus.tensor_randn(new long[] {2, 4}, DType.F32, cpu, null);
          Tensor w = Nexus.tensor_randn(new long[] {4, 3}, DType.F32, cpu, null)) {
       w.setRequiresGrad(true);
       try (Tensor y = Nexus.matmul(x, w, null);
            Tensor loss = Nexus.sum(y, null, false, null)) {  // null axes: all axes
-        Nexus.backward(loss, null, null);
+        Nexus.backward(loss, null, null, null);   // null options: the defaults
         try (Tensor grad = w.grad()) {                         // d loss / d w, shape [4, 3]
           System.out.println("loss = " + loss.item());
           System.out.println("grad " + Arrays.toString(grad.shape()) + " = "
@@ -28,6 +28,6 @@ public class Quickstart {
         System.out.println(e.status() + ": " + e.getMessage());
       }
     }
-    System.out.println("live tensors: " + Nexus.live_tensor_count());
+    System.out.println("live tensors: " + Nexus.live_handle_count(HandleType.HANDLE_TENSOR));
   }
 }

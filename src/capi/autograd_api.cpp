@@ -58,8 +58,8 @@ nx_status nx_tensor_set_requires_grad(nx_tensor t, bool requires_grad) {
     x.impl()->requires_grad = requires_grad;
   });
 }
-nx_status nx_tensor_requires_grad(nx_tensor t, bool* out) {
-  return guard("nx_tensor_requires_grad", [&] {
+nx_status nx_tensor_get_requires_grad(nx_tensor t, bool* out) {
+  return guard("nx_tensor_get_requires_grad", [&] {
     check_out(out);
     *out = unwrap(t, "t").requires_grad();
   });
@@ -71,31 +71,27 @@ nx_status nx_tensor_is_leaf(nx_tensor t, bool* out) {
   });
 }
 
-static nx_status backward_api(const char* api, nx_tensor root, nx_tensor grad, BackwardOptions opt, nx_stream stream) {
-  return guard(api, [&] {
+// The engine's options from the C struct (create_graph implies retain_graph, as in PyTorch).
+static BackwardOptions backward_options(const nx_backward_options* options) {
+  const nx_backward_options o = struct_arg(options, nx_backward_options NX_BACKWARD_OPTIONS_DEFAULT, "options");
+  BackwardOptions opt;
+  opt.retain_graph = o.retain_graph || o.create_graph;
+  opt.create_graph = o.create_graph;
+  opt.check_finite = o.check_finite;
+  return opt;
+}
+
+nx_status nx_backward(nx_tensor root, nx_tensor grad, const nx_backward_options* options, nx_stream stream) {
+  return guard("nx_backward", [&] {
     const Tensor& r = unwrap(root, "root");
     Tensor g = unwrap_optional(grad, "grad");
     check_stream(stream, r.device());
-    run_backward(r, g, opt);
+    run_backward(r, g, backward_options(options));
   });
-}
-nx_status nx_backward(nx_tensor root, nx_tensor grad, nx_stream stream) {
-  return backward_api("nx_backward", root, grad, BackwardOptions{}, stream);
-}
-nx_status nx_backward_ex(nx_tensor root, nx_tensor grad, bool retain_graph, bool create_graph, nx_stream stream) {
-  BackwardOptions opt;
-  opt.retain_graph = retain_graph || create_graph;
-  opt.create_graph = create_graph;
-  return backward_api("nx_backward_ex", root, grad, opt, stream);
-}
-nx_status nx_backward_checked(nx_tensor root, nx_tensor grad, nx_stream stream) {
-  BackwardOptions opt;
-  opt.check_finite = true;
-  return backward_api("nx_backward_checked", root, grad, opt, stream);
 }
 
 nx_status nx_autograd_grad(nx_tensor* grads, nx_tensor root, nx_tensor grad, const nx_tensor* inputs, size_t ninputs,
-                           bool retain_graph, bool create_graph, nx_stream stream) {
+                           const nx_backward_options* options, nx_stream stream) {
   if (grads)
     for (size_t i = 0; i < ninputs; ++i) grads[i] = nullptr;
   return guard("nx_autograd_grad", [&] {
@@ -110,9 +106,7 @@ nx_status nx_autograd_grad(nx_tensor* grads, nx_tensor root, nx_tensor grad, con
       if (!ins.back().requires_grad())
         fail(NX_ERR_STATE, current_api(), ": inputs[", i, "] does not require grad");
     }
-    BackwardOptions opt;
-    opt.retain_graph = retain_graph || create_graph;
-    opt.create_graph = create_graph;
+    BackwardOptions opt = backward_options(options);
     opt.accumulate = false;
     auto result = run_backward(r, g, opt, ins);
     for (size_t i = 0; i < ninputs; ++i)
@@ -180,11 +174,18 @@ nx_status nx_tensor_detach(nx_tensor* out, nx_tensor t) {
     *out = wrap(detach(unwrap(t, "t")));
   });
 }
-void nx_grad_mode_set(bool enabled) { set_grad_enabled(enabled); }
-bool nx_grad_mode_enabled(void) { return grad_enabled(); }
+nx_status nx_autograd_set_enabled(bool enabled) {
+  return guard("nx_autograd_set_enabled", [&] { set_grad_enabled(enabled); });
+}
+nx_status nx_autograd_get_enabled(bool* out) {
+  return guard("nx_autograd_get_enabled", [&] {
+    check_out(out);
+    *out = grad_enabled();
+  });
+}
 
-nx_status nx_checkpoint(nx_tensor* outputs, size_t noutputs, nx_checkpoint_fn fn, void* user_data,
-                        const nx_tensor* inputs, size_t ninputs, nx_stream stream) {
+nx_status nx_checkpoint(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs, size_t ninputs,
+                        nx_checkpoint_fn fn, void* user_data, nx_stream stream) {
   if (outputs)
     for (size_t i = 0; i < noutputs; ++i) outputs[i] = nullptr;
   return guard("nx_checkpoint", [&] {

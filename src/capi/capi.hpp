@@ -52,7 +52,6 @@ const Tensor& unwrap(nx_tensor h, const char* what);
 // Like unwrap but NULL gives an undefined Tensor (for optional inputs).
 Tensor unwrap_optional(nx_tensor h, const char* what);
 void release(nx_tensor h);
-int64_t live_tensors();
 
 template <class P>
 void check_out(P* out, const char* what = "out") {
@@ -78,6 +77,26 @@ int enum_value(const E& e) {
   int v;
   std::memcpy(&v, &e, sizeof v);
   return v;
+}
+// Rule 4 of nexus.h: an options or config struct from the caller, read through its struct_size.
+// The fields it covers are taken, later fields keep `defaults`, so a program built against an
+// older, smaller struct keeps working; min_size is the struct's size at 1.0 (pass the 1.0 size
+// once a field has been appended). NULL gives the defaults, or fails when the struct is required.
+template <class S>
+S struct_arg(const S* given, const S& defaults, const char* what, bool required = false,
+             size_t min_size = sizeof(S)) {
+  if (!given) {
+    if (required) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", what, " is NULL");
+    return defaults;
+  }
+  if (given->struct_size < min_size || given->struct_size > sizeof(S))
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", what, "->struct_size is ", given->struct_size,
+         ", expected ", sizeof(S), given->struct_size > sizeof(S) ? " (a program built against a newer nexus.h)" : "");
+  S s = defaults;
+  const size_t head = sizeof(s.struct_size);
+  std::memcpy(reinterpret_cast<char*>(&s) + head, reinterpret_cast<const char*>(given) + head, given->struct_size - head);
+  s.struct_size = sizeof(S);
+  return s;
 }
 // Checks that a stream (if given) is valid and on device.
 void check_stream(nx_stream stream, Device device);

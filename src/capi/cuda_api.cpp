@@ -52,7 +52,7 @@ nx_status nx_event_record(nx_event event, nx_stream stream) {
     cuda::event_record(e.native, native_stream(stream));
   });
 }
-nx_status nx_event_wait(nx_stream stream, nx_event event) {
+nx_status nx_event_wait(nx_event event, nx_stream stream) {
   return guard("nx_event_wait", [&] {
     auto& e = event_arg(event);
     check_stream(stream, e.device);
@@ -66,8 +66,8 @@ void nx_event_free(nx_event event) {
   free_handle(event, [](nx_event_s& e) { cuda::event_destroy(e.native); });
 }
 
-nx_status nx_cuda_memory_stats_get(nx_cuda_memory_stats* out, int32_t device) {
-  return guard("nx_cuda_memory_stats_get", [&] {
+nx_status nx_cuda_get_memory_stats(int32_t device, nx_cuda_memory_stats* out) {
+  return guard("nx_cuda_get_memory_stats", [&] {
     check_out(out);
     if (out->struct_size < sizeof(nx_cuda_memory_stats))
       fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": out->struct_size is ", out->struct_size, ", expected ",
@@ -85,7 +85,14 @@ nx_status nx_cuda_reset_peak_memory(int32_t device) {
 nx_status nx_cuda_empty_cache(int32_t device) {
   return guard("nx_cuda_empty_cache", [&] { cuda::empty_cache(cuda_index(device)); });
 }
-void nx_cuda_set_tf32(bool enabled) { cuda::set_tf32(enabled); }
-bool nx_cuda_tf32_enabled(void) { return cuda::tf32_enabled(); }
+nx_status nx_cuda_set_tf32(bool enabled) {
+  return guard("nx_cuda_set_tf32", [&] { cuda::set_tf32(enabled); });
+}
+nx_status nx_cuda_get_tf32(bool* out) {
+  return guard("nx_cuda_get_tf32", [&] {
+    check_out(out);
+    *out = cuda::tf32_enabled();
+  });
+}
 
 }  // extern "C"

@@ -19,7 +19,6 @@ Tensor unwrap_optional(nx_tensor h, const char* what) { return h ? unwrap(h, wha
 
 void release(nx_tensor h) { free_handle(h); }
 
-int64_t live_tensors() { return handle_count(HandleKind::Tensor); }
 
 Shape dims_arg(const int64_t* dims, size_t ndim, const char* what) {
   if (ndim > 0 && !dims) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", what, " is NULL but ndim is ", ndim);

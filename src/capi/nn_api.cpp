@@ -2,10 +2,10 @@
 #include <cstring>
 
 #include "capi/capi.hpp"
-#include "io/safetensors.hpp"
 #include "io/tokenizer.hpp"
 #include "nn/module.hpp"
 #include "nn/optim.hpp"
+#include "nn/state_io.hpp"
 
 struct nx_module_s {
   std::shared_ptr<nx::nn::Module> module;
@@ -57,12 +57,10 @@ Placement placement(nx_dtype dtype, nx_device device, nx_stream stream) {
   return p;
 }
 
+// A required config struct (rule 4 of nexus.h: read through its struct_size).
 template <class C>
-const C& config_arg(const C* c, const char* what) {
-  if (!c) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", what, " is NULL");
-  if (c->struct_size < sizeof(C))
-    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", what, "->struct_size is ", c->struct_size, ", expected ", sizeof(C));
-  return *c;
+C config_arg(const C* c) {
+  return struct_arg(c, C{}, "config", /*required=*/true);
 }
 
 nn::GPTConfig gpt_config(const nx_transformer_config& c) {
@@ -172,7 +170,7 @@ nx_status nx_swiglu_create(nx_module* out, int64_t dim, int64_t hidden, nx_dtype
 nx_status nx_attention_create(nx_module* out, const nx_attention_config* config, nx_dtype dtype, nx_device device,
                               nx_stream stream) {
   return create("nx_attention_create", out, [&] {
-    const auto& c = config_arg(config, "config");
+    const auto& c = config_arg(config);
     auto p = placement(dtype, device, stream);
     nn::AttentionConfig a;
     a.dim = c.dim; a.heads = c.heads; a.kv_heads = c.kv_heads; a.causal = c.causal; a.alibi = c.alibi; a.rope = c.rope;
@@ -182,7 +180,7 @@ nx_status nx_attention_create(nx_module* out, const nx_attention_config* config,
 nx_status nx_transformer_block_create(nx_module* out, const nx_transformer_config* config, nx_dtype dtype,
                                       nx_device device, nx_stream stream) {
   return create("nx_transformer_block_create", out, [&] {
-    auto g = gpt_config(config_arg(config, "config"));
+    auto g = gpt_config(config_arg(config));
     auto p = placement(dtype, device, stream);
     nn::BlockConfig b;
     b.attn.dim = g.dim; b.attn.heads = g.heads; b.attn.kv_heads = g.kv_heads; b.attn.alibi = g.alibi; b.attn.rope = g.rope;
@@ -193,7 +191,7 @@ nx_status nx_transformer_block_create(nx_module* out, const nx_transformer_confi
 nx_status nx_gpt_create(nx_module* out, const nx_transformer_config* config, nx_dtype dtype, nx_device device,
                         nx_stream stream) {
   return create("nx_gpt_create", out, [&] {
-    auto g = gpt_config(config_arg(config, "config"));
+    auto g = gpt_config(config_arg(config));
     auto p = placement(dtype, device, stream);
     return std::make_shared<nn::GPT>(g, p.dtype, p.device);
   });
@@ -264,30 +262,25 @@ nx_status nx_module_to(nx_module m, nx_device device, nx_stream stream) {
     mod.to(d);
   });
 }
-nx_status nx_module_train(nx_module m, bool training) {
-  return guard("nx_module_train", [&] { module_arg(m).train(training); });
+nx_status nx_module_set_training(nx_module m, bool training) {
+  return guard("nx_module_set_training", [&] { module_arg(m).train(training); });
+}
+nx_status nx_module_get_training(nx_module m, bool* out) {
+  return guard("nx_module_get_training", [&] {
+    check_out(out);
+    *out = module_arg(m).training();
+  });
 }
 nx_status nx_module_save(nx_module m, const char* path) {
   return guard("nx_module_save", [&] {
     check_out(path, "path");
-    std::vector<std::pair<std::string, Tensor>> items;
-    for (auto& [name, t] : module_arg(m).named_parameters()) items.emplace_back(name, detach(*t));
-    save_safetensors(path, items);
+    nn::save_state(module_arg(m), path);
   });
 }
 nx_status nx_module_load(nx_module m, const char* path) {
   return guard("nx_module_load", [&] {
     check_out(path, "path");
-    auto params = module_arg(m).named_parameters();
-    SafeTensorsFile f = SafeTensorsFile::open(path);
-    GradModeGuard off(false);
-    for (auto& [name, t] : params) {
-      Tensor v = f.get(name, t->device());
-      if (v.shape() != t->shape() || v.dtype() != t->dtype())
-        fail(NX_ERR_SHAPE, current_api(), ": \"", name, "\" in ", path, " is ", shape_str(v.shape()), " ", dtype_name(v.dtype()),
-             " but the module's parameter is ", shape_str(t->shape()), " ", dtype_name(t->dtype()));
-      copy_(*t, v);
-    }
+    nn::load_state(module_arg(m), path);
   });
 }
 void nx_module_free(nx_module m) { free_handle(m); }
@@ -301,7 +294,7 @@ nx_status nx_gpt_generate(nx_tensor* out, nx_module gpt, const int64_t* prompt, 
     if (!model) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": gpt is a ", module_arg(gpt, "gpt").kind(), ", not a GPT module");
     if (!prompt || !n) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": the prompt is empty");
     if (new_tokens < 0) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": new_tokens must be >= 0");
-    const auto& c = config_arg(config, "config");
+    const auto& c = config_arg(config);
     check_stream(stream, model->tok->weight->device());
     for (size_t i = 0; i < n; ++i)
       if (prompt[i] < 0 || prompt[i] >= model->cfg.vocab)
@@ -316,22 +309,24 @@ nx_status nx_gpt_generate(nx_tensor* out, nx_module gpt, const int64_t* prompt, 
 }
 
 // ---------------------------------------------------------------- optimizers
-nx_status nx_sgd_create(nx_optimizer* out, const nx_tensor* params, size_t n, double lr, double momentum, bool nesterov,
-                        double weight_decay) {
+nx_status nx_sgd_create(nx_optimizer* out, const nx_tensor* params, size_t n, const nx_sgd_options* options) {
   clear_out(out);
   return guard("nx_sgd_create", [&] {
     check_out(out);
     auto ps = tensors_arg(params, n, "params");
-    *out = make_handle(std::make_unique<nx_optimizer_s>(nx_optimizer_s{std::make_unique<nn::SGD>(ps, lr, momentum, nesterov, weight_decay)}));
+    const auto o = struct_arg(options, nx_sgd_options NX_SGD_OPTIONS_DEFAULT, "options");
+    *out = make_handle(std::make_unique<nx_optimizer_s>(
+        nx_optimizer_s{std::make_unique<nn::SGD>(ps, o.lr, o.momentum, o.nesterov, o.weight_decay)}));
   });
 }
-nx_status nx_adam_create(nx_optimizer* out, const nx_tensor* params, size_t n, double lr, double beta1, double beta2,
-                         double eps, double weight_decay, bool decoupled) {
+nx_status nx_adam_create(nx_optimizer* out, const nx_tensor* params, size_t n, const nx_adam_options* options) {
   clear_out(out);
   return guard("nx_adam_create", [&] {
     check_out(out);
     auto ps = tensors_arg(params, n, "params");
-    *out = make_handle(std::make_unique<nx_optimizer_s>(nx_optimizer_s{std::make_unique<nn::Adam>(ps, lr, beta1, beta2, eps, weight_decay, decoupled)}));
+    const auto o = struct_arg(options, nx_adam_options NX_ADAM_OPTIONS_DEFAULT, "options");
+    *out = make_handle(std::make_unique<nx_optimizer_s>(nx_optimizer_s{
+        std::make_unique<nn::Adam>(ps, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled_weight_decay)}));
   });
 }
 nx_status nx_optimizer_step(nx_optimizer opt, nx_stream stream) {
@@ -359,28 +354,13 @@ nx_status nx_optimizer_get_lr(nx_optimizer opt, double* out) {
 nx_status nx_optimizer_save(nx_optimizer opt, const char* path) {
   return guard("nx_optimizer_save", [&] {
     check_out(path, "path");
-    auto& o = opt_arg(opt);
-    std::vector<std::pair<std::string, Tensor>> items;
-    for (auto& [k, v] : o.state()) items.emplace_back(k, v);
-    items.emplace_back("step", from_data(&o.steps, {}, DType::I64, Device{}));
-    save_safetensors(path, items, {{"optimizer", o.kind()}});
+    nn::save_state(opt_arg(opt), path);
   });
 }
 nx_status nx_optimizer_load(nx_optimizer opt, const char* path) {
   return guard("nx_optimizer_load", [&] {
     check_out(path, "path");
-    auto& o = opt_arg(opt);
-    SafeTensorsFile f = SafeTensorsFile::open(path);
-    auto kind = f.metadata().find("optimizer");
-    if (kind == f.metadata().end() || kind->second != o.kind())
-      fail(NX_ERR_IO, current_api(), ": ", path, " holds no ", o.kind(), " state");
-    std::map<std::string, Tensor> state;
-    for (auto& e : f.entries())
-      if (e.name != "step") state[e.name] = f.get(e.name, Device{});
-    o.load_state(state);
-    int64_t steps = 0;
-    copy_to_host(f.get("step", Device{}), &steps, sizeof steps);
-    o.steps = steps;
+    nn::load_state(opt_arg(opt), path);
   });
 }
 void nx_optimizer_free(nx_optimizer opt) { free_handle(opt); }
@@ -468,7 +448,7 @@ nx_status nx_text_loader_create(nx_text_loader* out, nx_tensor tokens, int64_t b
     *out = make_handle(std::make_unique<nx_text_loader_s>(nx_text_loader_s{TextBatches(std::move(ids), batch, seq, seed)}));
   });
 }
-nx_status nx_text_loader_next(nx_text_loader loader, nx_tensor* inputs, nx_tensor* targets, nx_device device,
+nx_status nx_text_loader_next(nx_tensor* inputs, nx_tensor* targets, nx_text_loader loader, nx_device device,
                               nx_stream stream) {
   clear_out(inputs);
   clear_out(targets);

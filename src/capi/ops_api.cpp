@@ -1,6 +1,6 @@
 // C API: the op shims that do not fit the generated pattern (src/capi/ops_gen.cpp holds the rest;
 // src/ops/ops.yaml declares both): nx_split writes a counted array of outputs, nx_adam_step_multi
-// takes four counted arrays that must agree.
+// takes four arrays of one count and an options struct.
 #include "capi/capi.hpp"
 
 using namespace nx;
@@ -20,21 +20,18 @@ nx_status nx_split(nx_tensor* outs, nx_tensor x, const int64_t* sizes, size_t ns
   });
 }
 
-nx_status nx_adam_step_multi(const nx_tensor* params, size_t n, const nx_tensor* grads, size_t ngrads,
-                             const nx_tensor* exp_avgs, size_t nexp_avgs, const nx_tensor* exp_avg_sqs,
-                             size_t nexp_avg_sqs, int64_t step, double lr, double beta1, double beta2, double eps,
-                             double weight_decay, bool decoupled_weight_decay, nx_stream stream) {
+nx_status nx_adam_step_multi(const nx_tensor* params, const nx_tensor* grads, const nx_tensor* exp_avgs,
+                             const nx_tensor* exp_avg_sqs, size_t n, int64_t step, const nx_adam_options* options,
+                             nx_stream stream) {
   return guard("nx_adam_step_multi", [&] {
-    if (ngrads != n || nexp_avgs != n || nexp_avg_sqs != n)
-      fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": the four arrays must have one count; got params ", n, ", grads ",
-           ngrads, ", exp_avgs ", nexp_avgs, ", exp_avg_sqs ", nexp_avg_sqs);
+    const nx_adam_options o = struct_arg(options, nx_adam_options NX_ADAM_OPTIONS_DEFAULT, "options");
     if (n == 0) return;
     std::vector<Tensor> p = tensor_list(params, n), g = tensor_list(grads, n), m = tensor_list(exp_avgs, n),
                         v = tensor_list(exp_avg_sqs, n);
     check_stream(stream, p[0].device());
     GradModeGuard off(false);  // an optimizer update: parameters that require grad are fine
     adam_step_multi(p, g, m, v, std::vector<int64_t>(n, step),
-                    AdamParams{lr, beta1, beta2, eps, weight_decay, decoupled_weight_decay});
+                    AdamParams{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled_weight_decay});
   });
 }
 

@@ -650,7 +650,7 @@ nx_status nx_flash_attention(nx_tensor* out, nx_tensor q, nx_tensor k, nx_tensor
 }
 
 // ---------------------------------------------------------------- indexing
-nx_status nx_index_select(nx_tensor* out, nx_tensor x, int64_t axis, nx_tensor index, nx_stream stream) {
+nx_status nx_index_select(nx_tensor* out, nx_tensor x, nx_tensor index, int64_t axis, nx_stream stream) {
   clear_out(out);
   return guard("nx_index_select", [&] {
     check_out(out);
@@ -660,7 +660,7 @@ nx_status nx_index_select(nx_tensor* out, nx_tensor x, int64_t axis, nx_tensor i
     *out = wrap(index_select(x_, axis, index_));
   });
 }
-nx_status nx_gather(nx_tensor* out, nx_tensor x, int64_t axis, nx_tensor index, nx_stream stream) {
+nx_status nx_gather(nx_tensor* out, nx_tensor x, nx_tensor index, int64_t axis, nx_stream stream) {
   clear_out(out);
   return guard("nx_gather", [&] {
     check_out(out);

@@ -78,15 +78,25 @@ const char* nx_dtype_name(nx_dtype dtype) {
   return is_valid_dtype(v) ? dtype_name(DType(v)) : "invalid";
 }
 
-nx_status nx_set_num_threads(int32_t n) {
-  return guard("nx_set_num_threads", [&] {
+nx_status nx_cpu_set_num_threads(int32_t n) {
+  return guard("nx_cpu_set_num_threads", [&] {
     if (!g_default_threads) g_default_threads = omp_get_max_threads();
     omp_set_num_threads(n > 0 ? n : g_default_threads);
   });
 }
-int32_t nx_get_num_threads(void) { return omp_get_max_threads(); }
+nx_status nx_cpu_get_num_threads(int32_t* out) {
+  return guard("nx_cpu_get_num_threads", [&] {
+    check_out(out);
+    *out = omp_get_max_threads();
+  });
+}
 
-const char* nx_cpu_simd_level(void) { return cpu::simd_level_name(); }
+nx_status nx_cpu_get_simd_level(const char** out) {
+  return guard("nx_cpu_get_simd_level", [&] {
+    check_out(out);
+    *out = cpu::simd_level_name();
+  });
+}
 nx_status nx_cpu_set_simd_level(const char* level) {
   return guard("nx_cpu_set_simd_level", [&] {
     check_out(level, "level");
@@ -97,10 +107,18 @@ nx_status nx_cpu_set_simd_level(const char* level) {
   });
 }
 
-void nx_manual_seed(uint64_t seed) { manual_seed(seed); }
-void nx_set_deterministic(bool enabled) { set_deterministic(enabled); }
-bool nx_deterministic_enabled(void) { return deterministic(); }
-int64_t nx_live_tensor_count(void) { return live_tensors(); }
+nx_status nx_random_set_seed(uint64_t seed) {
+  return guard("nx_random_set_seed", [&] { manual_seed(seed); });
+}
+nx_status nx_runtime_set_deterministic(bool enabled) {
+  return guard("nx_runtime_set_deterministic", [&] { set_deterministic(enabled); });
+}
+nx_status nx_runtime_get_deterministic(bool* out) {
+  return guard("nx_runtime_get_deterministic", [&] {
+    check_out(out);
+    *out = deterministic();
+  });
+}
 int64_t nx_live_handle_count(nx_handle_type type) {
   const int t = enum_value(type);
   return t >= NX_HANDLE_TENSOR && t <= NX_HANDLE_DDP ? handle_count(HandleKind(t)) : -1;

@@ -20,6 +20,15 @@ struct View {
   int64_t numel() const { return numel_of(shape); }
 };
 
+// Where a backend call runs: the device, and the stream its work is enqueued on (null = the
+// device's default stream; the CPU has none). Every kernel and transfer takes it as an argument
+// rather than reading thread-local state, so a backend does what its caller says: the call site
+// decides the stream, and a kernel file cannot pick up a stream meant for another call.
+struct ExecContext {
+  Device device;
+  void* stream;  // cudaStream_t on CUDA
+};
+
 // The elementwise op codes, generated from the op registry (src/ops/ops.yaml) with their names.
 // Step is x > 0; AddRelu .. SiluMul are fused: relu(a+b), a*tanh(b), gelu(a+b), gelu_tanh(a+b),
 // and SwiGLU's gate silu(a) * b.
@@ -54,7 +63,7 @@ struct AttentionParams {
   double scale;
   bool causal;
   std::vector<double> alibi_slopes;  // empty: no ALiBi; else one per head
-  bool deterministic = false;        // nx_set_deterministic: no order-dependent atomics
+  bool deterministic = false;        // nx_runtime_set_deterministic: no order-dependent atomics
 };
 
 // Fused kernels (src/ops/fused.cpp). Rows of contiguous [rows, cols] matrices; one pass per row.
@@ -80,12 +89,14 @@ struct AdamParams {
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual void* allocate(size_t nbytes) = 0;
+  // Memory for work on ctx's stream (CUDA reuses a freed block only on the stream it was
+  // allocated for); deallocate needs no context, as it runs from destructors.
+  virtual void* allocate(const ExecContext& ctx, size_t nbytes) = 0;
   virtual void deallocate(void* p, size_t nbytes) = 0;
-  virtual void synchronize() = 0;
+  virtual void synchronize(const ExecContext& ctx) = 0;  // waits for the work on ctx's stream
   // Host <-> device transfers of n contiguous bytes; download returns once dst holds the data.
-  virtual void upload(void* dst, const void* host_src, size_t n) = 0;
-  virtual void download(void* host_dst, const void* src, size_t n) = 0;
+  virtual void upload(const ExecContext& ctx, void* dst, const void* host_src, size_t n) = 0;
+  virtual void download(const ExecContext& ctx, void* host_dst, const void* src, size_t n) = 0;
   // The kernels, declared once in src/ops/ops.yaml (`kernels:`) with their contracts.
 #define NX_PURE_KERNEL(name, params, args) virtual void name params = 0;
   NX_KERNELS(NX_PURE_KERNEL)
@@ -96,10 +107,46 @@ class Backend {
   virtual bool native_half_matmul() const { return false; }
 };
 
+// The backend of a device (src/core/device.cpp); fails with NX_ERR_DEVICE, naming the running C
+// function, for an unknown device type, a type this build lacks, or an index out of range.
 Backend& backend(Device device);
-// nx_set_deterministic: kernels avoid atomics whose order changes the last bits of a result.
+// The context of a call on device from the running C function: the stream its nx_stream argument
+// set (current_stream(), core/error.hpp). Kernel calls read the ambient stream here and only here.
+ExecContext exec_context(Device device);
+
+// A device's kernels bound to the context of the running call, so that an op writes
+// kernels(x.device()).copy(dst, src) for backend(d).copy(exec_context(d), dst, src).
+struct Kernels {
+  Backend& be;
+  ExecContext ctx;
+  // Each kernel without its first parameter (the ctx), forwarding this->ctx in its place.
+#define NX_DROP_CTX(ctx, ...) (__VA_ARGS__)
+#define NX_BOUND_KERNEL(name, params, args) \
+  void name NX_DROP_CTX params const { be.name args; }
+  NX_KERNELS(NX_BOUND_KERNEL)
+#undef NX_BOUND_KERNEL
+#undef NX_DROP_CTX
+};
+inline Kernels kernels(Device device) { return Kernels{backend(device), exec_context(device)}; }
+
+// Backends register themselves, each from its own file (src/cpu/cpu_backend.cpp,
+// src/cuda/backend.cu), so that core names none of them. The registrars are static objects that
+// nothing references: CMakeLists.txt links nexus_core whole (WHOLE_ARCHIVE) so that the linker
+// keeps them.
+struct BackendProvider {
+  const char* name;             // "CPU", "CUDA": for messages
+  int (*device_count)();        // the devices of this type this process sees
+  Backend& (*get)(int index);   // index already checked against device_count()
+};
+void register_backend(nx_device_type type, BackendProvider provider);
+struct BackendRegistrar {
+  BackendRegistrar(nx_device_type type, BackendProvider provider) { register_backend(type, provider); }
+};
+// Fails with NX_ERR_DEVICE: this build has no backend for device's type (or the type is unknown).
+[[noreturn]] void no_backend(Device device);
+
+// nx_runtime_set_deterministic: kernels avoid atomics whose order changes the last bits of a result.
 void set_deterministic(bool on);
 bool deterministic();
-Backend& cpu_backend();
 
 }  // namespace nx

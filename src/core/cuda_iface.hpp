@@ -1,18 +1,14 @@
-// What the rest of the engine (the C API, device selection) needs from the CUDA backend. With
-// CUDA compiled in, src/cuda implements it; otherwise src/core/cuda_stubs.cpp reports that no
-// device exists. Handles are opaque (cudaStream_t / cudaEvent_t as void*).
+// What the rest of the engine (the C API) needs from the CUDA backend beyond its Backend, which
+// registers itself (core/backend.hpp). With CUDA compiled in, src/cuda implements it; otherwise
+// src/core/cuda_stubs.cpp reports that no device exists. Handles are opaque (cudaStream_t /
+// cudaEvent_t as void*).
 #pragma once
 #include <cstddef>
-
-namespace nx {
-class Backend;
-}
 
 namespace nx::cuda {
 
 int device_count();  // 0 without CUDA support or without a GPU
 bool compiled();     // whether this build contains the CUDA backend
-Backend& backend(int device);
 void* stream_create(int device);
 void stream_destroy(int device, void* stream);
 void stream_synchronize(int device, void* stream);

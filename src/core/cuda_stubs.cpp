@@ -1,18 +1,15 @@
-// Without the CUDA backend every CUDA entry point reports that no CUDA device exists.
+// Without the CUDA backend every CUDA entry point reports that no CUDA device exists (and no
+// CUDA backend registers itself, so backend() says the same for cuda:N).
 #ifndef NEXUS_HAVE_CUDA
+#include "core/backend.hpp"
 #include "core/cuda_iface.hpp"
-#include "core/error.hpp"
 
 namespace nx::cuda {
 
-[[noreturn]] static void unavailable(int device) {
-  fail(NX_ERR_DEVICE, current_api(), ": this build of NexusGrad has no CUDA support (asked for cuda:", device,
-       "); rebuild with -DNEXUS_CUDA=ON on a machine with the CUDA toolkit");
-}
+[[noreturn]] static void unavailable(int device) { no_backend(Device{NX_CUDA, device}); }
 
 int device_count() { return 0; }
 bool compiled() { return false; }
-Backend& backend(int device) { unavailable(device); }
 void* stream_create(int device) { unavailable(device); }
 void stream_destroy(int, void*) {}
 void stream_synchronize(int device, void*) { unavailable(device); }

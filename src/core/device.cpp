@@ -1,7 +1,7 @@
 #include "core/backend.hpp"
-#include "core/cuda_iface.hpp"
 
 #include <atomic>
+#include <iterator>
 
 namespace nx {
 
@@ -13,16 +13,39 @@ View View::broadcast(const Tensor& t, const Shape& shape) {
   return v;
 }
 
-Backend& backend(Device device) {
-  if (device.type == NX_CPU) {
-    if (device.index != 0)
-      fail(NX_ERR_DEVICE, current_api(), ": CPU device index must be 0, got ", device.index);
-    return cpu_backend();
-  }
-  if (device.type == NX_CUDA) return cuda::backend(device.index);
-  fail(NX_ERR_DEVICE, current_api(), ": unknown device type ", int(device.type),
-       " (expected NX_CPU=1 or NX_CUDA=2)");
+// The registry: one provider per nx_device_type value. Constant-initialized (zeros before any
+// static constructor runs), so registrars in other files may fill it during static initialization.
+static BackendProvider g_providers[4];
+
+// A type's registry slot; null for a value outside the table.
+static BackendProvider* slot(nx_device_type type) {
+  return int(type) > 0 && size_t(type) < std::size(g_providers) ? &g_providers[type] : nullptr;
 }
+
+void register_backend(nx_device_type type, BackendProvider provider) {
+  BackendProvider* s = slot(type);
+  if (!s || s->get) fail(NX_ERR_INTERNAL, "register_backend: device type ", int(type), " is out of range or taken");
+  *s = provider;
+}
+
+void no_backend(Device device) {
+  if (device.type == NX_CUDA)
+    fail(NX_ERR_DEVICE, current_api(), ": this build of NexusGrad has no CUDA support (asked for cuda:", device.index,
+         "); rebuild with -DNEXUS_CUDA=ON on a machine with the CUDA toolkit");
+  fail(NX_ERR_DEVICE, current_api(), ": unknown device type ", int(device.type), " (expected NX_CPU=1 or NX_CUDA=2)");
+}
+
+Backend& backend(Device device) {
+  const BackendProvider* s = slot(device.type);
+  if (!s || !s->get) no_backend(device);
+  const int n = s->device_count();
+  if (device.index < 0 || device.index >= n)
+    fail(NX_ERR_DEVICE, current_api(), ": ", device_str(device), " is not available (this process sees ", n, " ",
+         s->name, " device", n == 1 ? "" : "s", ")");
+  return s->get(device.index);
+}
+
+ExecContext exec_context(Device device) { return ExecContext{device, current_stream()}; }
 
 static std::atomic<bool> g_deterministic{false};
 void set_deterministic(bool on) { g_deterministic = on; }

@@ -46,7 +46,8 @@ std::string shape_str(const std::vector<int64_t>& shape);
 // The op name prefix for messages: set by the C shim ("nx_matmul"), read by ops when they fail.
 const char* current_api();
 // The native stream (cudaStream_t) that the current C call enqueues on; null = the device's
-// default stream. Set by the C boundary from the call's nx_stream argument.
+// default stream. Set by the C boundary from the call's nx_stream argument; read by
+// exec_context() (core/backend.hpp), which hands it to the backends, and by src/comm for NCCL.
 void* current_stream();
 void set_current_stream(void* stream);
 // Names the running C function and restores the previous name and stream when it returns

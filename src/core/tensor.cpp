@@ -9,7 +9,7 @@ std::string device_str(Device d) {
 }
 
 Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev) {
-  data = backend(dev).allocate(n);
+  data = backend(dev).allocate(exec_context(dev), n);
 }
 Storage::~Storage() { backend(device).deallocate(data, nbytes); }
 

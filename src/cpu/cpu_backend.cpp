@@ -50,7 +50,7 @@ template <class T> T* at(const View& v, int64_t off) { return static_cast<T*>(v.
 
 class CpuBackend final : public Backend {
  public:
-  void* allocate(size_t nbytes) override {
+  void* allocate(const ExecContext&, size_t nbytes) override {
     // 64-byte alignment for vector loads; never a null pointer, even for empty tensors.
     size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded);
@@ -58,38 +58,39 @@ class CpuBackend final : public Backend {
     return p;
   }
   void deallocate(void* p, size_t) override { std::free(p); }
-  void synchronize() override {}
-  void attention_forward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
-                         const View& lse) override {
+  void synchronize(const ExecContext&) override {}
+  void attention_forward(const ExecContext&, const AttentionParams& p, const View& q, const View& k, const View& v,
+                         const View& out, const View& lse) override {
     attention_forward_cpu(p, q, k, v, out, lse);
   }
-  void attention_backward(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
-                          const View& dout, const View& lse, const View& dq, const View& dk, const View& dv) override {
+  void attention_backward(const ExecContext&, const AttentionParams& p, const View& q, const View& k, const View& v,
+                          const View& out, const View& dout, const View& lse, const View& dq, const View& dk,
+                          const View& dv) override {
     attention_backward_cpu(p, q, k, v, out, dout, lse, dq, dk, dv);
   }
-  void norm_forward(const NormParams& p, const View& y, const View& s, const View& x, const View& r, const View& w,
-                    const View& b, const View& mean, const View& rstd) override {
+  void norm_forward(const ExecContext&, const NormParams& p, const View& y, const View& s, const View& x, const View& r,
+                    const View& w, const View& b, const View& mean, const View& rstd) override {
     norm_forward_cpu(p, y, s, x, r, w, b, mean, rstd);
   }
-  void norm_backward(const NormParams& p, const View& dx, const View& dw, const View& db, const View& dy, const View& x,
-                     const View& w, const View& mean, const View& rstd) override {
+  void norm_backward(const ExecContext&, const NormParams& p, const View& dx, const View& dw, const View& db,
+                     const View& dy, const View& x, const View& w, const View& mean, const View& rstd) override {
     norm_backward_cpu(p, dx, dw, db, dy, x, w, mean, rstd);
   }
-  void xent_forward(const View& loss, const View& lse, const View& logits, const View& target, int64_t rows,
-                    int64_t cols, int64_t ignore_index) override {
+  void xent_forward(const ExecContext&, const View& loss, const View& lse, const View& logits, const View& target,
+                    int64_t rows, int64_t cols, int64_t ignore_index) override {
     xent_forward_cpu(loss, lse, logits, target, rows, cols, ignore_index);
   }
-  void xent_backward(const View& dl, const View& logits, const View& target, const View& lse, const View& scale,
-                     int64_t rows, int64_t cols, int64_t ignore_index) override {
+  void xent_backward(const ExecContext&, const View& dl, const View& logits, const View& target, const View& lse,
+                     const View& scale, int64_t rows, int64_t cols, int64_t ignore_index) override {
     xent_backward_cpu(dl, logits, target, lse, scale, rows, cols, ignore_index);
   }
-  void adam_multi(const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& p) override {
+  void adam_multi(const ExecContext&, const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& p) override {
     adam_multi_cpu(slots, dtype, p);
   }
-  void upload(void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
-  void download(void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
+  void upload(const ExecContext&, void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
+  void download(const ExecContext&, void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
 
-  void copy(const View& dst, const View& src) override {
+  void copy(const ExecContext&, const View& dst, const View& src) override {
     if (dst.dtype == src.dtype) {
       size_t es = dtype_size(dst.dtype);
       for_each_row<2>(dst.shape, {&dst.strides, &src.strides}, [&](auto off, int64_t n, auto st) {
@@ -116,7 +117,7 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void fill(const View& dst, double value) override {
+  void fill(const ExecContext&, const View& dst, double value) override {
     dispatch_dtype(dst.dtype, [&](auto tag) {
       using T = decltype(tag);
       T v = from_f64<T>(value);
@@ -127,7 +128,7 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void unary(UnaryOp op, const View& dst, const View& src, double p0, double p1) override {
+  void unary(const ExecContext&, UnaryOp op, const View& dst, const View& src, double p0, double p1) override {
     const auto& t = simd();
     switch (dst.dtype) {
       case DType::F32:
@@ -172,7 +173,7 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void binary(BinaryOp op, const View& dst, const View& a, const View& b) override {
+  void binary(const ExecContext&, BinaryOp op, const View& dst, const View& a, const View& b) override {
     if (is_comparison(op)) {
       dispatch_dtype(a.dtype, [&](auto tag) { compare<decltype(tag)>(op, dst, a, b); });
       return;
@@ -235,7 +236,7 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void where(const View& dst, const View& cond, const View& a, const View& b) override {
+  void where(const ExecContext&, const View& dst, const View& cond, const View& a, const View& b) override {
     size_t es = dtype_size(dst.dtype);
     for_each_row<4>(dst.shape, {&dst.strides, &cond.strides, &a.strides, &b.strides}, [&](auto off, int64_t n, auto st) {
       char* d = static_cast<char*>(dst.data) + off[0] * int64_t(es);
@@ -247,7 +248,8 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void reduce_rows(ReduceOp op, const View& dst, const View& src, int64_t rows, int64_t cols) override {
+  void reduce_rows(const ExecContext&, ReduceOp op, const View& dst, const View& src, int64_t rows,
+                   int64_t cols) override {
     dispatch_dtype(src.dtype, [&](auto tag) {
       using T = decltype(tag);
       const T* s = static_cast<const T*>(src.data);
@@ -306,7 +308,8 @@ class CpuBackend final : public Backend {
     dispatch_dtype(dst.dtype, [&](auto dtag) { using D = decltype(dtag); static_cast<D*>(dst.data)[r] = from_f64<D>(acc); });
   }
 
-  void reduce_middle(ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n, int64_t inner) override {
+  void reduce_middle(const ExecContext&, ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n,
+                     int64_t inner) override {
     dispatch_dtype(src.dtype, [&](auto tag) {
       using T = decltype(tag);
       const T* s = static_cast<const T*>(src.data);
@@ -334,7 +337,7 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void matmul(const View& dst, const View& a, const View& b) override {
+  void matmul(const ExecContext&, const View& dst, const View& a, const View& b) override {
     const int64_t batch = dst.shape[0], m = dst.shape[1], n = dst.shape[2], k = a.shape[2];
     auto run = [&](auto gemm, auto tag) {
       using T = decltype(tag);
@@ -355,7 +358,8 @@ class CpuBackend final : public Backend {
     else fail(NX_ERR_DTYPE, current_api(), ": matmul supports f32 and f64 on the CPU, got ", dtype_name(dst.dtype));
   }
 
-  void softmax_rows(const View& dst, const View& src, int64_t rows, int64_t cols, bool log) override {
+  void softmax_rows(const ExecContext&, const View& dst, const View& src, int64_t rows, int64_t cols,
+                    bool log) override {
     const auto& t = simd();
     if (dst.dtype == DType::F32) {
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain && rows > 1)
@@ -375,7 +379,8 @@ class CpuBackend final : public Backend {
                                      : int64_t(static_cast<const int32_t*>(index.data)[i]);
   }
 
-  void index_select(const View& dst, const View& src, const View& index, int64_t outer, int64_t n, int64_t inner) override {
+  void index_select(const ExecContext&, const View& dst, const View& src, const View& index, int64_t outer, int64_t n,
+                    int64_t inner) override {
     const int64_t nidx = index.numel();
     const size_t es = dtype_size(src.dtype), row = size_t(inner) * es;
 #pragma omp parallel for collapse(2) schedule(static) if (outer * nidx * inner >= kParallelGrain)
@@ -385,7 +390,8 @@ class CpuBackend final : public Backend {
                     static_cast<const char*>(src.data) + size_t(o * n + index_at(index, j)) * row, row);
   }
 
-  void index_add(const View& dst, const View& src, const View& index, int64_t outer, int64_t n, int64_t inner) override {
+  void index_add(const ExecContext&, const View& dst, const View& src, const View& index, int64_t outer, int64_t n,
+                 int64_t inner) override {
     const int64_t nidx = index.numel();
     dispatch_dtype(dst.dtype, [&](auto tag) {
       using T = decltype(tag);
@@ -414,7 +420,7 @@ class CpuBackend final : public Backend {
     }
   }
 
-  void gather(const View& dst, const View& src, const View& index, int64_t axis) override {
+  void gather(const ExecContext&, const View& dst, const View& src, const View& index, int64_t axis) override {
     const size_t es = dtype_size(src.dtype);
     S sst = contiguous_strides(src.shape);
     walk_index(index, [&](int64_t e, const S& coord) {
@@ -425,7 +431,7 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void scatter_add(const View& dst, const View& src, const View& index, int64_t axis) override {
+  void scatter_add(const ExecContext&, const View& dst, const View& src, const View& index, int64_t axis) override {
     S dst_st = contiguous_strides(dst.shape);
     dispatch_dtype(dst.dtype, [&](auto tag) {
       using T = decltype(tag);
@@ -439,7 +445,7 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void random(const View& dst, uint64_t seed, uint64_t offset, bool normal) override {
+  void random(const ExecContext&, const View& dst, uint64_t seed, uint64_t offset, bool normal) override {
     const int64_t n = dst.numel();
     dispatch_dtype(dst.dtype, [&](auto tag) {
       using T = decltype(tag);
@@ -462,15 +468,14 @@ class CpuBackend final : public Backend {
   }
 };
 
-}  // namespace
-
-Backend& cpu_backend_impl() {
+// The one CPU device, registered with core at static initialization (kept by the linker because
+// nexus_core is linked whole, CMakeLists.txt).
+Backend& the_cpu_backend(int) {
   static CpuBackend instance;
   return instance;
 }
+const BackendRegistrar registrar(NX_CPU, {"CPU", [] { return 1; }, the_cpu_backend});
+
+}  // namespace
 
 }  // namespace nx::cpu
-
-namespace nx {
-Backend& cpu_backend() { return cpu::cpu_backend_impl(); }
-}

@@ -54,10 +54,9 @@ DeviceCache& cache(int device) {
 
 }  // namespace
 
-void* device_allocate(int device, size_t bytes) {
+void* device_allocate(int device, size_t bytes, cudaStream_t s) {
   DeviceCache& c = cache(device);
   const size_t size = round_size(bytes);
-  cudaStream_t s = stream();
   std::lock_guard<std::mutex> lock(c.mutex);
   const size_t limit = size < kSmall ? size : size + size / 8;
   for (auto it = c.free_blocks.lower_bound(size); it != c.free_blocks.end() && it->first <= limit; ++it) {
@@ -123,7 +122,9 @@ void empty_cache(int device) {
   c.release_free_blocks();
 }
 
-Scratch::Scratch(int dev, size_t n) : bytes(n), device(dev) { ptr = device_allocate(dev, n); }
+Scratch::Scratch(const ExecContext& ctx, size_t n) : bytes(n), device(ctx.device.index) {
+  ptr = device_allocate(device, n, stream_of(ctx));
+}
 Scratch::~Scratch() { device_free(device, ptr); }
 
 }  // namespace nx::cuda

@@ -551,18 +551,19 @@ void set_smem(K kernel, size_t bytes) {
 
 // The bf16/f16 flash-decoding path for head_dim 64, 128 or 256 (16-byte aligned rows).
 template <class T>
-bool decode_half_typed(const Params& p, const View& q, const View& k, const View& v, const View& out, const View& lse) {
+bool decode_half_typed(const ExecContext& ctx, const Params& p, const View& q, const View& k, const View& v,
+                       const View& out, const View& lse) {
   if (p.dim != 64 && p.dim != 128 && p.dim != 256) return false;
   for (const View* x : {&q, &k, &v})
     if (reinterpret_cast<uintptr_t>(x->data) & 15) return false;
   // enough splits for several waves of blocks, each split at least 256 keys
   const int64_t want = (16 * int64_t(sm_count()) + p.batch * p.heads - 1) / (p.batch * p.heads);
   const int splits = int(std::max<int64_t>(1, std::min<int64_t>(want, (p.tk + 255) / 256)));
-  Scratch part_acc(current_device(), size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(float));
-  Scratch part_ml(current_device(), size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(float));
+  Scratch part_acc(ctx, size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(float));
+  Scratch part_ml(ctx, size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(float));
   auto go = [&](auto d_tag, auto nq_tag) {
     constexpr int D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value;
-    decode_half_kernel<T, D, NQ, 8><<<unsigned(p.batch * p.heads * splits), 128, 0, stream()>>>(
+    decode_half_kernel<T, D, NQ, 8><<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
         p, static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
         static_cast<float*>(part_acc.ptr), static_cast<float*>(part_ml.ptr), splits);
   };
@@ -575,22 +576,22 @@ bool decode_half_typed(const Params& p, const View& q, const View& k, const View
   else if (p.dim == 128) by_nq(std::integral_constant<int, 128>{});
   else by_nq(std::integral_constant<int, 256>{});
   NX_CUDA_LAUNCH_CHECK();
-  decode_combine<T, float><<<unsigned(p.batch * p.heads * p.tq), 128, 0, stream()>>>(p, static_cast<const float*>(part_acc.ptr),
+  decode_combine<T, float><<<unsigned(p.batch * p.heads * p.tq), 128, 0, stream_of(ctx)>>>(p, static_cast<const float*>(part_acc.ptr),
       static_cast<const float*>(part_ml.ptr), splits, static_cast<T*>(out.data), static_cast<float*>(lse.data));
   NX_CUDA_LAUNCH_CHECK();
   return true;
 }
 }  // namespace
 
-bool attention_tensor_core(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
-                           const View& lse);
-bool attention_backward_tensor_core(const AttentionParams& a, const View& q, const View& k, const View& v,
-                                    const View& dout, const float* lse, const float* delta, const View& dq,
-                                    const View& dk, const View& dv);
+bool attention_tensor_core(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k,
+                           const View& v, const View& out, const View& lse);
+bool attention_backward_tensor_core(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k,
+                                    const View& v, const View& dout, const float* lse, const float* delta,
+                                    const View& dq, const View& dk, const View& dv);
 
-void launch_attention_forward(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
-                       const View& lse) {
-  if (attention_tensor_core(a, q, k, v, out, lse)) return;
+void launch_attention_forward(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k,
+                              const View& v, const View& out, const View& lse) {
+  if (attention_tensor_core(ctx, a, q, k, v, out, lse)) return;
   Params p = make_params(a);
   const int64_t bh_blocks = p.batch * p.heads * ((p.tq + kRows - 1) / kRows);
   dispatch_attn_dtype(q.dtype, [&](auto ttag, auto atag) {
@@ -599,22 +600,22 @@ void launch_attention_forward(const AttentionParams& a, const View& q, const Vie
     dispatch_per(p.dim, [&](auto per_tag) {
       constexpr int PER = decltype(per_tag)::value;
       if constexpr (sizeof(T) == 2) {  // flash-decoding of half caches, whatever the batch
-        if (p.tq <= 4 && p.tk >= 256 && decode_half_typed<T>(p, q, k, v, out, lse)) return;
+        if (p.tq <= 4 && p.tk >= 256 && decode_half_typed<T>(ctx, p, q, k, v, out, lse)) return;
       }
       if (p.tq <= 4 && bh_blocks < 2 * sm_count() && p.tk >= 256) {
         // flash-decoding: enough splits to give every SM several blocks
         const int splits = int(std::min<int64_t>((p.tk + 255) / 256, std::max<int64_t>(1, 4 * sm_count() / (p.batch * p.heads))));
-        Scratch part_acc(current_device(), size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(A));
-        Scratch part_ml(current_device(), size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(A));
+        Scratch part_acc(ctx, size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(A));
+        Scratch part_ml(ctx, size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(A));
         const size_t smem = size_t(kRows * p.dim) * sizeof(A);
         constexpr bool kVecType = sizeof(T) == 2;
         auto kernel = (kVecType && p.dim == PER * kTeam && PER % 8 == 0) ? decode_kernel<T, A, PER, 4, kVecType> : decode_kernel<T, A, PER, 4, false>;
         set_smem(kernel, smem);
-        kernel<<<unsigned(p.batch * p.heads * splits), kRows * kTeam, smem, stream()>>>(p, static_cast<const T*>(q.data),
+        kernel<<<unsigned(p.batch * p.heads * splits), kRows * kTeam, smem, stream_of(ctx)>>>(p, static_cast<const T*>(q.data),
             static_cast<const T*>(k.data), static_cast<const T*>(v.data), static_cast<A*>(part_acc.ptr),
             static_cast<A*>(part_ml.ptr), splits);
         NX_CUDA_LAUNCH_CHECK();
-        decode_combine<T, A><<<unsigned(p.batch * p.heads * p.tq), 128, 0, stream()>>>(p, static_cast<const A*>(part_acc.ptr),
+        decode_combine<T, A><<<unsigned(p.batch * p.heads * p.tq), 128, 0, stream_of(ctx)>>>(p, static_cast<const A*>(part_acc.ptr),
             static_cast<const A*>(part_ml.ptr), splits, static_cast<T*>(out.data), static_cast<A*>(lse.data));
         NX_CUDA_LAUNCH_CHECK();
         return;
@@ -622,26 +623,27 @@ void launch_attention_forward(const AttentionParams& a, const View& q, const Vie
       const size_t smem = size_t(2 * kChunk * p.dim) * sizeof(A);
       auto kernel = fwd_kernel<T, A, PER>;
       set_smem(kernel, smem);
-      kernel<<<unsigned(bh_blocks), kRows * kTeam, smem, stream()>>>(p, static_cast<const T*>(q.data),
+      kernel<<<unsigned(bh_blocks), kRows * kTeam, smem, stream_of(ctx)>>>(p, static_cast<const T*>(q.data),
           static_cast<const T*>(k.data), static_cast<const T*>(v.data), static_cast<T*>(out.data), static_cast<A*>(lse.data));
       NX_CUDA_LAUNCH_CHECK();
     });
   });
 }
 
-void launch_attention_backward(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
-                        const View& dout, const View& lse, const View& dq, const View& dk, const View& dv) {
+void launch_attention_backward(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k,
+                               const View& v, const View& out, const View& dout, const View& lse, const View& dq,
+                               const View& dk, const View& dv) {
   Params p = make_params(a);
   const int64_t rows = p.batch * p.heads * p.tq;
   dispatch_attn_dtype(q.dtype, [&](auto ttag, auto atag) {
     using T = decltype(ttag);
     using A = decltype(atag);
-    Scratch delta(current_device(), size_t(rows) * sizeof(A));
-    delta_kernel<T, A><<<unsigned((rows + kRows - 1) / kRows), kRows * kTeam, 0, stream()>>>(
+    Scratch delta(ctx, size_t(rows) * sizeof(A));
+    delta_kernel<T, A><<<unsigned((rows + kRows - 1) / kRows), kRows * kTeam, 0, stream_of(ctx)>>>(
         static_cast<const T*>(out.data), static_cast<const T*>(dout.data), static_cast<A*>(delta.ptr), rows, p.dim);
     NX_CUDA_LAUNCH_CHECK();
     if constexpr (std::is_same_v<A, float>) {
-      if (attention_backward_tensor_core(a, q, k, v, dout, static_cast<const float*>(lse.data),
+      if (attention_backward_tensor_core(ctx, a, q, k, v, dout, static_cast<const float*>(lse.data),
                                          static_cast<const float*>(delta.ptr), dq, dk, dv))
         return;
     }
@@ -650,14 +652,14 @@ void launch_attention_backward(const AttentionParams& a, const View& q, const Vi
       const size_t smem = size_t(2 * kChunk * p.dim) * sizeof(A);
       auto k1 = dkdv_kernel<T, A, PER>;
       set_smem(k1, smem);
-      k1<<<unsigned(p.batch * p.kv_heads * ((p.tk + kRows - 1) / kRows)), kRows * kTeam, smem, stream()>>>(
+      k1<<<unsigned(p.batch * p.kv_heads * ((p.tk + kRows - 1) / kRows)), kRows * kTeam, smem, stream_of(ctx)>>>(
           p, static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
           static_cast<const T*>(dout.data), static_cast<const A*>(lse.data), static_cast<const A*>(delta.ptr),
           static_cast<T*>(dk.data), static_cast<T*>(dv.data));
       NX_CUDA_LAUNCH_CHECK();
       auto k2 = dq_kernel<T, A, PER>;
       set_smem(k2, smem);
-      k2<<<unsigned(p.batch * p.heads * ((p.tq + kRows - 1) / kRows)), kRows * kTeam, smem, stream()>>>(
+      k2<<<unsigned(p.batch * p.heads * ((p.tq + kRows - 1) / kRows)), kRows * kTeam, smem, stream_of(ctx)>>>(
           p, static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
           static_cast<const T*>(dout.data), static_cast<const A*>(lse.data), static_cast<const A*>(delta.ptr),
           static_cast<T*>(dq.data));

@@ -83,31 +83,32 @@ namespace {
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device) : device_(device) {}
-  void* allocate(size_t nbytes) override {
+  void* allocate(const ExecContext& ctx, size_t nbytes) override {
     use_device(device_);
-    return device_allocate(device_, nbytes);
+    return device_allocate(device_, nbytes, stream_of(ctx));
   }
   void deallocate(void* p, size_t) override { device_free(device_, p); }
-  void synchronize() override {
+  void synchronize(const ExecContext& ctx) override {
     use_device(device_);
-    NX_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    NX_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
   }
-  void upload(void* dst, const void* src, size_t n) override {
+  void upload(const ExecContext& ctx, void* dst, const void* src, size_t n) override {
     use_device(device_);
     if (!n) return;
     // Staged through pinned blocks: the copy runs asynchronously on the stream and src may be
     // reused as soon as this returns.
-    staged_upload(device_, dst, src, n);
+    staged_upload(ctx, dst, src, n);
   }
-  void download(void* dst, const void* src, size_t n) override {
+  void download(const ExecContext& ctx, void* dst, const void* src, size_t n) override {
     use_device(device_);
     if (!n) return;
-    NX_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream()));
-    NX_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    NX_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream_of(ctx)));
+    NX_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
   }
   bool native_half_matmul() const override { return true; }
   bool native_half_attention() const override { return true; }
-  // Each kernel of the registry: select this backend's device, then launch (cuda::launch_<name>).
+  // Each kernel of the registry: select this backend's device, then launch on ctx's stream
+  // (cuda::launch_<name>, which gets the ctx among args).
 #define NX_CUDA_KERNEL(name, params, args) \
   void name params override {              \
     use_device(device_);                   \
@@ -120,17 +121,11 @@ class CudaBackend final : public Backend {
   int device_;
 };
 
-void check_device(int device) {
-  int n = device_count();
-  if (device < 0 || device >= n)
-    fail(NX_ERR_DEVICE, current_api(), ": cuda:", device, " is not available (this process sees ", n,
-         " CUDA device", n == 1 ? "" : "s", ")");
-}
+// Fails with core's message (backend(), core/device.cpp) unless cuda:device exists.
+void check_device(int device) { backend(Device{NX_CUDA, device}); }
 
-}  // namespace
-
-Backend& backend(int device) {
-  check_device(device);
+// One backend per device, made on first use; core has checked the index against device_count().
+Backend& backend_of(int device) {
   static std::mutex m;
   static std::vector<std::unique_ptr<CudaBackend>>* backends = new std::vector<std::unique_ptr<CudaBackend>>(size_t(device_count()));
   std::lock_guard<std::mutex> lock(m);
@@ -138,6 +133,11 @@ Backend& backend(int device) {
   if (!b) b = std::make_unique<CudaBackend>(device);
   return *b;
 }
+// Registered with core at static initialization (kept by the linker because nexus_core is linked
+// whole, CMakeLists.txt); device_count() runs at the first lookup, not here.
+const BackendRegistrar registrar(NX_CUDA, {"CUDA", device_count, backend_of});
+
+}  // namespace
 
 void* stream_create(int device) {
   check_device(device);

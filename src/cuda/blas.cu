@@ -78,20 +78,20 @@ cudaDataType_t cuda_type(DType d) {
 void set_tf32(bool enabled) { g_tf32 = enabled; }
 bool tf32_enabled() { return g_tf32; }
 
-void launch_matmul(const View& dst, const View& a, const View& b) {
+void launch_matmul(const ExecContext& ctx, const View& dst, const View& a, const View& b) {
   const int64_t batch = dst.shape[0], m = dst.shape[1], n = dst.shape[2], k = a.shape[2];
   const int device = current_device();
   const size_t es = dtype_size(a.dtype);
   if (k == 0) {
-    launch_fill(dst, 0.0);
+    launch_fill(ctx, dst, 0.0);
     return;
   }
   // Operands without a unit stride are copied to contiguous scratch first.
   std::unique_ptr<Scratch> a_copy, b_copy;
   auto contiguous_copy = [&](const View& v, std::unique_ptr<Scratch>& holder) {
-    holder = std::make_unique<Scratch>(device, size_t(v.numel()) * es);
+    holder = std::make_unique<Scratch>(ctx, size_t(v.numel()) * es);
     View c{holder->ptr, v.shape, contiguous_strides(v.shape), v.dtype};
-    launch_copy(c, v);
+    launch_copy(ctx, c, v);
     return c;
   };
   Operand oa, ob;
@@ -105,7 +105,7 @@ void launch_matmul(const View& dst, const View& a, const View& b) {
     describe(bv.data, k, n, bv.strides[1], bv.strides[2], bv.strides[0], &ob);
   }
   cublasHandle_t h = handle(device);
-  check_cublas(cublasSetStream(h, stream()), "cublasSetStream");
+  check_cublas(cublasSetStream(h, stream_of(ctx)), "cublasSetStream");
   const cudaDataType_t t = cuda_type(a.dtype);
   cublasComputeType_t compute = a.dtype == DType::F64 ? CUBLAS_COMPUTE_64F
                                 : (a.dtype == DType::F32 && g_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);

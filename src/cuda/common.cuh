@@ -1,6 +1,6 @@
 // Shared by the CUDA kernel files: error checking that turns CUDA failures into nx::Error
-// (NX_ERR_CUDA with the error's name, NX_ERR_OUT_OF_MEMORY for allocation failures), the
-// current stream, launch geometry, and element conversions for every storage dtype.
+// (NX_ERR_CUDA with the error's name, NX_ERR_OUT_OF_MEMORY for allocation failures), the stream
+// of a call's context, launch geometry, and element conversions for every storage dtype.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -25,7 +25,8 @@ namespace nx::cuda {
   } while (0)
 #define NX_CUDA_LAUNCH_CHECK() NX_CUDA_CHECK(cudaGetLastError())
 
-inline cudaStream_t stream() { return static_cast<cudaStream_t>(current_stream()); }
+// The stream a launcher enqueues on: its call's, never an ambient one (core/backend.hpp).
+inline cudaStream_t stream_of(const ExecContext& ctx) { return static_cast<cudaStream_t>(ctx.stream); }
 
 constexpr int kThreads = 256;
 inline unsigned blocks_for(int64_t n, int per_thread = 1) {
@@ -102,12 +103,13 @@ void dispatch_bits(size_t bytes, F&& f) {
   }
 }
 
-// Temporary device memory from the caching allocator, returned when it goes out of scope.
+// Temporary device memory from the caching allocator for work on ctx's stream, returned when it
+// goes out of scope.
 struct Scratch {
   void* ptr = nullptr;
   size_t bytes = 0;
   int device = 0;
-  Scratch(int device, size_t bytes);
+  Scratch(const ExecContext& ctx, size_t bytes);
   ~Scratch();
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;

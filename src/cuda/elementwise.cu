@@ -236,32 +236,32 @@ template <> struct Bits<8> { using type = uint64_t; };
 
 }  // namespace
 
-void launch_copy(const View& dst, const View& src) {
+void launch_copy(const ExecContext& ctx, const View& dst, const View& src) {
   const int64_t n = dst.numel();
   if (!n) return;
   auto g = make_geometry<2>(dst.shape, {&dst.strides, &src.strides});
   if (dst.dtype == src.dtype) {
     if (contiguous(dst) && contiguous(src)) {
-      NX_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, size_t(n) * dtype_size(dst.dtype), cudaMemcpyDeviceToDevice, stream()));
+      NX_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, size_t(n) * dtype_size(dst.dtype), cudaMemcpyDeviceToDevice, stream_of(ctx)));
       return;
     }
     dispatch_bits(dtype_size(dst.dtype), [&](auto tag) {
       using B = decltype(tag);
-      copy_same_kernel<B><<<blocks_for(n), kThreads, 0, stream()>>>(static_cast<B*>(dst.data), static_cast<const B*>(src.data), g, n);
+      copy_same_kernel<B><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<B*>(dst.data), static_cast<const B*>(src.data), g, n);
     });
   } else {
     dispatch_dtype(dst.dtype, [&](auto dtag) {
       using D = decltype(dtag);
       dispatch_dtype(src.dtype, [&](auto stag) {
         using S = decltype(stag);
-        copy_kernel<D, S><<<blocks_for(n), kThreads, 0, stream()>>>(static_cast<D*>(dst.data), static_cast<const S*>(src.data), g, n);
+        copy_kernel<D, S><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<D*>(dst.data), static_cast<const S*>(src.data), g, n);
       });
     });
   }
   NX_CUDA_LAUNCH_CHECK();
 }
 
-void launch_fill(const View& dst, double value) {
+void launch_fill(const ExecContext& ctx, const View& dst, double value) {
   const int64_t n = dst.numel();
   if (!n) return;
   auto g = make_geometry<1>(dst.shape, {&dst.strides});
@@ -275,81 +275,81 @@ void launch_fill(const View& dst, double value) {
     using B = typename Bits<sizeof(T)>::type;
     B bits;
     std::memcpy(&bits, &v, sizeof(T));
-    fill_kernel<B><<<blocks_for(n), kThreads, 0, stream()>>>(static_cast<B*>(dst.data), g, n, bits);
+    fill_kernel<B><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<B*>(dst.data), g, n, bits);
   });
   NX_CUDA_LAUNCH_CHECK();
 }
 
 template <class T>
-static void unary_typed(UnaryOp op, const View& dst, const View& src, double p0, double p1) {
+static void unary_typed(const ExecContext& ctx, UnaryOp op, const View& dst, const View& src, double p0, double p1) {
   const int64_t n = dst.numel();
   T* out = static_cast<T*>(dst.data);
   const T* x = static_cast<const T*>(src.data);
   if (contiguous(src) && aligned16(out) && aligned16(x)) {
-    unary_contig_kernel<T><<<blocks_for(n, Vec16<T>::N * 2), kThreads, 0, stream()>>>(op, out, x, n, T(p0), T(p1));
+    unary_contig_kernel<T><<<blocks_for(n, Vec16<T>::N * 2), kThreads, 0, stream_of(ctx)>>>(op, out, x, n, T(p0), T(p1));
   } else {
     auto g = make_geometry<2>(dst.shape, {&dst.strides, &src.strides});
-    unary_strided_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(op, out, x, g, n, T(p0), T(p1));
+    unary_strided_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(op, out, x, g, n, T(p0), T(p1));
   }
   NX_CUDA_LAUNCH_CHECK();
 }
 
-void launch_unary(UnaryOp op, const View& dst, const View& src, double p0, double p1) {
+void launch_unary(const ExecContext& ctx, UnaryOp op, const View& dst, const View& src, double p0, double p1) {
   if (!dst.numel()) return;
   switch (dst.dtype) {
-    case DType::F32: unary_typed<float>(op, dst, src, p0, p1); break;
-    case DType::F64: unary_typed<double>(op, dst, src, p0, p1); break;
-    case DType::I32: unary_typed<int32_t>(op, dst, src, p0, p1); break;
-    case DType::I64: unary_typed<int64_t>(op, dst, src, p0, p1); break;
+    case DType::F32: unary_typed<float>(ctx, op, dst, src, p0, p1); break;
+    case DType::F64: unary_typed<double>(ctx, op, dst, src, p0, p1); break;
+    case DType::I32: unary_typed<int32_t>(ctx, op, dst, src, p0, p1); break;
+    case DType::I64: unary_typed<int64_t>(ctx, op, dst, src, p0, p1); break;
     default: fail(NX_ERR_DTYPE, current_api(), ": no CUDA unary kernel for ", dtype_name(dst.dtype));
   }
 }
 
 template <class T>
-static void binary_typed(BinaryOp op, const View& dst, const View& a, const View& b) {
+static void binary_typed(const ExecContext& ctx, BinaryOp op, const View& dst, const View& a, const View& b) {
   const int64_t n = dst.numel();
   T* out = static_cast<T*>(dst.data);
   const T* pa = static_cast<const T*>(a.data);
   const T* pb = static_cast<const T*>(b.data);
   if (contiguous(a) && contiguous(b) && aligned16(out) && aligned16(pa) && aligned16(pb)) {
-    binary_contig_kernel<T><<<blocks_for(n, Vec16<T>::N * 2), kThreads, 0, stream()>>>(op, out, pa, pb, n);
+    binary_contig_kernel<T><<<blocks_for(n, Vec16<T>::N * 2), kThreads, 0, stream_of(ctx)>>>(op, out, pa, pb, n);
   } else {
     auto g = make_geometry<3>(dst.shape, {&dst.strides, &a.strides, &b.strides});
-    binary_strided_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(op, out, pa, pb, g, n);
+    binary_strided_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(op, out, pa, pb, g, n);
   }
   NX_CUDA_LAUNCH_CHECK();
 }
 
-void launch_binary(BinaryOp op, const View& dst, const View& a, const View& b) {
+void launch_binary(const ExecContext& ctx, BinaryOp op, const View& dst, const View& a, const View& b) {
   const int64_t n = dst.numel();
   if (!n) return;
   if (is_comparison(op)) {
     auto g = make_geometry<3>(dst.shape, {&dst.strides, &a.strides, &b.strides});
     dispatch_dtype(a.dtype, [&](auto tag) {
       using T = decltype(tag);
-      compare_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(op, static_cast<bool*>(dst.data),
+      compare_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(op, static_cast<bool*>(dst.data),
           static_cast<const T*>(a.data), static_cast<const T*>(b.data), g, n);
     });
     NX_CUDA_LAUNCH_CHECK();
     return;
   }
   switch (dst.dtype) {
-    case DType::F32: binary_typed<float>(op, dst, a, b); break;
-    case DType::F64: binary_typed<double>(op, dst, a, b); break;
-    case DType::I32: binary_typed<int32_t>(op, dst, a, b); break;
-    case DType::I64: binary_typed<int64_t>(op, dst, a, b); break;
-    case DType::Bool: binary_typed<bool>(op, dst, a, b); break;
+    case DType::F32: binary_typed<float>(ctx, op, dst, a, b); break;
+    case DType::F64: binary_typed<double>(ctx, op, dst, a, b); break;
+    case DType::I32: binary_typed<int32_t>(ctx, op, dst, a, b); break;
+    case DType::I64: binary_typed<int64_t>(ctx, op, dst, a, b); break;
+    case DType::Bool: binary_typed<bool>(ctx, op, dst, a, b); break;
     default: fail(NX_ERR_DTYPE, current_api(), ": no CUDA binary kernel for ", dtype_name(dst.dtype));
   }
 }
 
-void launch_where(const View& dst, const View& cond, const View& a, const View& b) {
+void launch_where(const ExecContext& ctx, const View& dst, const View& cond, const View& a, const View& b) {
   const int64_t n = dst.numel();
   if (!n) return;
   auto g = make_geometry<4>(dst.shape, {&dst.strides, &cond.strides, &a.strides, &b.strides});
   dispatch_bits(dtype_size(dst.dtype), [&](auto tag) {
     using B = decltype(tag);
-    where_kernel<B><<<blocks_for(n), kThreads, 0, stream()>>>(static_cast<B*>(dst.data), static_cast<const bool*>(cond.data),
+    where_kernel<B><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<B*>(dst.data), static_cast<const bool*>(cond.data),
         static_cast<const B*>(a.data), static_cast<const B*>(b.data), g, n);
   });
   NX_CUDA_LAUNCH_CHECK();

@@ -610,8 +610,9 @@ __global__ void dq_from_acc(const float* __restrict__ acc, uint16_t* __restrict_
 }
 
 template <int D, bool BF16>
-void launch_bwd_tc(const AttentionParams& a, const View& q, const View& k, const View& v, const View& dout,
-                   const float* lse, const float* delta, const View& dq, const View& dk, const View& dv) {
+void launch_bwd_tc(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
+                   const View& dout, const float* lse, const float* delta, const View& dq, const View& dk,
+                   const View& dv) {
   TcParams p = tc_params(a);
   const size_t smem = size_t(4 * 64) * (D + kPad) * sizeof(uint16_t);
   auto k1 = flash_bwd_dkdv_tc<D, BF16>;
@@ -619,10 +620,10 @@ void launch_bwd_tc(const AttentionParams& a, const View& q, const View& k, const
   NX_CUDA_CHECK(cudaFuncSetAttribute(k1, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   NX_CUDA_CHECK(cudaFuncSetAttribute(k2, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
-  k1<<<unsigned(a.batch * a.kv_heads * ((a.tk + 63) / 64)), kWarps * 32, smem, stream()>>>(
+  k1<<<unsigned(a.batch * a.kv_heads * ((a.tk + 63) / 64)), kWarps * 32, smem, stream_of(ctx)>>>(
       p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<uint16_t*>(dk.data), static_cast<uint16_t*>(dv.data));
   NX_CUDA_LAUNCH_CHECK();
-  k2<<<unsigned(a.batch * a.heads * ((a.tq + 63) / 64)), kWarps * 32, smem, stream()>>>(
+  k2<<<unsigned(a.batch * a.heads * ((a.tq + 63) / 64)), kWarps * 32, smem, stream_of(ctx)>>>(
       p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<uint16_t*>(dq.data));
   NX_CUDA_LAUNCH_CHECK();
 }
@@ -645,12 +646,13 @@ bool hopper_kernels_wanted() {
 }
 
 template <int D, bool BF16>
-void launch_bwd_fused_tc(const AttentionParams& a, const View& q, const View& k, const View& v, const View& dout,
-                         const float* lse, const float* delta, const View& dq, const View& dk, const View& dv) {
+void launch_bwd_fused_tc(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
+                         const View& dout, const float* lse, const float* delta, const View& dq, const View& dk,
+                         const View& dv) {
   TcParams p = tc_params(a);
   const int64_t n = a.batch * a.heads * a.tq * D;
-  Scratch acc(current_device(), size_t(n) * sizeof(float));
-  NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, size_t(n) * sizeof(float), stream()));
+  Scratch acc(ctx, size_t(n) * sizeof(float));
+  NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, size_t(n) * sizeof(float), stream_of(ctx)));
   auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
   auto go = [&](auto nw_tag) {
     constexpr int NW = decltype(nw_tag)::value, KB = 16 * NW;
@@ -658,7 +660,7 @@ void launch_bwd_fused_tc(const AttentionParams& a, const View& q, const View& k,
                         4 * kBwdTile * sizeof(float);
     auto kernel = a.alibi_slopes.empty() ? flash_bwd_fused_tc<D, BF16, false, NW> : flash_bwd_fused_tc<D, BF16, true, NW>;
     NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + KB - 1) / KB)), NW * 32, smem, stream()>>>(
+    kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + KB - 1) / KB)), NW * 32, smem, stream_of(ctx)>>>(
         p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<float*>(acc.ptr), static_cast<uint16_t*>(dk.data),
         static_cast<uint16_t*>(dv.data));
   };
@@ -666,19 +668,20 @@ void launch_bwd_fused_tc(const AttentionParams& a, const View& q, const View& k,
   else go(std::integral_constant<int, 8>{});
   NX_CUDA_LAUNCH_CHECK();
   const bool vec = (reinterpret_cast<uintptr_t>(dq.data) & 7) == 0;
-  dq_from_acc<BF16><<<unsigned(std::min<int64_t>((n / 4 + 255) / 256 + 1, 65535)), 256, 0, stream()>>>(
+  dq_from_acc<BF16><<<unsigned(std::min<int64_t>((n / 4 + 255) / 256 + 1, 65535)), 256, 0, stream_of(ctx)>>>(
       static_cast<const float*>(acc.ptr), static_cast<uint16_t*>(dq.data), n, p.scale, vec);
   NX_CUDA_LAUNCH_CHECK();
 }
 
 template <int D, bool BF16>
-void launch_tc(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out, const View& lse) {
+void launch_tc(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
+               const View& out, const View& lse) {
   TcParams p = tc_params(a);
   const size_t smem = size_t(kFwdRows + 4 * kFwdKeys) * (D + kPad) * sizeof(uint16_t);
   auto kernel = a.alibi_slopes.empty() ? flash_fwd_tc<D, BF16, false> : flash_fwd_tc<D, BF16, true>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int64_t blocks = a.batch * a.heads * ((a.tq + kFwdRows - 1) / kFwdRows);
-  kernel<<<unsigned(blocks), kFwdWarps * 32, smem, stream()>>>(p, static_cast<const uint16_t*>(q.data),
+  kernel<<<unsigned(blocks), kFwdWarps * 32, smem, stream_of(ctx)>>>(p, static_cast<const uint16_t*>(q.data),
       static_cast<const uint16_t*>(k.data), static_cast<const uint16_t*>(v.data), static_cast<uint16_t*>(out.data),
       static_cast<float*>(lse.data));
   NX_CUDA_LAUNCH_CHECK();
@@ -688,14 +691,15 @@ void launch_tc(const AttentionParams& a, const View& q, const View& k, const Vie
 
 // Takes the tensor-core path when it applies: f16/bf16, head_dim 64 or 128, at most 128 heads,
 // and enough query rows to fill the tiles (few-query decode goes to the split-key kernel).
-bool attention_tensor_core(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
-                           const View& lse) {
+bool attention_tensor_core(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k,
+                           const View& v, const View& out, const View& lse) {
   const bool half = q.dtype == DType::BF16 || q.dtype == DType::F16;
   if (!half || (a.dim != 64 && a.dim != 128) || a.heads > 128 || a.tq <= 4 || a.tk >= INT32_MAX) return false;
-  if (hopper_kernels_wanted() && attention_wgmma(a, q, k, v, out, lse)) return true;
+  if (hopper_kernels_wanted() && attention_wgmma(ctx, a, q, k, v, out, lse)) return true;
   const bool bf16 = q.dtype == DType::BF16;
-  if (a.dim == 64) bf16 ? launch_tc<64, true>(a, q, k, v, out, lse) : launch_tc<64, false>(a, q, k, v, out, lse);
-  else bf16 ? launch_tc<128, true>(a, q, k, v, out, lse) : launch_tc<128, false>(a, q, k, v, out, lse);
+  if (a.dim == 64)
+    bf16 ? launch_tc<64, true>(ctx, a, q, k, v, out, lse) : launch_tc<64, false>(ctx, a, q, k, v, out, lse);
+  else bf16 ? launch_tc<128, true>(ctx, a, q, k, v, out, lse) : launch_tc<128, false>(ctx, a, q, k, v, out, lse);
   return true;
 }
 
@@ -703,9 +707,9 @@ bool attention_tensor_core(const AttentionParams& a, const View& q, const View& 
 
 namespace nx::cuda {
 // Tensor-core backward for the same cases as the forward; delta = rowsum(dO * O) comes in f32.
-bool attention_backward_tensor_core(const AttentionParams& a, const View& q, const View& k, const View& v,
-                                    const View& dout, const float* lse, const float* delta, const View& dq,
-                                    const View& dk, const View& dv) {
+bool attention_backward_tensor_core(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k,
+                                    const View& v, const View& dout, const float* lse, const float* delta,
+                                    const View& dq, const View& dk, const View& dv) {
   const bool half = q.dtype == DType::BF16 || q.dtype == DType::F16;
   if (!half || (a.dim != 64 && a.dim != 128) || a.heads > 128) return false;
   const bool bf16 = q.dtype == DType::BF16;
@@ -714,9 +718,9 @@ bool attention_backward_tensor_core(const AttentionParams& a, const View& q, con
   auto go = [&](auto d_tag, auto bf16_tag) {
     constexpr int D = decltype(d_tag)::value;
     constexpr bool B16 = decltype(bf16_tag)::value;
-    if (a.deterministic || a.tk >= INT32_MAX) launch_bwd_tc<D, B16>(a, q, k, v, dout, lse, delta, dq, dk, dv);
-    else if (!(hopper_kernels_wanted() && attention_backward_wgmma(a, q, k, v, dout, lse, delta, dq, dk, dv)))
-      launch_bwd_fused_tc<D, B16>(a, q, k, v, dout, lse, delta, dq, dk, dv);
+    if (a.deterministic || a.tk >= INT32_MAX) launch_bwd_tc<D, B16>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
+    else if (!(hopper_kernels_wanted() && attention_backward_wgmma(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv)))
+      launch_bwd_fused_tc<D, B16>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
   };
   using D64 = std::integral_constant<int, 64>;
   using D128 = std::integral_constant<int, 128>;

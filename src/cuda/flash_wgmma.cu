@@ -186,14 +186,14 @@ __global__ void __launch_bounds__(kFwdThreads, 1) flash_fwd_wgmma(TcParams p, co
 }
 
 template <int D, bool BF16>
-void launch_fwd_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
-                      const View& lse) {
+void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
+                      const View& out, const View& lse) {
   TcParams p = tc_params(a);
   const size_t smem = FwdSmem<D>::kBytes;
   auto kernel = a.alibi_slopes.empty() ? flash_fwd_wgmma<D, BF16, false> : flash_fwd_wgmma<D, BF16, true>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const int64_t blocks = a.batch * a.heads * ((a.tq + kFwdRows - 1) / kFwdRows);
-  kernel<<<unsigned(blocks), kFwdThreads, smem, stream()>>>(p, static_cast<const uint16_t*>(q.data),
+  kernel<<<unsigned(blocks), kFwdThreads, smem, stream_of(ctx)>>>(p, static_cast<const uint16_t*>(q.data),
       static_cast<const uint16_t*>(k.data), static_cast<const uint16_t*>(v.data), static_cast<uint16_t*>(out.data),
       static_cast<float*>(lse.data));
   NX_CUDA_LAUNCH_CHECK();
@@ -203,13 +203,15 @@ void launch_fwd_wgmma(const AttentionParams& a, const View& q, const View& k, co
 
 // The wgmma forward where the build has sm_90a code and the device is a compute-capability 9.0
 // part; false where it does not apply (the mma.sync kernels take the call).
-bool attention_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v, const View& out,
-                     const View& lse) {
+bool attention_wgmma(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
+                     const View& out, const View& lse) {
 #if defined(NEXUS_HAVE_SM90A)
   if (compute_capability() != 90) return false;
   const bool bf16 = q.dtype == DType::BF16;
-  if (a.dim == 64) bf16 ? launch_fwd_wgmma<64, true>(a, q, k, v, out, lse) : launch_fwd_wgmma<64, false>(a, q, k, v, out, lse);
-  else bf16 ? launch_fwd_wgmma<128, true>(a, q, k, v, out, lse) : launch_fwd_wgmma<128, false>(a, q, k, v, out, lse);
+  if (a.dim == 64) bf16 ? launch_fwd_wgmma<64, true>(ctx, a, q, k, v, out, lse)
+                        : launch_fwd_wgmma<64, false>(ctx, a, q, k, v, out, lse);
+  else bf16 ? launch_fwd_wgmma<128, true>(ctx, a, q, k, v, out, lse)
+            : launch_fwd_wgmma<128, false>(ctx, a, q, k, v, out, lse);
   return true;
 #else
   return false;

@@ -246,23 +246,24 @@ __global__ void dq_from_fragments(const float4* __restrict__ acc, uint16_t* __re
 }
 
 template <int D, bool BF16>
-void launch_bwd_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v, const View& dout,
-                      const float* lse, const float* delta, const View& dq, const View& dk, const View& dv) {
+void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
+                      const View& dout, const float* lse, const float* delta, const View& dq, const View& dk,
+                      const View& dv) {
   TcParams p = tc_params(a);
   constexpr int T = bwd_rows(D), S = kBwdStages;
   const int64_t units = a.batch * a.heads * ((a.tq + T - 1) / T) * T * D / 4;
-  Scratch acc(current_device(), size_t(units) * 16);
-  NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, size_t(units) * 16, stream()));
+  Scratch acc(ctx, size_t(units) * 16);
+  NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, size_t(units) * 16, stream_of(ctx)));
   const size_t smem = 1024 + size_t(2 * kBwdKeys + 2 * S * T) * D * 2 + 2 * size_t(kBwdKeys) * T * 2 +
                       size_t(T) * D * 4 + 2 * 2 * T * sizeof(float) + (1 + 2 * S) * 8;
   auto kernel = a.alibi_slopes.empty() ? flash_bwd_wgmma<D, BF16, false> : flash_bwd_wgmma<D, BF16, true>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
-  kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdKeys - 1) / kBwdKeys)), kBwdThreads, smem, stream()>>>(
+  kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdKeys - 1) / kBwdKeys)), kBwdThreads, smem, stream_of(ctx)>>>(
       p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<float*>(acc.ptr), static_cast<uint16_t*>(dk.data),
       static_cast<uint16_t*>(dv.data));
   NX_CUDA_LAUNCH_CHECK();
-  dq_from_fragments<D, BF16><<<unsigned(std::min<int64_t>((units + 255) / 256, 65535)), 256, 0, stream()>>>(
+  dq_from_fragments<D, BF16><<<unsigned(std::min<int64_t>((units + 255) / 256, 65535)), 256, 0, stream_of(ctx)>>>(
       static_cast<const float4*>(acc.ptr), static_cast<uint16_t*>(dq.data), units, int(a.tq), p.scale);
   NX_CUDA_LAUNCH_CHECK();
 }
@@ -270,16 +271,16 @@ void launch_bwd_wgmma(const AttentionParams& a, const View& q, const View& k, co
 }  // namespace
 
 // The wgmma backward (dQ with f32 atomics, so not deterministic); false where it does not apply.
-bool attention_backward_wgmma(const AttentionParams& a, const View& q, const View& k, const View& v,
-                              const View& dout, const float* lse, const float* delta, const View& dq, const View& dk,
-                              const View& dv) {
+bool attention_backward_wgmma(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k,
+                              const View& v, const View& dout, const float* lse, const float* delta, const View& dq,
+                              const View& dk, const View& dv) {
 #if defined(NEXUS_HAVE_SM90A)
   if (compute_capability() != 90) return false;
   const bool bf16 = q.dtype == DType::BF16;
-  if (a.dim == 64) bf16 ? launch_bwd_wgmma<64, true>(a, q, k, v, dout, lse, delta, dq, dk, dv)
-                        : launch_bwd_wgmma<64, false>(a, q, k, v, dout, lse, delta, dq, dk, dv);
-  else bf16 ? launch_bwd_wgmma<128, true>(a, q, k, v, dout, lse, delta, dq, dk, dv)
-            : launch_bwd_wgmma<128, false>(a, q, k, v, dout, lse, delta, dq, dk, dv);
+  if (a.dim == 64) bf16 ? launch_bwd_wgmma<64, true>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv)
+                        : launch_bwd_wgmma<64, false>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
+  else bf16 ? launch_bwd_wgmma<128, true>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv)
+            : launch_bwd_wgmma<128, false>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
   return true;
 #else
   return false;

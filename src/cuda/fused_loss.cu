@@ -274,26 +274,26 @@ int xent_threads(int64_t cols) { return cols >= 8192 ? 512 : cols >= 1024 ? 256 
 
 }  // namespace
 
-void launch_xent_forward(const View& loss, const View& lse, const View& logits, const View& target, int64_t rows,
-                         int64_t cols, int64_t ignore_index) {
+void launch_xent_forward(const ExecContext& ctx, const View& loss, const View& lse, const View& logits,
+                         const View& target, int64_t rows, int64_t cols, int64_t ignore_index) {
   if (rows > 2147483647) fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": more than 2^31 rows");
   dispatch_float(logits.dtype, [&](auto tag) {
     using T = decltype(tag);
     using A = typename AccT<T>::type;
-    xent_fwd_kernel<T, kFwdUnroll<T>><<<unsigned(rows), xent_threads(cols), 0, stream()>>>(
+    xent_fwd_kernel<T, kFwdUnroll<T>><<<unsigned(rows), xent_threads(cols), 0, stream_of(ctx)>>>(
         static_cast<A*>(loss.data), static_cast<A*>(lse.data), static_cast<const T*>(logits.data),
         static_cast<const int64_t*>(target.data), cols, ignore_index);
     NX_CUDA_LAUNCH_CHECK();
   });
 }
 
-void launch_xent_backward(const View& dlogits, const View& logits, const View& target, const View& lse,
-                          const View& scale, int64_t rows, int64_t cols, int64_t ignore_index) {
+void launch_xent_backward(const ExecContext& ctx, const View& dlogits, const View& logits, const View& target,
+                          const View& lse, const View& scale, int64_t rows, int64_t cols, int64_t ignore_index) {
   if (rows > 2147483647) fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": more than 2^31 rows");
   dispatch_float(logits.dtype, [&](auto tag) {
     using T = decltype(tag);
     using A = typename AccT<T>::type;
-    xent_bwd_kernel<T, kUnroll><<<unsigned(rows), xent_threads(cols), 0, stream()>>>(
+    xent_bwd_kernel<T, kUnroll><<<unsigned(rows), xent_threads(cols), 0, stream_of(ctx)>>>(
         static_cast<T*>(dlogits.data), static_cast<const T*>(logits.data), static_cast<const int64_t*>(target.data),
         static_cast<const A*>(lse.data), static_cast<const A*>(scale.data), cols, ignore_index);
     NX_CUDA_LAUNCH_CHECK();

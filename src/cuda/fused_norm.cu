@@ -357,8 +357,8 @@ template <class T> constexpr int bwd_max() { return sizeof(T) == 2 ? 2 : 4; }
 
 }  // namespace
 
-void launch_norm_forward(const NormParams& p, const View& y, const View& sum_out, const View& x, const View& residual,
-                         const View& w, const View& b, const View& mean, const View& rstd) {
+void launch_norm_forward(const ExecContext& ctx, const NormParams& p, const View& y, const View& sum_out, const View& x,
+                         const View& residual, const View& w, const View& b, const View& mean, const View& rstd) {
   if (p.rows > 2147483647) fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": more than 2^31 rows");
   dispatch_float(x.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -370,7 +370,7 @@ void launch_norm_forward(const NormParams& p, const View& y, const View& sum_out
     if (fast) {
       auto go = [&](auto kernel) {
           const int64_t grid = persistent_grid(kernel, rsh.threads, p.rows);
-          kernel<<<unsigned(grid), rsh.threads, 0, stream()>>>(
+          kernel<<<unsigned(grid), rsh.threads, 0, stream_of(ctx)>>>(
               p, static_cast<T*>(y.data), static_cast<T*>(sum_out.data), static_cast<const T*>(x.data),
               static_cast<const T*>(residual.data), static_cast<const T*>(w.data), static_cast<const T*>(b.data),
               static_cast<A*>(mean.data), static_cast<A*>(rstd.data));
@@ -382,7 +382,7 @@ void launch_norm_forward(const NormParams& p, const View& y, const View& sum_out
       NX_CUDA_LAUNCH_CHECK();
       return;
     }
-    norm_fwd_kernel<T><<<unsigned(p.rows), row_threads(p.cols), 0, stream()>>>(
+    norm_fwd_kernel<T><<<unsigned(p.rows), row_threads(p.cols), 0, stream_of(ctx)>>>(
         p, static_cast<T*>(y.data), static_cast<T*>(sum_out.data), static_cast<const T*>(x.data),
         static_cast<const T*>(residual.data), static_cast<const T*>(w.data), static_cast<const T*>(b.data),
         static_cast<A*>(mean.data), static_cast<A*>(rstd.data));
@@ -390,8 +390,8 @@ void launch_norm_forward(const NormParams& p, const View& y, const View& sum_out
   });
 }
 
-void launch_norm_backward(const NormParams& p, const View& dx, const View& dw, const View& db, const View& dy,
-                          const View& x, const View& w, const View& mean, const View& rstd) {
+void launch_norm_backward(const ExecContext& ctx, const NormParams& p, const View& dx, const View& dw, const View& db,
+                          const View& dy, const View& x, const View& w, const View& mean, const View& rstd) {
   dispatch_float(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     using A = typename AccT<T>::type;
@@ -408,7 +408,7 @@ void launch_norm_backward(const NormParams& p, const View& dx, const View& dw, c
         auto setup = [&](auto kernel) {
           g = persistent_grid(kernel, rsh.threads, p.rows);
           run = [&, kernel, g](A* pw, A* pb) {
-            kernel<<<unsigned(g), rsh.threads, 0, stream()>>>(
+            kernel<<<unsigned(g), rsh.threads, 0, stream_of(ctx)>>>(
                 p, static_cast<T*>(dx.data), static_cast<const T*>(dy.data), static_cast<const T*>(x.data),
                 static_cast<const T*>(w.data), static_cast<const A*>(mean.data), static_cast<const A*>(rstd.data), pw, pb);
           };
@@ -425,20 +425,20 @@ void launch_norm_backward(const NormParams& p, const View& dx, const View& dw, c
       if (in_smem && smem > 48 * 1024)
         NX_CUDA_CHECK(cudaFuncSetAttribute(norm_bwd_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
       run = [&, g, in_smem, smem](A* pw, A* pb) {
-        norm_bwd_kernel<T><<<unsigned(g), row_threads(p.cols), in_smem ? smem : 0, stream()>>>(
+        norm_bwd_kernel<T><<<unsigned(g), row_threads(p.cols), in_smem ? smem : 0, stream_of(ctx)>>>(
             p, static_cast<T*>(dx.data), static_cast<const T*>(dy.data), static_cast<const T*>(x.data),
             static_cast<const T*>(w.data), static_cast<const A*>(mean.data), static_cast<const A*>(rstd.data), pw, pb,
             in_smem);
       };
     }
-    Scratch part(current_device(), want ? size_t(2 * g * p.cols) * sizeof(A) : 1);
+    Scratch part(ctx, want ? size_t(2 * g * p.cols) * sizeof(A) : 1);
     A* pw = dw.data ? static_cast<A*>(part.ptr) : nullptr;
     A* pb = db.data ? static_cast<A*>(part.ptr) + g * p.cols : nullptr;
     run(pw, pb);
     NX_CUDA_LAUNCH_CHECK();
     for (auto [out, src] : {std::pair<void*, A*>{dw.data, pw}, std::pair<void*, A*>{db.data, pb}}) {
       if (!out) continue;
-      sum_partials_kernel<A><<<unsigned((p.cols + 31) / 32), dim3(32, 16), 0, stream()>>>(static_cast<A*>(out), src, g,
+      sum_partials_kernel<A><<<unsigned((p.cols + 31) / 32), dim3(32, 16), 0, stream_of(ctx)>>>(static_cast<A*>(out), src, g,
                                                                                        p.cols);
       NX_CUDA_LAUNCH_CHECK();
     }

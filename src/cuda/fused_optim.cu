@@ -90,7 +90,7 @@ Staging& staging(int device) {
 
 }  // namespace
 
-void launch_adam_multi(const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& hp) {
+void launch_adam_multi(const ExecContext& ctx, const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& hp) {
   std::vector<DevSlot> ds;
   std::vector<DevChunk> dc;
   for (size_t i = 0; i < slots.size(); ++i) {
@@ -101,10 +101,9 @@ void launch_adam_multi(const std::vector<AdamSlot>& slots, DType dtype, const Ad
   if (dc.empty()) return;
   if (dc.size() > 2147483647u) fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": too many chunks in one Adam step");
   const size_t slot_bytes = ds.size() * sizeof(DevSlot), bytes = slot_bytes + dc.size() * sizeof(DevChunk);
-  const int dev = current_device();
-  Scratch table(dev, bytes);
+  Scratch table(ctx, bytes);
   {
-    Staging& st = staging(dev);
+    Staging& st = staging(ctx.device.index);
     std::lock_guard<std::mutex> lock(st.mu);
     if (!st.done) NX_CUDA_CHECK(cudaEventCreateWithFlags(&st.done, cudaEventDisableTiming));
     NX_CUDA_CHECK(cudaEventSynchronize(st.done));  // the previous table has left the buffer
@@ -117,14 +116,14 @@ void launch_adam_multi(const std::vector<AdamSlot>& slots, DType dtype, const Ad
     }
     std::memcpy(st.host, ds.data(), slot_bytes);
     std::memcpy(static_cast<char*>(st.host) + slot_bytes, dc.data(), dc.size() * sizeof(DevChunk));
-    NX_CUDA_CHECK(cudaMemcpyAsync(table.ptr, st.host, bytes, cudaMemcpyHostToDevice, stream()));
-    NX_CUDA_CHECK(cudaEventRecord(st.done, stream()));
+    NX_CUDA_CHECK(cudaMemcpyAsync(table.ptr, st.host, bytes, cudaMemcpyHostToDevice, stream_of(ctx)));
+    NX_CUDA_CHECK(cudaEventRecord(st.done, stream_of(ctx)));
   }
   const DevSlot* d_slots = static_cast<const DevSlot*>(table.ptr);
   const DevChunk* d_chunks = reinterpret_cast<const DevChunk*>(static_cast<const char*>(table.ptr) + slot_bytes);
   dispatch_float(dtype, [&](auto tag) {
     using T = decltype(tag);
-    adam_multi_kernel<T><<<unsigned(dc.size()), kThreads, 0, stream()>>>(d_slots, d_chunks, hp);
+    adam_multi_kernel<T><<<unsigned(dc.size()), kThreads, 0, stream_of(ctx)>>>(d_slots, d_chunks, hp);
     NX_CUDA_LAUNCH_CHECK();
   });
 }

@@ -106,59 +106,61 @@ void dispatch_atomic(DType d, F&& f) {
 
 }  // namespace
 
-void launch_index_select(const View& dst, const View& src, const View& index, int64_t outer, int64_t n, int64_t inner) {
+void launch_index_select(const ExecContext& ctx, const View& dst, const View& src, const View& index, int64_t outer,
+                         int64_t n, int64_t inner) {
   const int64_t nidx = index.numel(), total = outer * nidx * inner;
   if (!total) return;
   dispatch_bits(dtype_size(src.dtype), [&](auto tag) {
     using B = decltype(tag);
-    index_select_kernel<B><<<blocks_for(total), kThreads, 0, stream()>>>(static_cast<B*>(dst.data), static_cast<const B*>(src.data),
+    index_select_kernel<B><<<blocks_for(total), kThreads, 0, stream_of(ctx)>>>(static_cast<B*>(dst.data), static_cast<const B*>(src.data),
         index.data, index.dtype == DType::I64, nidx, n, inner, total);
   });
   NX_CUDA_LAUNCH_CHECK();
 }
 
-void launch_index_add(const View& dst, const View& src, const View& index, int64_t outer, int64_t n, int64_t inner) {
+void launch_index_add(const ExecContext& ctx, const View& dst, const View& src, const View& index, int64_t outer,
+                      int64_t n, int64_t inner) {
   const int64_t nidx = index.numel(), total = outer * nidx * inner;
   if (!total) return;
   dispatch_atomic(dst.dtype, [&](auto tag) {
     using T = decltype(tag);
-    index_add_kernel<T><<<blocks_for(total), kThreads, 0, stream()>>>(static_cast<T*>(dst.data), static_cast<const T*>(src.data),
+    index_add_kernel<T><<<blocks_for(total), kThreads, 0, stream_of(ctx)>>>(static_cast<T*>(dst.data), static_cast<const T*>(src.data),
         index.data, index.dtype == DType::I64, nidx, n, inner, total);
   });
   NX_CUDA_LAUNCH_CHECK();
 }
 
-void launch_gather(const View& dst, const View& src, const View& index, int64_t axis) {
+void launch_gather(const ExecContext& ctx, const View& dst, const View& src, const View& index, int64_t axis) {
   const int64_t total = index.numel();
   if (!total) return;
   Dims d = make_dims(index, src.shape);
   dispatch_bits(dtype_size(src.dtype), [&](auto tag) {
     using B = decltype(tag);
-    gather_kernel<B><<<blocks_for(total), kThreads, 0, stream()>>>(static_cast<B*>(dst.data), static_cast<const B*>(src.data),
+    gather_kernel<B><<<blocks_for(total), kThreads, 0, stream_of(ctx)>>>(static_cast<B*>(dst.data), static_cast<const B*>(src.data),
         index.data, index.dtype == DType::I64, d, axis, total);
   });
   NX_CUDA_LAUNCH_CHECK();
 }
 
-void launch_scatter_add(const View& dst, const View& src, const View& index, int64_t axis) {
+void launch_scatter_add(const ExecContext& ctx, const View& dst, const View& src, const View& index, int64_t axis) {
   const int64_t total = index.numel();
   if (!total) return;
   Dims d = make_dims(index, dst.shape);
   dispatch_atomic(dst.dtype, [&](auto tag) {
     using T = decltype(tag);
-    scatter_add_kernel<T><<<blocks_for(total), kThreads, 0, stream()>>>(static_cast<T*>(dst.data), static_cast<const T*>(src.data),
+    scatter_add_kernel<T><<<blocks_for(total), kThreads, 0, stream_of(ctx)>>>(static_cast<T*>(dst.data), static_cast<const T*>(src.data),
         index.data, index.dtype == DType::I64, d, axis, total);
   });
   NX_CUDA_LAUNCH_CHECK();
 }
 
-void launch_random(const View& dst, uint64_t seed, uint64_t offset, bool normal) {
+void launch_random(const ExecContext& ctx, const View& dst, uint64_t seed, uint64_t offset, bool normal) {
   const int64_t n = dst.numel();
   if (!n) return;
   dispatch_dtype(dst.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-      random_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(static_cast<T*>(dst.data), n, seed, offset, normal);
+      random_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<T*>(dst.data), n, seed, offset, normal);
     } else {
       fail(NX_ERR_DTYPE, current_api(), ": random tensors need a floating dtype");
     }

@@ -1,4 +1,4 @@
-// Launchers of the CUDA kernels, one family per .cu file; all enqueue on cuda::stream().
+// Launchers of the CUDA kernels, one family per .cu file; all enqueue on their ExecContext's stream.
 #pragma once
 #include "cuda/common.cuh"
 
@@ -9,17 +9,19 @@ namespace nx::cuda {
 NX_KERNELS(NX_LAUNCHER)
 #undef NX_LAUNCHER
 // Hopper (sm_90a) flash-attention forward; false where the build or the device lacks it (flash_wgmma.cu).
-bool attention_wgmma(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
-                     const View& lse);
+bool attention_wgmma(const ExecContext& ctx, const AttentionParams& p, const View& q, const View& k, const View& v,
+                     const View& out, const View& lse);
 // Hopper (sm_90a) flash-attention backward (dQ by f32 atomics); false where it does not apply.
-bool attention_backward_wgmma(const AttentionParams& p, const View& q, const View& k, const View& v,
-                              const View& dout, const float* lse, const float* delta, const View& dq, const View& dk,
-                              const View& dv);
-// Host-to-device copy through pinned staging blocks; returns before the GPU copy ends (staging.cu).
-void staged_upload(int device, void* dst, const void* src, size_t n);
+bool attention_backward_wgmma(const ExecContext& ctx, const AttentionParams& p, const View& q, const View& k,
+                              const View& v, const View& dout, const float* lse, const float* delta, const View& dq,
+                              const View& dk, const View& dv);
+// Host-to-device copy through pinned staging blocks on ctx's stream; returns before the GPU copy
+// ends (staging.cu).
+void staged_upload(const ExecContext& ctx, void* dst, const void* src, size_t n);
 
-// Caching allocator (allocator.cu).
-void* device_allocate(int device, size_t bytes);
+// Caching allocator (allocator.cu): a block is reused only for allocations on the stream it was
+// allocated for.
+void* device_allocate(int device, size_t bytes, cudaStream_t stream);
 void device_free(int device, void* ptr);
 
 }  // namespace nx::cuda

@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(512) softmax_rows_pipelined(const float4* src,
   }
 }
 
-bool softmax_pipelined(const float* src, float* dst, int64_t rows, int64_t cols, bool log) {
+bool softmax_pipelined(const ExecContext& ctx, const float* src, float* dst, int64_t rows, int64_t cols, bool log) {
   if (cols % 4 || cols > 16384 || (reinterpret_cast<uintptr_t>(src) & 15) || (reinterpret_cast<uintptr_t>(dst) & 15))
     return false;
   const int cols4 = int(cols / 4);
@@ -300,7 +300,7 @@ bool softmax_pipelined(const float* src, float* dst, int64_t rows, int64_t cols,
   auto go = [&](auto per_tag) {
     constexpr int P = decltype(per_tag)::value;
     const int64_t grid = persistent_grid(softmax_rows_pipelined<P>, threads, rows);
-    softmax_rows_pipelined<P><<<unsigned(grid), threads, 0, stream()>>>(
+    softmax_rows_pipelined<P><<<unsigned(grid), threads, 0, stream_of(ctx)>>>(
         reinterpret_cast<const float4*>(src), reinterpret_cast<float4*>(dst), rows, cols4, log);
   };
   if (per <= 1) go(std::integral_constant<int, 1>{});
@@ -312,14 +312,14 @@ bool softmax_pipelined(const float* src, float* dst, int64_t rows, int64_t cols,
 }
 
 template <class A>
-bool softmax_in_registers(const A* src, A* dst, int64_t rows, int64_t cols, bool log) {
+bool softmax_in_registers(const ExecContext& ctx, const A* src, A* dst, int64_t rows, int64_t cols, bool log) {
   // ~16 values per thread in blocks of 32..512 threads: several rows in flight per SM hide the
   // latency of the load -> reduce -> store chain.
   const int threads = int(std::min<int64_t>(512, std::max<int64_t>(32, (cols / 16 + 31) / 32 * 32)));
   const int64_t per = (cols + threads - 1) / threads;
   auto go = [&](auto per_tag) {
     constexpr int PER = decltype(per_tag)::value;
-    softmax_regs_kernel<A, PER><<<unsigned(rows), threads, 0, stream()>>>(src, dst, cols, log);
+    softmax_regs_kernel<A, PER><<<unsigned(rows), threads, 0, stream_of(ctx)>>>(src, dst, cols, log);
   };
   if (per <= 1) go(std::integral_constant<int, 1>{});
   else if (per <= 2) go(std::integral_constant<int, 2>{});
@@ -332,12 +332,13 @@ bool softmax_in_registers(const A* src, A* dst, int64_t rows, int64_t cols, bool
 
 }  // namespace
 
-void launch_reduce_rows(ReduceOp op, const View& dst, const View& src, int64_t rows, int64_t cols) {
+void launch_reduce_rows(const ExecContext& ctx, ReduceOp op, const View& dst, const View& src, int64_t rows,
+                        int64_t cols) {
   if (!rows) return;
   if (op == ReduceOp::ArgMax) {
     dispatch_dtype(src.dtype, [&](auto tag) {
       using T = decltype(tag);
-      argmax_rows<T><<<unsigned(rows), 256, 0, stream()>>>(static_cast<const T*>(src.data), static_cast<int64_t*>(dst.data), cols);
+      argmax_rows<T><<<unsigned(rows), 256, 0, stream_of(ctx)>>>(static_cast<const T*>(src.data), static_cast<int64_t*>(dst.data), cols);
     });
     NX_CUDA_LAUNCH_CHECK();
     return;
@@ -349,46 +350,48 @@ void launch_reduce_rows(ReduceOp op, const View& dst, const View& src, int64_t r
   dispatch_dtype(src.dtype, [&](auto tag) {
     using T = decltype(tag);
     using A = typename AccOf<T>::type;
-    Scratch partial(current_device(), size_t(rows * chunks) * sizeof(A));
-    rows_stage1<T, A><<<unsigned(rows * chunks), threads, 0, stream()>>>(op, static_cast<const T*>(src.data),
+    Scratch partial(ctx, size_t(rows * chunks) * sizeof(A));
+    rows_stage1<T, A><<<unsigned(rows * chunks), threads, 0, stream_of(ctx)>>>(op, static_cast<const T*>(src.data),
         static_cast<A*>(partial.ptr), cols, chunks);
     NX_CUDA_LAUNCH_CHECK();
     dispatch_dtype(dst.dtype, [&](auto dtag) {
       using D = decltype(dtag);
-      rows_stage2<A, D><<<blocks_for(rows), kThreads, 0, stream()>>>(op, static_cast<const A*>(partial.ptr),
+      rows_stage2<A, D><<<blocks_for(rows), kThreads, 0, stream_of(ctx)>>>(op, static_cast<const A*>(partial.ptr),
           static_cast<D*>(dst.data), rows, chunks);
     });
     NX_CUDA_LAUNCH_CHECK();
   });
 }
 
-void launch_reduce_middle(ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n, int64_t inner) {
+void launch_reduce_middle(const ExecContext& ctx, ReduceOp op, const View& dst, const View& src, int64_t outer,
+                          int64_t n, int64_t inner) {
   if (!outer || !inner) return;
   dispatch_dtype(src.dtype, [&](auto tag) {
     using T = decltype(tag);
     using A = typename AccOf<T>::type;
     dispatch_dtype(dst.dtype, [&](auto dtag) {
       using D = decltype(dtag);
-      middle_kernel<T, A, D><<<blocks_for(outer * inner), kThreads, 0, stream()>>>(op, static_cast<const T*>(src.data),
+      middle_kernel<T, A, D><<<blocks_for(outer * inner), kThreads, 0, stream_of(ctx)>>>(op, static_cast<const T*>(src.data),
           static_cast<D*>(dst.data), outer, n, inner);
     });
   });
   NX_CUDA_LAUNCH_CHECK();
 }
 
-void launch_softmax_rows(const View& dst, const View& src, int64_t rows, int64_t cols, bool log) {
+void launch_softmax_rows(const ExecContext& ctx, const View& dst, const View& src, int64_t rows, int64_t cols,
+                         bool log) {
   if (!rows) return;
   const int threads = cols <= 32 ? 32 : (cols <= 128 ? 128 : (cols <= 512 ? 256 : 512));
   if (dst.dtype == DType::F32 &&
-      (softmax_pipelined(static_cast<const float*>(src.data), static_cast<float*>(dst.data), rows, cols, log) ||
-       softmax_in_registers(static_cast<const float*>(src.data), static_cast<float*>(dst.data), rows, cols, log))) {
+      (softmax_pipelined(ctx, static_cast<const float*>(src.data), static_cast<float*>(dst.data), rows, cols, log) ||
+       softmax_in_registers(ctx, static_cast<const float*>(src.data), static_cast<float*>(dst.data), rows, cols, log))) {
     NX_CUDA_LAUNCH_CHECK();
     return;
   }
   if (dst.dtype == DType::F32)
-    softmax_kernel<float><<<unsigned(rows), threads, 0, stream()>>>(static_cast<const float*>(src.data), static_cast<float*>(dst.data), cols, log);
+    softmax_kernel<float><<<unsigned(rows), threads, 0, stream_of(ctx)>>>(static_cast<const float*>(src.data), static_cast<float*>(dst.data), cols, log);
   else if (dst.dtype == DType::F64)
-    softmax_kernel<double><<<unsigned(rows), threads, 0, stream()>>>(static_cast<const double*>(src.data), static_cast<double*>(dst.data), cols, log);
+    softmax_kernel<double><<<unsigned(rows), threads, 0, stream_of(ctx)>>>(static_cast<const double*>(src.data), static_cast<double*>(dst.data), cols, log);
   else
     fail(NX_ERR_DTYPE, current_api(), ": no CUDA softmax kernel for ", dtype_name(dst.dtype));
   NX_CUDA_LAUNCH_CHECK();

@@ -58,15 +58,16 @@ StagingPool& pool(int device) {
 
 }  // namespace
 
-void staged_upload(int device, void* dst, const void* src, size_t n) {
-  StagingPool& p = pool(device);
+void staged_upload(const ExecContext& ctx, void* dst, const void* src, size_t n) {
+  StagingPool& p = pool(ctx.device.index);
+  const cudaStream_t stream = stream_of(ctx);
   std::lock_guard<std::mutex> lock(p.mutex);
   for (size_t done = 0; done < n; done += kBlockBytes) {
     const size_t chunk = std::min(kBlockBytes, n - done);
     PinnedBlock& b = p.acquire();
     std::memcpy(b.host, static_cast<const char*>(src) + done, chunk);
-    NX_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + done, b.host, chunk, cudaMemcpyHostToDevice, stream()));
-    NX_CUDA_CHECK(cudaEventRecord(b.done, stream()));
+    NX_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(dst) + done, b.host, chunk, cudaMemcpyHostToDevice, stream));
+    NX_CUDA_CHECK(cudaEventRecord(b.done, stream));
   }
 }
 

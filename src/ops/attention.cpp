@@ -54,8 +54,8 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
   p.deterministic = deterministic();
   if (alibi)
     p.alibi_slopes = alibi_slopes(p.heads);
-  Backend& be = backend(q.device());
-  const DType cd = be.native_half_attention() ? q.dtype() : compute_dtype(q.dtype());
+  const Kernels kernel = kernels(q.device());
+  const DType cd = kernel.be.native_half_attention() ? q.dtype() : compute_dtype(q.dtype());
   Tensor qc, kc, vc;
   {
     GradModeGuard off(false);
@@ -66,7 +66,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
   Tensor out = Tensor::empty(q.shape(), cd, q.device());
   // f64 keeps an f64 log-sum-exp: the backward's exp(s - lse) needs it to 1e-16.
   Tensor lse = Tensor::empty({p.batch, p.heads, p.tq}, cd == DType::F64 ? DType::F64 : DType::F32, q.device());
-  if (out.numel()) be.attention_forward(p, View::of(qc), View::of(kc), View::of(vc), View::of(out), View::of(lse));
+  if (out.numel()) kernel.attention_forward(p, View::of(qc), View::of(kc), View::of(vc), View::of(out), View::of(lse));
   Tensor result = cast_if_needed(out, q.dtype());
   return record1("FlashAttentionBackward", detach(result), {q, k, v}, {qc, kc, vc, out, lse},
                  [p](const std::vector<Tensor>& g, const std::vector<Tensor>& s, const std::vector<bool>&) {
@@ -77,7 +77,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
     Tensor dk = Tensor::empty(s[1].shape(), cd, s[0].device());
     Tensor dv = Tensor::empty(s[2].shape(), cd, s[0].device());
     if (dq.numel() && dk.numel())
-      backend(s[0].device()).attention_backward(p, View::of(s[0]), View::of(s[1]), View::of(s[2]), View::of(s[3]),
+      kernels(s[0].device()).attention_backward(p, View::of(s[0]), View::of(s[1]), View::of(s[2]), View::of(s[3]),
                                                 View::of(dout), View::of(s[4]), View::of(dq), View::of(dk), View::of(dv));
     else {
       dq = zeros_like(dq); dk = zeros_like(dk); dv = zeros_like(dv);

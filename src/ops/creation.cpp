@@ -28,7 +28,7 @@ Tensor from_data(const void* data, const Shape& shape, DType dtype, Device devic
 
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
   Tensor t = Tensor::empty(shape, dtype, device);
-  backend(device).fill(View::of(t), value);
+  kernels(device).fill(View::of(t), value);
   return t;
 }
 Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
@@ -53,7 +53,7 @@ static Tensor random_tensor(const Shape& shape, DType dtype, Device device, bool
   Tensor t = Tensor::empty(shape, dtype, device);
   uint64_t seed;
   uint64_t offset = next_random_offset(uint64_t(t.numel()), &seed);
-  backend(device).random(View::of(t), seed, offset, normal);
+  kernels(device).random(View::of(t), seed, offset, normal);
   return t;
 }
 Tensor rand(const Shape& shape, DType dtype, Device device) { return random_tensor(shape, dtype, device, false); }
@@ -70,13 +70,13 @@ Tensor to_device(const Tensor& t, Device device) {
   Tensor out = Tensor::empty(t.shape(), t.dtype(), device);
   const size_t n = t.nbytes();
   if (t.device().is_cpu()) {
-    dst_be.upload(out.data(), src.data(), n);
+    dst_be.upload(exec_context(device), out.data(), src.data(), n);
   } else if (device.is_cpu()) {
-    backend(t.device()).download(out.data(), src.data(), n);
+    backend(t.device()).download(exec_context(t.device()), out.data(), src.data(), n);
   } else {  // between two GPUs: staged through the host
     Tensor host = Tensor::empty(t.shape(), t.dtype(), Device{});
-    backend(t.device()).download(host.data(), src.data(), n);
-    dst_be.upload(out.data(), host.data(), n);
+    backend(t.device()).download(exec_context(t.device()), host.data(), src.data(), n);
+    dst_be.upload(exec_context(device), out.data(), host.data(), n);
   }
   if (!is_floating(t.dtype())) return out;
   return record1("ToDeviceBackward", out, {t}, {}, [from = t.device()](const auto& g, const auto&, const auto&) {
@@ -105,7 +105,7 @@ Tensor detach(const Tensor& x) { return x.alias(x.shape(), x.strides(), x.offset
 
 Tensor cast(const Tensor& x, DType dtype) {
   Tensor out = Tensor::empty(x.shape(), dtype, x.device());
-  backend(x.device()).copy(View::of(out), View::of(x));
+  kernels(x.device()).copy(View::of(out), View::of(x));
   if (!is_floating(dtype)) return out;
   DType from = x.dtype();
   return record1("CastBackward", out, {x}, {}, [from](const auto& g, const auto&, const auto&) {
@@ -115,7 +115,7 @@ Tensor cast(const Tensor& x, DType dtype) {
 
 Tensor clone(const Tensor& x) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  backend(x.device()).copy(View::of(out), View::of(x));
+  kernels(x.device()).copy(View::of(out), View::of(x));
   return record1("CloneBackward", out, {x}, {}, [](const auto& g, const auto&, const auto&) {
     return std::vector<Tensor>{g[0]};
   });
@@ -135,12 +135,12 @@ void copy_(const Tensor& dst, const Tensor& src) {
   check_same_device(dst, src, "destination", "source");
   if (grad_enabled() && (dst.requires_grad() || src.requires_grad()))
     fail(NX_ERR_STATE, current_api(), ": in-place copy involving a tensor that requires grad is not "
-         "recorded by autodiff; disable grad mode (nx_grad_mode_set(false)) or use nx_clone");
+         "recorded by autodiff; disable grad mode (nx_autograd_set_enabled(false)) or use nx_clone");
   broadcast_shapes(src.shape(), dst.shape());
   if (broadcast_shapes(src.shape(), dst.shape()) != dst.shape())
     fail(NX_ERR_SHAPE, current_api(), ": source of shape ", shape_str(src.shape()),
          " does not broadcast to destination shape ", shape_str(dst.shape()));
-  backend(dst.device()).copy(View::of(dst), View::broadcast(src, dst.shape()));
+  kernels(dst.device()).copy(View::of(dst), View::broadcast(src, dst.shape()));
   dst.impl()->storage->version++;
 }
 

@@ -15,7 +15,7 @@ using Grads = std::vector<Tensor>;
 Tensor raw_cast(const Tensor& x, DType dtype) {
   if (x.dtype() == dtype) return x;
   Tensor out = Tensor::empty(x.shape(), dtype, x.device());
-  backend(x.device()).copy(View::of(out), View::of(x));
+  kernels(x.device()).copy(View::of(out), View::of(x));
   return out;
 }
 
@@ -137,7 +137,7 @@ Tensor unary(UnaryOp op, const Tensor& x, double p0, double p1) {
   DType cd = compute_dtype(out_dtype);
   Tensor xin = raw_cast(x, cd);
   Tensor out = Tensor::empty(x.shape(), cd, x.device());
-  backend(x.device()).unary(op, View::of(out), View::of(xin), p0, p1);
+  kernels(x.device()).unary(op, View::of(out), View::of(xin), p0, p1);
   out = raw_cast(out, out_dtype);
   if (!is_floating(out_dtype) || op == UnaryOp::Sign || op == UnaryOp::Step) return out;
   return record1(node_name(op), out, {x}, {x}, [op, p0, p1](const Grads& g, const Grads& s, const auto&) {
@@ -225,7 +225,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   Tensor ac = raw_cast(a, cd), bc = raw_cast(b, cd);
   DType out_dtype = is_comparison(op) ? DType::Bool : cd;
   Tensor out = Tensor::empty(shape, out_dtype, a.device());
-  backend(a.device()).binary(op, View::of(out), View::broadcast(ac, shape), View::broadcast(bc, shape));
+  kernels(a.device()).binary(op, View::of(out), View::broadcast(ac, shape), View::broadcast(bc, shape));
   if (is_comparison(op)) return out;
   out = raw_cast(out, dt);
   if (!is_floating(dt)) return out;
@@ -243,7 +243,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   DType dt = promote(a.dtype(), b.dtype());
   Tensor ac = raw_cast(a, dt), bc = raw_cast(b, dt);
   Tensor out = Tensor::empty(shape, dt, a.device());
-  backend(a.device()).where(View::of(out), View::broadcast(cond, shape), View::broadcast(ac, shape),
+  kernels(a.device()).where(View::of(out), View::broadcast(cond, shape), View::broadcast(ac, shape),
                             View::broadcast(bc, shape));
   if (!is_floating(dt)) return out;
   return record1("WhereBackward", out, {cond, a, b}, {cond, a, b}, [](const Grads& g, const Grads& s, const auto& needs) {
@@ -275,7 +275,7 @@ void binary_(BinaryOp op, const Tensor& dst, const Tensor& b) {
     GradModeGuard off(false);
     r = binary(op, dst, b);
   }
-  backend(dst.device()).copy(View::of(dst), View::of(r));
+  kernels(dst.device()).copy(View::of(dst), View::of(r));
   dst.impl()->storage->version++;
 }
 
@@ -286,7 +286,7 @@ void unary_(UnaryOp op, const Tensor& dst, double p0) {
     GradModeGuard off(false);
     r = unary(op, dst, p0);
   }
-  backend(dst.device()).copy(View::of(dst), View::of(r));
+  kernels(dst.device()).copy(View::of(dst), View::of(r));
   dst.impl()->storage->version++;
 }
 

@@ -68,7 +68,7 @@ std::vector<Tensor> fused_norm(const Tensor& x, const Tensor& residual, const Te
   Tensor mean_t = rms ? Tensor() : Tensor::empty({p.rows}, ad, x.device());
   Tensor rstd = Tensor::empty({p.rows}, ad, x.device());
   if (p.rows && cols)
-    backend(x.device()).norm_forward(p, View::of(y), view_or_null(s), View::of(xc), view_or_null(rc), view_or_null(wc),
+    kernels(x.device()).norm_forward(p, View::of(y), view_or_null(s), View::of(xc), view_or_null(rc), view_or_null(wc),
                                      view_or_null(bc), view_or_null(mean_t), View::of(rstd));
   std::vector<Tensor> outs{y};
   if (s.defined()) outs.push_back(s);
@@ -94,7 +94,7 @@ std::vector<Tensor> fused_norm(const Tensor& x, const Tensor& residual, const Te
       if (w.defined() && needs[2]) dw = Tensor::empty({p.cols}, ad, x.device());
       if (b.defined() && needs[3]) db = Tensor::empty({p.cols}, ad, x.device());
       if (p.rows && p.cols)
-        backend(x.device()).norm_backward(p, View::of(dx), view_or_null(dw), view_or_null(db), View::of(gy), View::of(sc),
+        kernels(x.device()).norm_backward(p, View::of(dx), view_or_null(dw), view_or_null(db), View::of(gy), View::of(sc),
                                           view_or_null(wc), view_or_null(sv[4]), View::of(sv[5]));
       else {
         dx = zeros_like(dx);
@@ -133,7 +133,7 @@ Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& target, int64_t
   const DType dt = logits.dtype(), ad = acc_dtype(dt);
   Tensor lc = prep(logits, dt), tc = prep(target, DType::I64);
   Tensor per = Tensor::empty({rows}, ad, logits.device()), lse = Tensor::empty({rows}, ad, logits.device());
-  if (rows) backend(logits.device()).xent_forward(View::of(per), View::of(lse), View::of(lc), View::of(tc), rows, cols, ignore_index);
+  if (rows) kernels(logits.device()).xent_forward(View::of(per), View::of(lse), View::of(lc), View::of(tc), rows, cols, ignore_index);
   Tensor loss;
   {
     GradModeGuard off(false);
@@ -164,7 +164,7 @@ Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& target, int64_t
     Tensor xc = prep(x, dt), sc = prep(scale, ad);
     Tensor dx = Tensor::empty(x.shape(), dt, x.device());
     if (dx.numel())
-      backend(x.device()).xent_backward(View::of(dx), View::of(xc), View::of(t), View::of(sv[2]), View::of(sc), rows,
+      kernels(x.device()).xent_backward(View::of(dx), View::of(xc), View::of(t), View::of(sv[2]), View::of(sc), rows,
                                         x.shape()[1], ignore_index);
     out[0] = dx;
     return out;
@@ -212,7 +212,7 @@ void adam_step_multi(const std::vector<Tensor>& params, const std::vector<Tensor
     slots.push_back({params[i].data(), grads[i].data(), m[i].data(), v[i].data(), params[i].numel(),
                      1 - std::pow(p.beta1, t), 1 - std::pow(p.beta2, t)});
   }
-  backend(p0.device()).adam_multi(slots, p0.dtype(), p);
+  kernels(p0.device()).adam_multi(slots, p0.dtype(), p);
   for (size_t i = 0; i < n; ++i)
     for (const Tensor* t : {&params[i], &m[i], &v[i]}) t->impl()->storage->version++;
 }

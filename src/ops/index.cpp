@@ -48,7 +48,7 @@ Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
   shape[size_t(a)] = index.numel();
   Tensor out = Tensor::empty(shape, x.dtype(), x.device());
   Split3 s = around(x.shape(), a);
-  if (out.numel()) backend(x.device()).index_select(View::of(out), View::of(src), View::of(idx), s.outer, s.n, s.inner);
+  if (out.numel()) kernels(x.device()).index_select(View::of(out), View::of(src), View::of(idx), s.outer, s.n, s.inner);
   if (!is_floating(x.dtype())) return out;
   return record1("IndexSelectBackward", out, {x, index}, {index}, [a, xs = x.shape()](const Grads& g, const Grads& s, const auto&) {
     return Grads{index_add(zeros(xs, g[0].dtype(), g[0].device()), a, s[0], g[0]), Tensor()};
@@ -66,7 +66,7 @@ Tensor index_add(const Tensor& base, int64_t axis, const Tensor& index, const Te
          shape_str(src.shape()));
   Tensor out = clone(detach(base)), s = contiguous(detach(src)), idx = contiguous(detach(index));
   Split3 sp = around(base.shape(), a);
-  if (s.numel()) backend(base.device()).index_add(View::of(out), View::of(s), View::of(idx), sp.outer, sp.n, sp.inner);
+  if (s.numel()) kernels(base.device()).index_add(View::of(out), View::of(s), View::of(idx), sp.outer, sp.n, sp.inner);
   return record1("IndexAddBackward", out, {base, index, src}, {index}, [a](const Grads& g, const Grads& s, const auto& needs) {
     Grads r(3);
     if (needs[0]) r[0] = g[0];
@@ -89,7 +89,7 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
   // Dimensions other than axis may be smaller in index: gather from the leading corner of x.
   Tensor out = Tensor::empty(index.shape(), x.dtype(), x.device());
   View sv = View::of(src);
-  if (out.numel()) backend(x.device()).gather(View::of(out), sv, View::of(idx), a);
+  if (out.numel()) kernels(x.device()).gather(View::of(out), sv, View::of(idx), a);
   if (!is_floating(x.dtype())) return out;
   return record1("GatherBackward", out, {x, index}, {index}, [a, xs = x.shape()](const Grads& g, const Grads& s, const auto&) {
     return Grads{scatter_add(zeros(xs, g[0].dtype(), g[0].device()), a, s[0], g[0]), Tensor()};
@@ -103,7 +103,7 @@ Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& index, const 
     fail(NX_ERR_SHAPE, current_api(), ": src must have index's shape ", shape_str(index.shape()), " and base's dtype");
   check_index_range(index, base.shape()[size_t(a)], "axis");
   Tensor out = clone(detach(base)), s = contiguous(detach(src)), idx = contiguous(detach(index));
-  if (s.numel()) backend(base.device()).scatter_add(View::of(out), View::of(s), View::of(idx), a);
+  if (s.numel()) kernels(base.device()).scatter_add(View::of(out), View::of(s), View::of(idx), a);
   return record1("ScatterAddBackward", out, {base, index, src}, {index}, [a](const Grads& g, const Grads& s, const auto& needs) {
     Grads r(3);
     if (needs[0]) r[0] = g[0];

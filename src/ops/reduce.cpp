@@ -39,7 +39,7 @@ Tensor reduce_raw(ReduceOp op, const Tensor& x, const std::vector<bool>& mask, b
   Tensor src = x;
   if (is_half(src.dtype())) src = cast(detach(src), DType::F32);
   Tensor out = Tensor::empty(out_shape, out_dtype == DType::I64 || !is_half(out_dtype) ? out_dtype : DType::F32, x.device());
-  Backend& be = backend(x.device());
+  const Kernels kernel = kernels(x.device());
   int64_t first = -1, last = -1;
   for (int64_t d = 0; d < nd; ++d)
     if (mask[size_t(d)]) { if (first < 0) first = d; last = d; }
@@ -48,8 +48,8 @@ Tensor reduce_raw(ReduceOp op, const Tensor& x, const std::vector<bool>& mask, b
   if (block && src.is_contiguous() && op != ReduceOp::ArgMax) {
     int64_t outer = 1, n = 1, inner = 1;
     for (int64_t d = 0; d < nd; ++d) (d < first ? outer : d <= last ? n : inner) *= x.shape()[size_t(d)];
-    if (inner == 1) be.reduce_rows(op, View::of(out), View::of(src), outer, n);
-    else be.reduce_middle(op, View::of(out), View::of(src), outer, n, inner);
+    if (inner == 1) kernel.reduce_rows(op, View::of(out), View::of(src), outer, n);
+    else kernel.reduce_middle(op, View::of(out), View::of(src), outer, n, inner);
   } else {
     Axes order;
     for (int64_t d = 0; d < nd; ++d) if (!mask[size_t(d)]) order.push_back(d);
@@ -57,11 +57,11 @@ Tensor reduce_raw(ReduceOp op, const Tensor& x, const std::vector<bool>& mask, b
     for (int64_t d = 0; d < nd; ++d) (mask[size_t(d)] ? cols : rows) *= x.shape()[size_t(d)];
     for (int64_t d = 0; d < nd; ++d) if (mask[size_t(d)]) order.push_back(d);
     Tensor p = contiguous(detach(nd ? permute(detach(src), order) : src));
-    be.reduce_rows(op, View::of(out), View::of(p), rows, cols);
+    kernel.reduce_rows(op, View::of(out), View::of(p), rows, cols);
   }
   if (out.dtype() != out_dtype) {
     Tensor c = Tensor::empty(out.shape(), out_dtype, out.device());
-    be.copy(View::of(c), View::of(out));
+    kernel.copy(View::of(c), View::of(out));
     out = c;
   }
   return out;

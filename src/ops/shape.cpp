@@ -138,7 +138,7 @@ Tensor slice_scatter(const Tensor& g, const Shape& shape, int64_t axis, int64_t 
     GradModeGuard off(false);
     region = slice(region, axis, start, start + step * g.shape()[size_t(axis)], step);
   }
-  backend(g.device()).copy(View::of(region), View::of(g));
+  kernels(g.device()).copy(View::of(region), View::of(g));
   return record1("SliceScatterBackward", out, {g}, {}, [axis, start, step, len = g.shape()[size_t(axis)]](
       const Grads& gg, const Grads&, const auto&) {
     return Grads{slice(gg[0], axis, start, start + step * len, step)};
@@ -231,7 +231,7 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t axis) {
     int64_t n = t.shape()[size_t(a)];
     Shape st = out.strides();
     Tensor region = out.alias(t.shape(), st, at * out.strides()[size_t(a)]);
-    backend(out.device()).copy(View::of(region), View::of(t));
+    kernels(out.device()).copy(View::of(region), View::of(t));
     sizes.push_back(n);
     at += n;
   }

@@ -20,7 +20,7 @@ Tensor softmax_raw(const Tensor& x, int64_t axis, bool log) {
   Tensor out = Tensor::empty(rows.shape(), cd, x.device());
   int64_t cols = nd ? rows.shape().back() : 1;
   if (out.numel())
-    backend(x.device()).softmax_rows(View::of(out), View::of(rows), out.numel() / cols, cols, log);
+    kernels(x.device()).softmax_rows(View::of(out), View::of(rows), out.numel() / cols, cols, log);
   Tensor back = nd ? contiguous(transpose(out, a, -1)) : out;
   return cd == x.dtype() ? back : cast(back, x.dtype());
 }

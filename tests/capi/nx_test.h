@@ -54,6 +54,24 @@ NX_UNUSED static void check_err_(nx_status got, nx_status want, const char* call
     check_err_(st_, want, #call, needles_, sizeof needles_ / sizeof needles_[0], __FILE__, __LINE__); \
   } while (0)
 
+/* ---------------------------------------------------------------- settings read back */
+/* The getters of nexus.h's settings write through a pointer (rule 3); these read one value. */
+#define NX_GETTER_(name, type, call)   \
+  NX_UNUSED static type name(void) {   \
+    type v_;                           \
+    NX_OK_(call(&v_));                 \
+    return v_;                         \
+  }
+NX_GETTER_(grad_enabled, bool, nx_autograd_get_enabled)
+NX_GETTER_(num_threads, int32_t, nx_cpu_get_num_threads)
+NX_GETTER_(simd_level, const char*, nx_cpu_get_simd_level)
+NX_GETTER_(deterministic_enabled, bool, nx_runtime_get_deterministic)
+
+/* nx_backward's options as the tests use them */
+NX_UNUSED static const nx_backward_options RETAIN_GRAPH = {sizeof(nx_backward_options), true, false, false};
+NX_UNUSED static const nx_backward_options CREATE_GRAPH = {sizeof(nx_backward_options), false, true, false};
+NX_UNUSED static const nx_backward_options CHECK_FINITE = {sizeof(nx_backward_options), false, false, true};
+
 /* A non-NULL sentinel written to an out handle before a call expected to fail: the contract
  * says the call sets *out to NULL. */
 #define SENTINEL ((void*)(uintptr_t)0x5a5a5a50u)
@@ -62,14 +80,14 @@ NX_UNUSED static void check_err_(nx_status got, nx_status want, const char* call
 static int64_t g_live_at_setup;
 NX_UNUSED static int leak_setup(void** state) {
   (void)state;
-  nx_grad_mode_set(true);
-  g_live_at_setup = nx_live_tensor_count();
+  nx_autograd_set_enabled(true);
+  g_live_at_setup = nx_live_handle_count(NX_HANDLE_TENSOR);
   return 0;
 }
 NX_UNUSED static int leak_teardown(void** state) {
   (void)state;
-  int64_t now = nx_live_tensor_count();
-  nx_grad_mode_set(true);
+  int64_t now = nx_live_handle_count(NX_HANDLE_TENSOR);
+  nx_autograd_set_enabled(true);
   if (now != g_live_at_setup) {
     print_error("tensor handles leaked by this test: %lld live before, %lld after\n",
                 (long long)g_live_at_setup, (long long)now);

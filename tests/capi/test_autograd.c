@@ -51,9 +51,9 @@ static void test_backward_elementwise_broadcast(void** state) {
   assert_true(flag);
   NX_OK_(nx_tensor_is_leaf(L, &flag));
   assert_false(flag);
-  NX_OK_(nx_tensor_requires_grad(L, &flag));
+  NX_OK_(nx_tensor_get_requires_grad(L, &flag));
   assert_true(flag);
-  NX_OK_(nx_backward(L, NULL, NULL));
+  NX_OK_(nx_backward(L, NULL, NULL, NULL));
   double gx[6], gw[3] = {0, 0, 0};
   for (int i = 0; i < 6; ++i) {
     gx[i] = exp(x[i]) * w[i % 3] + cos(x[i]);
@@ -77,7 +77,7 @@ static void test_backward_matmul_and_views(void** state) {
   NX_OK_(nx_matmul(&y, tA, tB, NULL));
   NX_OK_(nx_mul(&yc, y, tC, NULL));
   nx_tensor L = t_sum_all(yc);
-  NX_OK_(nx_backward(L, NULL, NULL));
+  NX_OK_(nx_backward(L, NULL, NULL, NULL));
   double gA[12], gB[8];
   matmul_ref(C, B, gA, 3, 2, 4, false, true); /* C @ B^T */
   matmul_ref(A, C, gB, 4, 3, 2, true, false); /* A^T @ C */
@@ -95,7 +95,7 @@ static void test_backward_matmul_and_views(void** state) {
   NX_OK_(nx_slice(&sl, t, 0, 1, 3, 1, NULL));
   NX_OK_(nx_mul(&sq, sl, sl, NULL));
   L = t_sum_all(sq);
-  NX_OK_(nx_backward(L, NULL, NULL));
+  NX_OK_(nx_backward(L, NULL, NULL, NULL));
   double gx[12];
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 4; ++j) gx[i * 4 + j] = (j == 1 || j == 2) ? 2 * x[i * 4 + j] : 0;
@@ -112,13 +112,13 @@ static void test_backward_matmul_and_views(void** state) {
   for (int i = 0; i < 12; ++i) gv[i] = i - 5;
   g = make_tensor(gv, as, 2, NX_F64);
   NX_OK_(nx_tensor_zero_grad(tx));
-  NX_OK_(nx_backward(y2, g, NULL));
+  NX_OK_(nx_backward(y2, g, NULL, NULL));
   for (int i = 0; i < 12; ++i) gx[i] = 3 * gv[i];
   assert_grad_close(tx, gx, 12, 0);
   /* and NULL for a non-scalar root is a shape error */
   nx_tensor y3 = NULL;
   NX_OK_(nx_mul_scalar(&y3, tx, 3, NULL));
-  EXPECT_ERR(NX_ERR_SHAPE, nx_backward(y3, NULL, NULL), "nx_backward", "[3,4]");
+  EXPECT_ERR(NX_ERR_SHAPE, nx_backward(y3, NULL, NULL, NULL), "nx_backward", "[3,4]");
   nx_tensor ts[] = {tA, tB, tC, tx, y2, g, y3};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) nx_tensor_free(ts[i]);
 }
@@ -132,7 +132,7 @@ static void test_backward_cross_entropy(void** state) {
   const int64_t t[N] = {0, 3, 1, 1, 2};
   nx_tensor tz = leaf(z, zs, 2, NX_F64, -2, 2), tt = make_tensor(t, ts, 1, NX_I64), L = NULL;
   NX_OK_(nx_cross_entropy(&L, tz, tt, -100, 0, NX_REDUCTION_MEAN, NULL));
-  NX_OK_(nx_backward(L, NULL, NULL));
+  NX_OK_(nx_backward(L, NULL, NULL, NULL));
   double g[N * C];
   for (int i = 0; i < N; ++i) {
     double mx = -INFINITY, s = 0;
@@ -156,7 +156,7 @@ static void test_gradient_accumulation(void** state) {
   /* x used twice in one op */
   NX_OK_(nx_mul(&y, tx, tx, NULL));
   L = t_sum_all(y);
-  NX_OK_(nx_backward(L, NULL, NULL));
+  NX_OK_(nx_backward(L, NULL, NULL, NULL));
   double want[3];
   for (int i = 0; i < 3; ++i) want[i] = 2 * x[i];
   assert_grad_close(tx, want, 3, 1e-15);
@@ -165,7 +165,7 @@ static void test_gradient_accumulation(void** state) {
   /* a second graph adds to .grad */
   NX_OK_(nx_mul_scalar(&y, tx, 3, NULL));
   L = t_sum_all(y);
-  NX_OK_(nx_backward(L, NULL, NULL));
+  NX_OK_(nx_backward(L, NULL, NULL, NULL));
   for (int i = 0; i < 3; ++i) want[i] = 2 * x[i] + 3;
   assert_grad_close(tx, want, 3, 1e-15);
   nx_tensor_free(y);
@@ -178,7 +178,7 @@ static void test_gradient_accumulation(void** state) {
   NX_OK_(nx_exp(&e, tx, NULL));
   NX_OK_(nx_add(&y, e, tx, NULL));
   L = t_sum_all(y);
-  NX_OK_(nx_backward(L, NULL, NULL));
+  NX_OK_(nx_backward(L, NULL, NULL, NULL));
   for (int i = 0; i < 3; ++i) want[i] = exp(x[i]) + 1;
   assert_grad_close(tx, want, 3, 1e-15);
   /* the gradient handle is a snapshot owned by the caller; a later backward replaces .grad */
@@ -186,7 +186,7 @@ static void test_gradient_accumulation(void** state) {
   nx_tensor y2 = NULL, L2 = NULL;
   NX_OK_(nx_mul_scalar(&y2, tx, 2, NULL));
   L2 = t_sum_all(y2);
-  NX_OK_(nx_backward(L2, NULL, NULL));
+  NX_OK_(nx_backward(L2, NULL, NULL, NULL));
   assert_tensor_close(g1, want, 3, 1e-15, 0);
   for (int i = 0; i < 3; ++i) want[i] += 2;
   assert_grad_close(tx, want, 3, 1e-15);
@@ -203,23 +203,23 @@ static void test_retain_graph(void** state) {
   NX_OK_(nx_exp(&e, tx, NULL));
   nx_tensor L = t_sum_all(e);
   double want[4];
-  NX_OK_(nx_backward_ex(L, NULL, true, false, NULL));
-  NX_OK_(nx_backward_ex(L, NULL, true, false, NULL)); /* retained: works again */
+  NX_OK_(nx_backward(L, NULL, &RETAIN_GRAPH, NULL));
+  NX_OK_(nx_backward(L, NULL, &RETAIN_GRAPH, NULL)); /* retained: works again */
   for (int i = 0; i < 4; ++i) want[i] = 2 * exp(x[i]);
   assert_grad_close(tx, want, 4, 1e-14);
-  NX_OK_(nx_backward(L, NULL, NULL)); /* the last one may free the graph */
+  NX_OK_(nx_backward(L, NULL, NULL, NULL)); /* the last one may free the graph */
   for (int i = 0; i < 4; ++i) want[i] = 3 * exp(x[i]);
   assert_grad_close(tx, want, 4, 1e-14);
-  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, NULL), "nx_backward", "retain_graph");
-  EXPECT_ERR(NX_ERR_STATE, nx_backward_ex(L, NULL, true, false, NULL), "nx_backward_ex", "already freed");
+  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, NULL, NULL), "nx_backward", "retain_graph");
+  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, &RETAIN_GRAPH, NULL), "nx_backward", "already freed");
   assert_grad_close(tx, want, 4, 1e-14); /* the failures changed nothing */
   nx_tensor_free(L);
   nx_tensor_free(e);
-  /* backward_ex without retain frees like backward */
+  /* backward with options but no retain_graph frees the graph */
   NX_OK_(nx_exp(&e, tx, NULL));
   L = t_sum_all(e);
-  NX_OK_(nx_backward_ex(L, NULL, false, false, NULL));
-  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, NULL), "nx_backward", "already freed", "SumBackward");
+  NX_OK_(nx_backward(L, NULL, NULL, NULL));
+  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, NULL, NULL), "nx_backward", "already freed", "SumBackward");
   nx_tensor_free(L);
   nx_tensor_free(e);
   nx_tensor_free(tx);
@@ -237,7 +237,7 @@ static void test_autograd_grad(void** state) {
   nx_tensor L = t_sum_all(e);
   nx_tensor inputs[4] = {tx, tz, y, tw};
   nx_tensor grads[4] = {SENTINEL, SENTINEL, SENTINEL, SENTINEL};
-  NX_OK_(nx_autograd_grad(grads, L, NULL, inputs, 4, true, false, NULL));
+  NX_OK_(nx_autograd_grad(grads, L, NULL, inputs, 4, &RETAIN_GRAPH, NULL));
   double gx[3], gy[3], gw[3];
   for (int i = 0; i < 3; ++i) {
     gy[i] = exp(x[i] * w[i]);
@@ -258,12 +258,12 @@ static void test_autograd_grad(void** state) {
   NX_OK_(nx_tensor_zeros(&c, s3, 1, NX_F64, CPU, NULL));
   nx_tensor bad[2] = {tx, c};
   nx_tensor g2[2] = {SENTINEL, SENTINEL};
-  EXPECT_ERR(NX_ERR_STATE, nx_autograd_grad(g2, L, NULL, bad, 2, true, false, NULL), "nx_autograd_grad",
+  EXPECT_ERR(NX_ERR_STATE, nx_autograd_grad(g2, L, NULL, bad, 2, &RETAIN_GRAPH, NULL), "nx_autograd_grad",
              "inputs[1]");
   assert_null(g2[0]);
   assert_null(g2[1]);
   /* the graph was retained: plain backward still works */
-  NX_OK_(nx_backward(L, NULL, NULL));
+  NX_OK_(nx_backward(L, NULL, NULL, NULL));
   assert_grad_close(tx, gx, 3, 1e-14);
   nx_tensor ts[] = {tx, tw, tz, y, e, L, c};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) nx_tensor_free(ts[i]);
@@ -271,7 +271,7 @@ static void test_autograd_grad(void** state) {
 
 /* ---------------------------------------------------------------- no-grad, detach, flags */
 static void* grad_mode_in_thread(void* arg) {
-  *(bool*)arg = nx_grad_mode_enabled();
+  *(bool*)arg = grad_enabled();
   return NULL;
 }
 
@@ -280,12 +280,12 @@ static void test_no_grad_mode(void** state) {
   const int64_t s3[1] = {3};
   double x[3];
   nx_tensor tx = leaf(x, s3, 1, NX_F32, -1, 1), y = NULL;
-  assert_true(nx_grad_mode_enabled());
-  nx_grad_mode_set(false);
-  assert_false(nx_grad_mode_enabled());
+  assert_true(grad_enabled());
+  nx_autograd_set_enabled(false);
+  assert_false(grad_enabled());
   NX_OK_(nx_mul(&y, tx, tx, NULL));
   bool rg = true, is_leaf = false;
-  NX_OK_(nx_tensor_requires_grad(y, &rg));
+  NX_OK_(nx_tensor_get_requires_grad(y, &rg));
   NX_OK_(nx_tensor_is_leaf(y, &is_leaf));
   assert_false(rg);
   assert_true(is_leaf);
@@ -301,9 +301,9 @@ static void test_no_grad_mode(void** state) {
   assert_int_equal(pthread_create(&th, NULL, grad_mode_in_thread, &other), 0);
   assert_int_equal(pthread_join(th, NULL), 0);
   assert_true(other);
-  nx_grad_mode_set(true);
+  nx_autograd_set_enabled(true);
   nx_tensor L = t_sum_all(y);
-  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, NULL), "nx_backward", "does not require grad");
+  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, NULL, NULL), "nx_backward", "does not require grad");
   assert_no_grad(tx);
   nx_tensor_free(L);
   nx_tensor_free(y);
@@ -311,11 +311,11 @@ static void test_no_grad_mode(void** state) {
   nx_tensor gt = NULL, z = NULL;
   NX_OK_(nx_tensor_zeros(&z, s3, 1, NX_F32, CPU, NULL));
   NX_OK_(nx_gt(&gt, tx, z, NULL));
-  NX_OK_(nx_tensor_requires_grad(gt, &rg));
+  NX_OK_(nx_tensor_get_requires_grad(gt, &rg));
   assert_false(rg);
   nx_tensor am = NULL;
   NX_OK_(nx_argmax(&am, tx, 0, false, NULL));
-  NX_OK_(nx_tensor_requires_grad(am, &rg));
+  NX_OK_(nx_tensor_get_requires_grad(am, &rg));
   assert_false(rg);
   nx_tensor_free(gt);
   nx_tensor_free(am);
@@ -332,7 +332,7 @@ static void test_detach(void** state) {
   NX_OK_(nx_mul_scalar(&y, tx, 2, NULL));
   NX_OK_(nx_tensor_detach(&d, y));
   bool rg = true, lf = false;
-  NX_OK_(nx_tensor_requires_grad(d, &rg));
+  NX_OK_(nx_tensor_get_requires_grad(d, &rg));
   NX_OK_(nx_tensor_is_leaf(d, &lf));
   assert_false(rg);
   assert_true(lf);
@@ -343,7 +343,7 @@ static void test_detach(void** state) {
   /* sum(detach(2x) * x): the detached factor is a constant, so the gradient is 2x, not 4x */
   NX_OK_(nx_mul(&p, d, tx, NULL));
   nx_tensor L = t_sum_all(p);
-  NX_OK_(nx_backward(L, NULL, NULL));
+  NX_OK_(nx_backward(L, NULL, NULL, NULL));
   double want[4];
   for (int i = 0; i < 4; ++i) want[i] = 2 * x[i];
   assert_grad_close(tx, want, 4, 1e-15);
@@ -352,7 +352,7 @@ static void test_detach(void** state) {
   nx_tensor q = NULL;
   NX_OK_(nx_mul(&q, d, d, NULL));
   nx_tensor L2 = t_sum_all(q);
-  NX_OK_(nx_backward(L2, NULL, NULL));
+  NX_OK_(nx_backward(L2, NULL, NULL, NULL));
   for (int i = 0; i < 4; ++i) want[i] = 4 * x[i]; /* 2 * d */
   assert_grad_close(d, want, 4, 1e-15);
   nx_tensor ts[] = {tx, y, d, p, L, q, L2};
@@ -372,7 +372,7 @@ static void test_set_requires_grad_errors(void** state) {
   NX_OK_(nx_tensor_zeros(&i, s2, 1, NX_I32, CPU, NULL));
   EXPECT_ERR(NX_ERR_DTYPE, nx_tensor_set_requires_grad(i, true), "nx_tensor_set_requires_grad", "i32");
   bool rg = true;
-  NX_OK_(nx_tensor_requires_grad(i, &rg));
+  NX_OK_(nx_tensor_get_requires_grad(i, &rg));
   assert_false(rg);
   /* every floating dtype may require grad; a leaf may turn it off again */
   const nx_dtype fl[4] = {NX_F32, NX_F64, NX_F16, NX_BF16};
@@ -380,10 +380,10 @@ static void test_set_requires_grad_errors(void** state) {
     nx_tensor t = NULL;
     NX_OK_(nx_tensor_zeros(&t, s2, 1, fl[k], CPU, NULL));
     NX_OK_(nx_tensor_set_requires_grad(t, true));
-    NX_OK_(nx_tensor_requires_grad(t, &rg));
+    NX_OK_(nx_tensor_get_requires_grad(t, &rg));
     assert_true(rg);
     NX_OK_(nx_tensor_set_requires_grad(t, false));
-    NX_OK_(nx_tensor_requires_grad(t, &rg));
+    NX_OK_(nx_tensor_get_requires_grad(t, &rg));
     assert_false(rg);
     nx_tensor_free(t);
   }
@@ -403,7 +403,7 @@ static void test_in_place_version_counter(void** state) {
   NX_OK_(nx_mul(&y, x, w, NULL)); /* saves x for w's gradient */
   NX_OK_(nx_mul_scalar_(x, 2, NULL)); /* x does not require grad: allowed */
   L = t_sum_all(y);
-  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, NULL), "nx_backward", "in-place", "MulBackward");
+  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, NULL, NULL), "nx_backward", "in-place", "MulBackward");
   assert_no_grad(w);
   nx_tensor_free(y);
   nx_tensor_free(L);
@@ -413,7 +413,7 @@ static void test_in_place_version_counter(void** state) {
   NX_OK_(nx_slice(&v, x, 0, 1, 2, 1, NULL));
   NX_OK_(nx_mul_scalar_(v, 5, NULL));
   L = t_sum_all(y);
-  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, NULL), "nx_backward", "in-place");
+  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, NULL, NULL), "nx_backward", "in-place");
   nx_tensor_free(y);
   nx_tensor_free(L);
   nx_tensor_free(v);
@@ -423,7 +423,7 @@ static void test_in_place_version_counter(void** state) {
   NX_OK_(nx_mul(&y, x, w, NULL));
   NX_OK_(nx_copy_(x, src, NULL));
   L = t_sum_all(y);
-  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, NULL), "nx_backward", "in-place");
+  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, NULL, NULL), "nx_backward", "in-place");
   nx_tensor_free(y);
   nx_tensor_free(L);
   /* writes through data_ptr bypass the check: backward uses the new values */
@@ -434,7 +434,7 @@ static void test_in_place_version_counter(void** state) {
   px[1] = 20;
   px[2] = 30;
   L = t_sum_all(y);
-  NX_OK_(nx_backward(L, NULL, NULL));
+  NX_OK_(nx_backward(L, NULL, NULL, NULL));
   const double gw[3] = {10, 20, 30};
   assert_grad_close(w, gw, 3, 0);
   nx_tensor_free(y);
@@ -451,10 +451,10 @@ static void test_in_place_version_counter(void** state) {
   NX_OK_(nx_tensor_copy_to_host(w, wv, sizeof wv, NULL));
   assert_true(wv[0] == 1 && wv[1] == 1 && wv[2] == 1); /* unchanged */
   /* with grad mode off (an optimizer step) it is allowed */
-  nx_grad_mode_set(false);
+  nx_autograd_set_enabled(false);
   NX_OK_(nx_mul_scalar_(w, 2, NULL));
   NX_OK_(nx_add_(w, x, NULL));
-  nx_grad_mode_set(true);
+  nx_autograd_set_enabled(true);
   NX_OK_(nx_tensor_copy_to_host(w, wv, sizeof wv, NULL));
   assert_true(wv[0] == 12 && wv[1] == 22 && wv[2] == 32);
   nx_tensor_free(y);
@@ -472,28 +472,28 @@ static void test_backward_checked(void** state) {
   NX_OK_(nx_sqrt(&r, x, NULL));
   NX_OK_(nx_mul_scalar(&m, r, 2, NULL));
   L = t_sum_all(m);
-  EXPECT_ERR(NX_ERR_STATE, nx_backward_checked(L, NULL, NULL), "nx_backward_checked", "SqrtBackward", "non-finite");
+  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, &CHECK_FINITE, NULL), "nx_backward", "SqrtBackward", "non-finite");
   nx_tensor_free(r);
   nx_tensor_free(m);
   nx_tensor_free(L);
   /* d log(x)/dx at 0 is inf too */
   NX_OK_(nx_log(&r, x, NULL));
   L = t_sum_all(r);
-  EXPECT_ERR(NX_ERR_STATE, nx_backward_checked(L, NULL, NULL), "nx_backward_checked", "LogBackward");
+  EXPECT_ERR(NX_ERR_STATE, nx_backward(L, NULL, &CHECK_FINITE, NULL), "nx_backward", "LogBackward");
   nx_tensor_free(r);
   nx_tensor_free(L);
   /* finite gradients: same result as plain backward */
   NX_OK_(nx_tensor_zero_grad(x));
   NX_OK_(nx_mul(&m, x, x, NULL));
   L = t_sum_all(m);
-  NX_OK_(nx_backward_checked(L, NULL, NULL));
+  NX_OK_(nx_backward(L, NULL, &CHECK_FINITE, NULL));
   const double want[3] = {0, 2, 8};
   assert_grad_close(x, want, 3, 0);
   /* the unchecked backward lets the inf through */
   NX_OK_(nx_tensor_zero_grad(x));
   NX_OK_(nx_sqrt(&r, x, NULL));
   nx_tensor L2 = t_sum_all(r);
-  NX_OK_(nx_backward(L2, NULL, NULL));
+  NX_OK_(nx_backward(L2, NULL, NULL, NULL));
   double g[3];
   nx_tensor tg = t_grad(x);
   read_f64(tg, g, 3);
@@ -531,7 +531,7 @@ static void test_graph_object(void** state) {
   for (size_t i = 0; i < sizeof needles / sizeof needles[0]; ++i)
     if (!strstr(dot, needles[i])) fail_msg("DOT text lacks \"%s\":\n%s", needles[i], dot);
   /* the snapshot outlives the caller's handles, and sees the saved tensors freed by backward */
-  NX_OK_(nx_backward(L, NULL, NULL));
+  NX_OK_(nx_backward(L, NULL, NULL, NULL));
   nx_tensor_free(L);
   nx_tensor_free(r);
   nx_tensor_free(h);
@@ -546,7 +546,7 @@ static void test_graph_object(void** state) {
   NX_OK_(nx_graph_create(&g, L));
   size_t before = 0, after = 0;
   NX_OK_(nx_graph_saved_bytes(g, &before));
-  NX_OK_(nx_backward_ex(L, NULL, true, false, NULL));
+  NX_OK_(nx_backward(L, NULL, &RETAIN_GRAPH, NULL));
   NX_OK_(nx_graph_saved_bytes(g, &after));
   assert_int_equal(before, after);
   assert_true(after >= (2 * 3 + 3 * 4) * sizeof(float));
@@ -612,14 +612,14 @@ static void check_jvp(fn2 f, const int64_t* as, size_t an, const int64_t* bs, si
   nx_tensor inputs[2] = {a, b}, tangents[2] = {va, vb};
   NX_OK_(nx_jvp(&jv, y, inputs, tangents, (size_t)ninputs, NULL));
   /* finite difference, no graph */
-  nx_grad_mode_set(false);
+  nx_autograd_set_enabled(false);
   const double h = 1e-5;
   nx_tensor ap = shifted(a, va, h), am = shifted(a, va, -h);
   nx_tensor bp = b ? shifted(b, vb, h) : NULL, bm = b ? shifted(b, vb, -h) : NULL;
   nx_tensor yp = f(ap, bp), ym = f(am, bm), diff = NULL, fd = NULL;
   NX_OK_(nx_sub(&diff, yp, ym, NULL));
   NX_OK_(nx_mul_scalar(&fd, diff, 1 / (2 * h), NULL));
-  nx_grad_mode_set(true);
+  nx_autograd_set_enabled(true);
   int64_t n = tensor_numel(y);
   assert_int_equal(tensor_numel(jv), n);
   int64_t ys[8], js[8];
@@ -636,7 +636,7 @@ static void check_jvp(fn2 f, const int64_t* as, size_t an, const int64_t* bs, si
   /* jvp leaves .grad alone and the graph usable */
   assert_no_grad(a);
   nx_tensor L = t_sum_all(y);
-  NX_OK_(nx_backward(L, NULL, NULL));
+  NX_OK_(nx_backward(L, NULL, NULL, NULL));
   nx_tensor ts[] = {a, b, va, vb, y, jv, ap, am, bp, bm, yp, ym, diff, fd, L};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) nx_tensor_free(ts[i]);
 }
@@ -686,32 +686,32 @@ static void test_double_backward_cubic(void** state) {
   NX_OK_(nx_pow_scalar(&c, tx, 3, NULL));
   nx_tensor y = t_sum_all(c);
   nx_tensor g = NULL;
-  NX_OK_(nx_autograd_grad(&g, y, NULL, &tx, 1, false, true, NULL));
+  NX_OK_(nx_autograd_grad(&g, y, NULL, &tx, 1, &CREATE_GRAPH, NULL));
   double want[4];
   for (int i = 0; i < 4; ++i) want[i] = 3 * x[i] * x[i];
   assert_tensor_close(g, want, 4, 1e-14, 0);
   bool rg = false;
-  NX_OK_(nx_tensor_requires_grad(g, &rg));
+  NX_OK_(nx_tensor_get_requires_grad(g, &rg));
   assert_true(rg); /* create_graph: the gradient is differentiable */
   nx_tensor s = t_sum_all(g), gg = NULL;
-  NX_OK_(nx_autograd_grad(&gg, s, NULL, &tx, 1, false, true, NULL));
+  NX_OK_(nx_autograd_grad(&gg, s, NULL, &tx, 1, &CREATE_GRAPH, NULL));
   for (int i = 0; i < 4; ++i) want[i] = 6 * x[i];
   assert_tensor_close(gg, want, 4, 1e-14, 0);
   nx_tensor s3 = t_sum_all(gg), ggg = NULL;
-  NX_OK_(nx_autograd_grad(&ggg, s3, NULL, &tx, 1, false, false, NULL));
+  NX_OK_(nx_autograd_grad(&ggg, s3, NULL, &tx, 1, NULL, NULL));
   const double six[4] = {6, 6, 6, 6};
   assert_tensor_close(ggg, six, 4, 1e-14, 0);
   assert_no_grad(tx);
-  /* the same through backward_ex(create_graph): .grad = 3x^2, then backward of its sum adds 6x */
+  /* the same through backward with create_graph: .grad = 3x^2, then backward of its sum adds 6x */
   nx_tensor c2 = NULL;
   NX_OK_(nx_pow_scalar(&c2, tx, 3, NULL));
   nx_tensor y2 = t_sum_all(c2);
-  NX_OK_(nx_backward_ex(y2, NULL, false, true, NULL));
+  NX_OK_(nx_backward(y2, NULL, &CREATE_GRAPH, NULL));
   nx_tensor gx = t_grad(tx);
-  NX_OK_(nx_tensor_requires_grad(gx, &rg));
+  NX_OK_(nx_tensor_get_requires_grad(gx, &rg));
   assert_true(rg);
   nx_tensor sg = t_sum_all(gx);
-  NX_OK_(nx_backward(sg, NULL, NULL));
+  NX_OK_(nx_backward(sg, NULL, NULL, NULL));
   for (int i = 0; i < 4; ++i) want[i] = 3 * x[i] * x[i] + 6 * x[i];
   assert_grad_close(tx, want, 4, 1e-14);
   nx_tensor ts[] = {tx, c, y, g, s, gg, s3, ggg, c2, y2, gx, sg};
@@ -730,7 +730,7 @@ static void test_double_backward_matmul(void** state) {
   NX_OK_(nx_mul(&sq, y, y, NULL));
   nx_tensor L = t_sum_all(sq);
   nx_tensor ins[2] = {tA, tB}, g[2] = {NULL, NULL};
-  NX_OK_(nx_autograd_grad(g, L, NULL, ins, 2, false, true, NULL));
+  NX_OK_(nx_autograd_grad(g, L, NULL, ins, 2, &CREATE_GRAPH, NULL));
   /* gA = 2 (A B) B^T */
   double AB[M * N], gA[M * K], BBt[K * K];
   matmul_ref(A, B, AB, M, K, N, false, false);
@@ -741,7 +741,7 @@ static void test_double_backward_matmul(void** state) {
   nx_tensor p = NULL;
   NX_OK_(nx_mul(&p, g[0], tV, NULL));
   nx_tensor h = t_sum_all(p), gg[2] = {NULL, NULL};
-  NX_OK_(nx_autograd_grad(gg, h, NULL, ins, 2, false, false, NULL));
+  NX_OK_(nx_autograd_grad(gg, h, NULL, ins, 2, NULL, NULL));
   double hA[M * K], hB[K * N], VtA[K * K], AtV[K * K], Msym[K * K];
   matmul_ref(B, B, BBt, K, N, K, false, true);
   matmul_ref(V, BBt, hA, M, K, K, false, false);
@@ -806,7 +806,7 @@ static void test_checkpoint(void** state) {
   /* plain */
   nx_tensor y = mlp(x, w1, w2), L = square_sum(y);
   size_t plain_bytes = graph_bytes(L);
-  NX_OK_(nx_backward(L, NULL, NULL));
+  NX_OK_(nx_backward(L, NULL, NULL, NULL));
   nx_tensor gx = t_grad(x), gw1 = t_grad(w1), gw2 = t_grad(w2);
   double* want_y = host_f64(y);
   NX_OK_(nx_tensor_zero_grad(x));
@@ -815,17 +815,17 @@ static void test_checkpoint(void** state) {
   /* checkpointed */
   int calls = 0;
   nx_tensor ins[3] = {x, w1, w2}, outs[1] = {NULL};
-  NX_OK_(nx_checkpoint(outs, 1, mlp_segment, &calls, ins, 3, NULL));
+  NX_OK_(nx_checkpoint(outs, 1, ins, 3, mlp_segment, &calls, NULL));
   assert_int_equal(calls, 1);
   assert_tensor_close(outs[0], want_y, 8 * 4, 1e-15, 0);
   bool rg = false;
-  NX_OK_(nx_tensor_requires_grad(outs[0], &rg));
+  NX_OK_(nx_tensor_get_requires_grad(outs[0], &rg));
   assert_true(rg);
   nx_tensor Lc = square_sum(outs[0]);
   size_t ckpt_bytes = graph_bytes(Lc);
   if (!(ckpt_bytes < plain_bytes))
     fail_msg("checkpointing should save fewer bytes: %zu with, %zu without", ckpt_bytes, plain_bytes);
-  NX_OK_(nx_backward(Lc, NULL, NULL));
+  NX_OK_(nx_backward(Lc, NULL, NULL, NULL));
   assert_int_equal(calls, 2); /* recomputed once inside backward */
   double* w = host_f64(gx);
   assert_grad_close(x, w, 8 * 16, 1e-12);
@@ -856,7 +856,7 @@ static void test_checkpoint_segment_failure(void** state) {
   NX_OK_(nx_tensor_ones(&x, s23, 2, NX_F32, CPU, NULL));
   NX_OK_(nx_tensor_set_requires_grad(x, true));
   nx_tensor outs[1] = {SENTINEL};
-  EXPECT_ERR(NX_ERR_SHAPE, nx_checkpoint(outs, 1, failing_segment, NULL, &x, 1, NULL), "nx_checkpoint",
+  EXPECT_ERR(NX_ERR_SHAPE, nx_checkpoint(outs, 1, &x, 1, failing_segment, NULL, NULL), "nx_checkpoint",
              "inner dimensions differ");
   assert_null(outs[0]);
   nx_tensor_free(x);
@@ -876,7 +876,7 @@ static void test_gradient_dtype_matches_leaf(void** state) {
     assert_int_equal(tensor_dtype(L), dts[k]);
     /* an output gradient of another dtype is converted to the root's */
     NX_OK_(nx_tensor_full(&g, NULL, 0, 2.0, dts[k] == NX_F64 ? NX_F32 : NX_F64, CPU, NULL));
-    NX_OK_(nx_backward(L, g, NULL));
+    NX_OK_(nx_backward(L, g, NULL, NULL));
     nx_tensor gx = t_grad(x);
     if (tensor_dtype(gx) != dts[k])
       fail_msg("the gradient of a %s leaf has dtype %s", nx_dtype_name(dts[k]), nx_dtype_name(tensor_dtype(gx)));
@@ -904,7 +904,7 @@ static void mlp_grad(double* out) {
   nx_matmul(&h, x, w, NULL);
   nx_tanh(&t, h, NULL);
   nx_sum(&L, t, NULL, 0, false, NULL);
-  nx_backward(L, NULL, NULL);
+  nx_backward(L, NULL, NULL, NULL);
   nx_tensor_grad(&g, w);
   double all[12] = {0};
   if (g) nx_tensor_copy_to_host(g, all, sizeof all, NULL);
@@ -945,23 +945,23 @@ static void test_training_loop_keeps_live_count_flat(void** state) {
   const float xv[4] = {0.5f, -1.0f, 0.25f, 2.0f}, w0[4] = {0, 0, 0, 0};
   const double target = 3.0, lr = 0.05;
   nx_tensor x = make_tensor(xv, s4, 1, NX_F32), w = t_requiring_grad(make_tensor(w0, s4, 1, NX_F32));
-  int64_t live0 = nx_live_tensor_count();
+  int64_t live0 = nx_live_handle_count(NX_HANDLE_TENSOR);
   double loss = 0;
   for (int step = 0; step < 10000; ++step) {
-    if (nx_live_tensor_count() != live0)
-      fail_msg("step %d: %lld live tensor handles, %lld at the start", step, (long long)nx_live_tensor_count(),
+    if (nx_live_handle_count(NX_HANDLE_TENSOR) != live0)
+      fail_msg("step %d: %lld live tensor handles, %lld at the start", step, (long long)nx_live_handle_count(NX_HANDLE_TENSOR),
                (long long)live0);
     nx_tensor y = NULL, s = NULL, d = NULL, l = NULL, g = NULL, upd = NULL;
     NX_OK_(nx_mul(&y, w, x, NULL));
     NX_OK_(nx_sum(&s, y, NULL, 0, false, NULL));
     NX_OK_(nx_add_scalar(&d, s, -target, NULL));
     NX_OK_(nx_mul(&l, d, d, NULL));
-    NX_OK_(nx_backward(l, NULL, NULL));
+    NX_OK_(nx_backward(l, NULL, NULL, NULL));
     NX_OK_(nx_tensor_grad(&g, w));
-    nx_grad_mode_set(false);
+    nx_autograd_set_enabled(false);
     NX_OK_(nx_mul_scalar(&upd, g, -lr, NULL));
     NX_OK_(nx_add_(w, upd, NULL));
-    nx_grad_mode_set(true);
+    nx_autograd_set_enabled(true);
     NX_OK_(nx_tensor_zero_grad(w));
     if (step == 9999) loss = scalar_of(l);
     nx_tensor_free(y);
@@ -971,7 +971,7 @@ static void test_training_loop_keeps_live_count_flat(void** state) {
     nx_tensor_free(g);
     nx_tensor_free(upd);
   }
-  assert_int_equal(nx_live_tensor_count(), live0);
+  assert_int_equal(nx_live_handle_count(NX_HANDLE_TENSOR), live0);
   /* the loop did train: w . x reaches the target */
   assert_true(loss < 1e-8);
   float wv[4];

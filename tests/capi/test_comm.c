@@ -161,13 +161,13 @@ static void test_sharded_loader_matches_one_big_batch(void** state) {
   assert_int_equal(per_epoch, (N / T) / (W * B)); /* 40 windows / 9 per global batch */
   for (int step = 0; step < STEPS; ++step) { /* 7 * 9 = 63 windows: crosses an epoch */
     nx_tensor x, y;
-    NX_OK_(nx_text_loader_next(whole, &x, &y, CPU, NULL));
+    NX_OK_(nx_text_loader_next(&x, &y, whole, CPU, NULL));
     int64_t *wx, *wy;
     NX_OK_(nx_tensor_data_ptr(x, (void**)&wx));
     NX_OK_(nx_tensor_data_ptr(y, (void**)&wy));
     for (int r = 0; r < W; ++r) {
       nx_tensor px, py;
-      NX_OK_(nx_text_loader_next(part[r], &px, &py, CPU, NULL));
+      NX_OK_(nx_text_loader_next(&px, &py, part[r], CPU, NULL));
       int64_t *a, *b;
       NX_OK_(nx_tensor_data_ptr(px, (void**)&a));
       NX_OK_(nx_tensor_data_ptr(py, (void**)&b));
@@ -185,7 +185,7 @@ static void test_sharded_loader_matches_one_big_batch(void** state) {
   for (int r = 0; r < W; ++r) nx_text_loader_free(part[r]);
   nx_text_loader_free(whole);
   nx_tensor_free(tokens);
-  assert_int_equal(nx_live_tensor_count(), 0);
+  assert_int_equal(nx_live_handle_count(NX_HANDLE_TENSOR), 0);
 }
 
 int main(void) {

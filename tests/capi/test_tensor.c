@@ -276,7 +276,7 @@ static void test_rand_range_and_moments(void** state) {
   const int64_t shape[2] = {100, 200};
   const nx_dtype dts[] = {NX_F32, NX_F64, NX_F16, NX_BF16};
   double* x = malloc(sizeof(double) * N);
-  nx_manual_seed(7);
+  nx_random_set_seed(7);
   for (size_t k = 0; k < 4; ++k) {
     nx_tensor t = NULL;
     NX_OK_(nx_tensor_rand(&t, shape, 2, dts[k], CPU, NULL));
@@ -309,7 +309,7 @@ static void test_randn_moments(void** state) {
   const int64_t shape[1] = {N};
   const nx_dtype dts[] = {NX_F32, NX_F64, NX_F16, NX_BF16};
   double* x = malloc(sizeof(double) * N);
-  nx_manual_seed(11);
+  nx_random_set_seed(11);
   for (size_t k = 0; k < 4; ++k) {
     nx_tensor t = NULL;
     NX_OK_(nx_tensor_randn(&t, shape, 1, dts[k], CPU, NULL));
@@ -341,12 +341,12 @@ static void test_random_reproducibility(void** state) {
   float* b = malloc(sizeof(float) * N);
   nx_tensor t = NULL;
   for (int normal = 0; normal < 2; ++normal) {
-    nx_manual_seed(42);
+    nx_random_set_seed(42);
     NX_OK_(normal ? nx_tensor_randn(&t, shape, 1, NX_F32, CPU, NULL) : nx_tensor_rand(&t, shape, 1, NX_F32, CPU, NULL));
     NX_OK_(nx_tensor_copy_to_host(t, a, sizeof(float) * N, NULL));
     nx_tensor_free(t);
     /* same seed: same numbers */
-    nx_manual_seed(42);
+    nx_random_set_seed(42);
     NX_OK_(normal ? nx_tensor_randn(&t, shape, 1, NX_F32, CPU, NULL) : nx_tensor_rand(&t, shape, 1, NX_F32, CPU, NULL));
     NX_OK_(nx_tensor_copy_to_host(t, b, sizeof(float) * N, NULL));
     nx_tensor_free(t);
@@ -357,28 +357,28 @@ static void test_random_reproducibility(void** state) {
     nx_tensor_free(t);
     assert_memory_not_equal(a, b, sizeof(float) * N);
     /* another seed: other numbers */
-    nx_manual_seed(43);
+    nx_random_set_seed(43);
     NX_OK_(normal ? nx_tensor_randn(&t, shape, 1, NX_F32, CPU, NULL) : nx_tensor_rand(&t, shape, 1, NX_F32, CPU, NULL));
     NX_OK_(nx_tensor_copy_to_host(t, b, sizeof(float) * N, NULL));
     nx_tensor_free(t);
     assert_memory_not_equal(a, b, sizeof(float) * N);
   }
   /* independent of the thread count */
-  NX_OK_(nx_set_num_threads(1));
-  nx_manual_seed(5);
+  NX_OK_(nx_cpu_set_num_threads(1));
+  nx_random_set_seed(5);
   NX_OK_(nx_tensor_randn(&t, shape, 1, NX_F32, CPU, NULL));
   NX_OK_(nx_tensor_copy_to_host(t, a, sizeof(float) * N, NULL));
   nx_tensor_free(t);
-  NX_OK_(nx_set_num_threads(2));
-  nx_manual_seed(5);
+  NX_OK_(nx_cpu_set_num_threads(2));
+  nx_random_set_seed(5);
   NX_OK_(nx_tensor_randn(&t, shape, 1, NX_F32, CPU, NULL));
   NX_OK_(nx_tensor_copy_to_host(t, b, sizeof(float) * N, NULL));
   nx_tensor_free(t);
-  NX_OK_(nx_set_num_threads(0));
+  NX_OK_(nx_cpu_set_num_threads(0));
   assert_memory_equal(a, b, sizeof(float) * N);
   /* two draws of 5000 after a seed continue the stream of one draw of 10000 */
   const int64_t half[1] = {N / 2};
-  nx_manual_seed(5);
+  nx_random_set_seed(5);
   NX_OK_(nx_tensor_randn(&t, half, 1, NX_F32, CPU, NULL));
   NX_OK_(nx_tensor_copy_to_host(t, b, sizeof(float) * N / 2, NULL));
   nx_tensor_free(t);
@@ -390,23 +390,23 @@ static void test_random_reproducibility(void** state) {
   free(b);
 }
 
-/* nx_set_deterministic: off by default, round trips; results on the CPU do not depend on it */
+/* nx_runtime_set_deterministic: off by default, round trips; results on the CPU do not depend on it */
 static void test_deterministic_switch(void** state) {
   (void)state;
-  assert_false(nx_deterministic_enabled());
+  assert_false(deterministic_enabled());
   const int64_t shape[4] = {1, 2, 33, 16};
   nx_tensor q, out[2];
   float got[2][2 * 33 * 16];
-  nx_manual_seed(3);
+  nx_random_set_seed(3);
   NX_OK_(nx_tensor_randn(&q, shape, 4, NX_F32, CPU, NULL));
   for (int det = 0; det < 2; ++det) {
-    nx_set_deterministic(det == 1);
-    assert_int_equal(nx_deterministic_enabled(), det == 1);
+    nx_runtime_set_deterministic(det == 1);
+    assert_int_equal(deterministic_enabled(), det == 1);
     NX_OK_(nx_flash_attention(&out[det], q, q, q, true, true, 0.0, NULL));
     NX_OK_(nx_tensor_copy_to_host(out[det], got[det], sizeof(got[det]), NULL));
     nx_tensor_free(out[det]);
   }
-  nx_set_deterministic(false);
+  nx_runtime_set_deterministic(false);
   assert_memory_equal(got[0], got[1], sizeof(got[0]));
   nx_tensor_free(q);
 }
@@ -602,17 +602,17 @@ static void test_inspection(void** state) {
   assert_ptr_equal(pv, (float*)px + 23);
 
   /* retain: a new handle to the same tensor; it outlives the original handle */
-  int64_t live = nx_live_tensor_count();
+  int64_t live = nx_live_handle_count(NX_HANDLE_TENSOR);
   nx_tensor r = NULL;
   NX_OK_(nx_tensor_retain(&r, x));
   assert_non_null(r);
   assert_ptr_not_equal(r, x);
-  assert_int_equal(nx_live_tensor_count(), live + 1);
+  assert_int_equal(nx_live_handle_count(NX_HANDLE_TENSOR), live + 1);
   void* pr = NULL;
   NX_OK_(nx_tensor_data_ptr(r, &pr));
   assert_ptr_equal(pr, px);
   nx_tensor_free(x);
-  assert_int_equal(nx_live_tensor_count(), live);
+  assert_int_equal(nx_live_handle_count(NX_HANDLE_TENSOR), live);
   float back[24];
   NX_OK_(nx_tensor_copy_to_host(r, back, sizeof back, NULL));
   assert_memory_equal(back, data, sizeof back);
@@ -621,7 +621,7 @@ static void test_inspection(void** state) {
   NX_OK_(nx_tensor_retain(&r2, r));
   NX_OK_(nx_tensor_set_requires_grad(r2, true));
   bool rg = false;
-  NX_OK_(nx_tensor_requires_grad(r, &rg));
+  NX_OK_(nx_tensor_get_requires_grad(r, &rg));
   assert_true(rg);
   nx_tensor_free(r2);
   nx_tensor_free(r);
@@ -1149,7 +1149,7 @@ static void matmul_ref(const double* a, const double* b, double* c, int64_t m, i
 
 static void test_num_threads(void** state) {
   (void)state;
-  int32_t initial = nx_get_num_threads();
+  int32_t initial = num_threads();
   assert_true(initial >= 1);
   rng_seed(19);
   enum { M = 96, K = 130, N = 70 };
@@ -1158,18 +1158,18 @@ static void test_num_threads(void** state) {
   nx_tensor ta = rand_tensor(a, sa, 2, NX_F32, -1, 1), tb = rand_tensor(b, sb, 2, NX_F32, -1, 1);
   matmul_ref(a, b, c, M, K, N);
   for (int32_t n = 1; n <= 3; ++n) {
-    NX_OK_(nx_set_num_threads(n));
-    assert_int_equal(nx_get_num_threads(), n);
+    NX_OK_(nx_cpu_set_num_threads(n));
+    assert_int_equal(num_threads(), n);
     nx_tensor y = NULL;
     NX_OK_(nx_matmul(&y, ta, tb, NULL));
     assert_tensor_close(y, c, M * N, 1e-5, 1e-5);
     nx_tensor_free(y);
   }
-  NX_OK_(nx_set_num_threads(0)); /* restores the default */
-  assert_int_equal(nx_get_num_threads(), initial);
-  NX_OK_(nx_set_num_threads(1));
-  NX_OK_(nx_set_num_threads(-4));
-  assert_int_equal(nx_get_num_threads(), initial);
+  NX_OK_(nx_cpu_set_num_threads(0)); /* restores the default */
+  assert_int_equal(num_threads(), initial);
+  NX_OK_(nx_cpu_set_num_threads(1));
+  NX_OK_(nx_cpu_set_num_threads(-4));
+  assert_int_equal(num_threads(), initial);
   nx_tensor_free(ta);
   nx_tensor_free(tb);
   free(a);
@@ -1205,7 +1205,7 @@ static double* simd_probe(nx_tensor x, nx_tensor a, nx_tensor b, int64_t* count)
 static void test_simd_levels(void** state) {
   (void)state;
   char initial[16];
-  snprintf(initial, sizeof initial, "%s", nx_cpu_simd_level());
+  snprintf(initial, sizeof initial, "%s", simd_level());
   assert_true(!strcmp(initial, "avx512") || !strcmp(initial, "avx2") || !strcmp(initial, "scalar"));
   rng_seed(20);
   const int64_t sx[2] = {17, 300}, sa[2] = {40, 50}, sb[2] = {50, 45};
@@ -1213,7 +1213,7 @@ static void test_simd_levels(void** state) {
   nx_tensor x = rand_tensor(xa, sx, 2, NX_F32, -6, 6), a = rand_tensor(aa, sa, 2, NX_F32, -1, 1),
             b = rand_tensor(ba, sb, 2, NX_F32, -1, 1);
   NX_OK_(nx_cpu_set_simd_level("scalar"));
-  assert_string_equal(nx_cpu_simd_level(), "scalar");
+  assert_string_equal(simd_level(), "scalar");
   int64_t n0 = 0;
   double* ref = simd_probe(x, a, b, &n0);
   /* the scalar level against a double-precision reference for exp and the matmul */
@@ -1227,11 +1227,11 @@ static void test_simd_levels(void** state) {
     nx_status st = nx_cpu_set_simd_level(levels[i]);
     if (st == NX_ERR_NOT_IMPLEMENTED) {
       assert_non_null(strstr(nx_last_error_message(), levels[i]));
-      assert_string_not_equal(nx_cpu_simd_level(), levels[i]);
+      assert_string_not_equal(simd_level(), levels[i]);
       continue;
     }
     assert_int_equal(st, NX_OK);
-    assert_string_equal(nx_cpu_simd_level(), levels[i]);
+    assert_string_equal(simd_level(), levels[i]);
     int64_t n1 = 0;
     double* got = simd_probe(x, a, b, &n1);
     assert_int_equal(n1, n0);
@@ -1244,7 +1244,7 @@ static void test_simd_levels(void** state) {
     free(got);
   }
   NX_OK_(nx_cpu_set_simd_level(initial));
-  assert_string_equal(nx_cpu_simd_level(), initial);
+  assert_string_equal(simd_level(), initial);
   free(ref);
   nx_tensor_free(x);
   nx_tensor_free(a);

@@ -483,7 +483,7 @@ TEST(StridedWalker, VisitsEveryElementOnceWithMatchingOffsets) {
 }
 
 TEST(StridedWalker, BackendCopyOnAwkwardLayouts) {
-  nx::Backend& be = nx::cpu_backend();
+  const nx::Kernels be = nx::kernels(nxt::cpu());
   std::mt19937_64 g(8);
   for (const auto& L : awkward_layouts()) {
     auto [slo, slen] = span(L.shape, L.src);

@@ -65,9 +65,9 @@ TEST(CudaRuntime, RandomNumbersEqualOnBothDevices) {
   REQUIRE_GPU();
   int64_t shape[1] = {4096};
   nx_tensor c, g;
-  nx_manual_seed(123);
+  nx_random_set_seed(123);
   OK(nx_tensor_randn(&c, shape, 1, NX_F32, kCpu, nullptr));
-  nx_manual_seed(123);
+  nx_random_set_seed(123);
   OK(nx_tensor_randn(&g, shape, 1, NX_F32, kGpu, nullptr));
   auto hc = host(c), hg = host(g);
   for (size_t i = 0; i < hc.size(); ++i) ASSERT_NEAR(hc[i], hg[i], 1e-6f) << i;
@@ -86,7 +86,7 @@ TEST(CudaRuntime, StreamsAndEventsOrderWork) {
   OK(nx_tensor_ones(&x, shape, 1, NX_F32, kGpu, s1));
   OK(nx_mul_scalar(&y, x, 3.0, s1));
   OK(nx_event_record(ev, s1));
-  OK(nx_event_wait(s2, ev));
+  OK(nx_event_wait(ev, s2));
   OK(nx_add_scalar(&z, y, 1.0, s2));  // must see y complete
   OK(nx_sum(&total, z, nullptr, 0, false, s2));
   OK(nx_stream_synchronize(s2));
@@ -143,19 +143,19 @@ TEST(CudaRuntime, CachingAllocatorReusesMemory) {
     nx_tensor_free(a); nx_tensor_free(b); nx_tensor_free(c);
   };
   step();
-  OK(nx_cuda_memory_stats_get(&before, 0));
+  OK(nx_cuda_get_memory_stats(0, &before));
   for (int i = 0; i < 50; ++i) step();
-  OK(nx_cuda_memory_stats_get(&after, 0));
+  OK(nx_cuda_get_memory_stats(0, &after));
   EXPECT_EQ(after.num_device_allocs, before.num_device_allocs) << "steady state must not call cudaMalloc";
   EXPECT_EQ(after.allocated_bytes, before.allocated_bytes);
   EXPECT_GE(after.peak_allocated_bytes, 3u * 512u * 512u * 4u);
   EXPECT_GE(after.reserved_bytes, after.allocated_bytes);
   OK(nx_cuda_empty_cache(0));
   nx_cuda_memory_stats emptied{sizeof(nx_cuda_memory_stats)};
-  OK(nx_cuda_memory_stats_get(&emptied, 0));
+  OK(nx_cuda_get_memory_stats(0, &emptied));
   EXPECT_EQ(emptied.reserved_bytes, emptied.allocated_bytes);
   nx_cuda_memory_stats bad{4};
-  EXPECT_EQ(nx_cuda_memory_stats_get(&bad, 0), NX_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(nx_cuda_get_memory_stats(0, &bad), NX_ERR_INVALID_ARGUMENT);
 }
 
 TEST(CudaRuntime, OutOfMemoryIsAStatusNotACrash) {
@@ -189,7 +189,7 @@ TEST(CudaRuntime, ReducedPrecisionMatmul) {
   REQUIRE_GPU();
   int64_t as[2] = {64, 256}, bs[2] = {256, 48};
   nx_tensor a, b, ref, a64, b64;
-  nx_manual_seed(5);
+  nx_random_set_seed(5);
   OK(nx_tensor_randn(&a, as, 2, NX_F32, kCpu, nullptr));
   OK(nx_tensor_randn(&b, bs, 2, NX_F32, kCpu, nullptr));
   OK(nx_cast(&a64, a, NX_F64, nullptr));
@@ -218,7 +218,9 @@ TEST(CudaRuntime, ReducedPrecisionMatmul) {
     nx_tensor_free(ag); nx_tensor_free(bg); nx_tensor_free(ac); nx_tensor_free(bc); nx_tensor_free(c); nx_tensor_free(c32);
   }
   nx_cuda_set_tf32(false);
-  EXPECT_FALSE(nx_cuda_tf32_enabled());
+  bool tf32 = true;
+  OK(nx_cuda_get_tf32(&tf32));
+  EXPECT_FALSE(tf32);
   nx_tensor_free(a); nx_tensor_free(b); nx_tensor_free(ref); nx_tensor_free(a64); nx_tensor_free(b64);
 }
 
@@ -232,7 +234,7 @@ TEST(CudaRuntime, BackwardRunsOnTheGpuAndGradientsStayThere) {
   OK(nx_matmul(&y, x, w, nullptr));
   OK(nx_tanh(&act, y, nullptr));
   OK(nx_mean(&loss, act, nullptr, 0, false, nullptr));
-  OK(nx_backward(loss, nullptr, nullptr));
+  OK(nx_backward(loss, nullptr, NULL, nullptr));
   OK(nx_tensor_grad(&grad, w));
   nx_device d;
   OK(nx_tensor_device(grad, &d));

@@ -195,6 +195,9 @@ class Err:
     needles: Sequence[str] = ()
     dtype: str = "f32"  # E's option `inputs` (ops have C arguments named dtype)
     devices: Optional[Sequence[str]] = None  # only on these devices (None: every device present)
+    # struct_size given to an options struct, by C parameter ({"options": 4}); the bindings
+    # otherwise set the struct's own size
+    struct_sizes: Dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -233,8 +236,8 @@ def V(name: str, **args: Any) -> Variant:
 
 def E(name: str, status: str, *needles: str, **args: Any) -> Err:
     """An error variant: E("bad_axis", SHAPE, "axis 2", "rank 2", x=Arg((2, 3)), axis=2); options
-    inputs= (Err.dtype: the dtype of tensors without their own) and devices=."""
-    opts = {k: args.pop(k) for k in ("devices",) if k in args}
+    inputs= (Err.dtype: the dtype of tensors without their own), devices= and struct_sizes=."""
+    opts = {k: args.pop(k) for k in ("devices", "struct_sizes") if k in args}
     if "inputs" in args:
         opts["dtype"] = args.pop("inputs")
     return Err(name, args, status, needles, **opts)
@@ -1419,7 +1422,9 @@ add_errors("swiglu", E("shapes", SHAPE, "[2,3]", "[3,2]", gate=A23, up=X32))
 ADAM_OK = dict(step=1, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled_weight_decay=True)
 ADAM_STATE = dict(params=[A23], exp_avgs=[Arg((2, 3), U(0, 0))], exp_avg_sqs=[Arg((2, 3), U(0, 0))])
 add_errors("adam_step_multi",
-           E("counts", INVALID, "params 1", "grads 2", grads=[A23, A23], **ADAM_STATE, **ADAM_OK),
+           # (the four arrays share one count in C: the bindings check the lengths of the lists)
+           E("options_struct_size", INVALID, "options->struct_size is 4", "expected", grads=[A23], **ADAM_STATE,
+             **ADAM_OK, struct_sizes={"options": 4}),
            E("grad_dtype", DTYPE, "grad 0", "f64", grads=[Arg((2, 3), dtype="f64")], **ADAM_STATE, **ADAM_OK),
            E("grad_shape", SHAPE, "grad 0", "[3,2]", "[2,3]", grads=[X32], **ADAM_STATE, **ADAM_OK),
            E("step_0", INVALID, "step", "got 0", grads=[A23], **ADAM_STATE, **dict(ADAM_OK, step=0)),

@@ -37,6 +37,7 @@ import dataclasses
 import functools
 import math
 import os
+import re
 import sys
 import time
 import zlib
@@ -49,6 +50,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 REGISTRY = os.path.join(ROOT, "src", "ops", "ops.yaml")
+HEADER = os.path.join(ROOT, "include", "nexus.h")  # the fields of the options structs
 sys.path.insert(0, HERE)
 
 import op_cases  # noqa: E402
@@ -91,8 +93,11 @@ TORCH_NAME = {v: k for k, v in TORCH_DTYPES.items()}
 # ---------------------------------------------------------------- the registry
 @dataclass
 class CArg:
+    """One logical argument of an op, named as the cases name it."""
     name: str
     kind: str  # tensor, tensors (pointer + count), ints (pointer + count), float, int, bool, dtype, reduction
+    struct: Optional[str] = None  # a field of an options struct: the C parameter that passes it ("options")
+    ctype: Optional[str] = None  # ... and the struct's type ("nx_adam_options")
 
 
 @dataclass
@@ -107,6 +112,7 @@ class Op:
     devices: List[str]
     kind: str
     python: Optional[str] = None  # the generated nexusgrad wrapper (ops.yaml `python:`), if any
+    python_order: List[str] = dataclasses.field(default_factory=list)  # C argument names in its parameter order
     shape_rule: Optional[str] = None  # ops.yaml `shape:` (None: missing; checked by rule_problems)
     dtype_rule: Optional[str] = None  # ops.yaml `dtype:`
 
@@ -116,28 +122,61 @@ SCALAR_KINDS = {"double": "float", "int64_t": "int", "bool": "bool", "nx_dtype":
 
 
 def parse_args(text: str) -> List[CArg]:
+    """The logical arguments of an op's C `args`. A pointer and the size_t count after it are one
+    argument (an array, a list in the cases and the bindings); several arrays before one count
+    share it (nx_adam_step_multi's params, grads, exp_avgs, exp_avg_sqs: lists of one length). An
+    options struct (`const nx_adam_options* options`) is one argument per field of the struct
+    but struct_size (the cases give lr, beta1... as attributes); call_op builds the struct."""
     params = [p.strip() for p in text.replace("\n", " ").split(",") if p.strip()]
     out: List[CArg] = []
-    i = 0
-    while i < len(params):
-        ctype, name = params[i].rsplit(None, 1)
+    uncounted: List[str] = []  # arrays waiting for their count
+    for param in params:
+        ctype, name = param.rsplit(None, 1)
         if name.startswith("*"):
             ctype, name = ctype + "*", name[1:]
-        if ctype.endswith("*"):  # a pointer and its count: one logical argument
-            if i + 1 >= len(params) or not params[i + 1].startswith("size_t"):
-                raise ValueError(f"pointer argument {name} without a size_t count")
-            base = ctype.replace("const", "").replace("*", "").strip()
+        base = ctype.replace("const", "").replace("*", "").strip()
+        if ctype.endswith("*") and base.endswith("_options"):
+            out += [CArg(field, kind, name, base) for field, kind in options_fields(base)]
+        elif ctype.endswith("*"):
             kind = {"nx_tensor": "tensors", "int64_t": "ints"}.get(base)
             if kind is None:
                 raise ValueError(f"unknown array argument type {ctype}")
             out.append(CArg(name, kind))
-            i += 2
-            continue
-        if ctype not in SCALAR_KINDS:
+            uncounted.append(name)
+        elif ctype == "size_t":
+            if not uncounted:
+                raise ValueError(f"count {name} follows no pointer argument")
+            uncounted = []
+        elif uncounted:
+            raise ValueError(f"pointer argument(s) {uncounted} without a size_t count")
+        elif ctype in SCALAR_KINDS:
+            out.append(CArg(name, SCALAR_KINDS[ctype]))
+        else:
             raise ValueError(f"unknown argument type {ctype}")
-        out.append(CArg(name, SCALAR_KINDS[ctype]))
-        i += 1
+    if uncounted:
+        raise ValueError(f"pointer argument(s) {uncounted} without a size_t count")
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def options_fields(struct: str) -> List[Tuple[str, str]]:
+    """(name, kind) of the fields of an options struct of nexus.h after struct_size, in order."""
+    with open(HEADER) as f:
+        m = re.search(r"typedef struct \{([^}]*)\}\s*" + re.escape(struct) + r"\s*;", f.read())
+    if m is None:
+        raise ValueError(f"{struct} is not a struct of {HEADER}")
+    fields: List[Tuple[str, str]] = []
+    for decl in re.sub(r"/\*.*?\*/", " ", m.group(1), flags=re.S).split(";"):
+        if not decl.strip():
+            continue
+        ctype, names = decl.split(None, 1)
+        for name in (n.strip() for n in names.split(",")):
+            if name == "struct_size":
+                continue
+            if ctype not in SCALAR_KINDS:
+                raise ValueError(f"{struct}.{name}: unknown field type {ctype}")
+            fields.append((name, SCALAR_KINDS[ctype]))
+    return fields
 
 
 def expand_dtypes(spec: Any) -> List[str]:
@@ -157,6 +196,17 @@ def python_wrapper(spec: Any) -> Optional[str]:
     return None if spec in (None, "manual", "none") else str(spec).split("(")[0]
 
 
+def python_order(spec: Any, c_names: List[str]) -> List[str]:
+    """The C arguments in the order of the wrapper's parameters: `pyname:cname` in ops.yaml `python:`
+    binds by name, as scripts/opgen.py reads it (gather(input:x, dim:axis, index)); without any
+    binding the order is the C order."""
+    if python_wrapper(spec) is None:
+        return []
+    inner = str(spec).split("(", 1)[1].rsplit(")", 1)[0]
+    binding = [p.split("=")[0].strip().split(":") for p in inner.split(",") if p.strip()]
+    return [b[-1] for b in binding] if any(len(b) == 2 for b in binding) else list(c_names)
+
+
 def load_registry(path: str = REGISTRY) -> Dict[str, Op]:
     try:
         import yaml
@@ -170,10 +220,12 @@ def load_registry(path: str = REGISTRY) -> Dict[str, Op]:
         for o in section["ops"]:
             outs = str(o.get("outs", "nx_tensor* out")).strip()
             nouts = 0 if outs == "none" else -1 if outs == "nx_tensor* outs" else len(outs.split(","))
-            ops[o["name"]] = Op(o["name"], parse_args(o["args"]), nouts, list(o.get("optional", [])),
+            args = parse_args(o["args"])
+            ops[o["name"]] = Op(o["name"], args, nouts, list(o.get("optional", [])),
                                 list(o.get("index", [])), list(o.get("grad", [])), expand_dtypes(o["dtypes"]),
                                 list(o.get("devices", ["cpu", "cuda"])), o.get("kind", "other"),
-                                python_wrapper(o.get("python")), o.get("shape"), o.get("dtype"))
+                                python_wrapper(o.get("python")), python_order(o.get("python"), [a.name for a in args]),
+                                o.get("shape"), o.get("dtype"))
     return ops
 
 
@@ -197,11 +249,24 @@ def to_torch(h: Any) -> torch.Tensor:
 
 class NoGrad:
     def __enter__(self) -> None:
-        self.prev = C.nx_grad_mode_enabled()
-        C.nx_grad_mode_set(False)
+        self.prev = C.nx_autograd_get_enabled()
+        C.nx_autograd_set_enabled(False)
 
     def __exit__(self, *exc: Any) -> None:
-        C.nx_grad_mode_set(self.prev)
+        C.nx_autograd_set_enabled(self.prev)
+
+
+def live_tensors() -> int:
+    return C.nx_live_handle_count(C.NX_HANDLE_TENSOR)
+
+
+def create_graph_options(create_graph: bool) -> Any:
+    """nx_backward_options with create_graph set, or None (NULL: the defaults)."""
+    if not create_graph:
+        return None
+    o = C.nx_backward_options()
+    o.create_graph = True
+    return o
 
 
 def seed_of(*parts: Any) -> int:
@@ -327,10 +392,31 @@ def make_handles(op: Op, mats: Dict[str, Any], device: str) -> Dict[str, Any]:
     return handles
 
 
-def call_op(op: Op, mats: Dict[str, Any], handles: Dict[str, Any], mutates: Optional[List[str]]) -> List[Any]:
+def c_args(op: Op, mats: Dict[str, Any], handles: Dict[str, Any],
+           struct_sizes: Optional[Dict[str, int]] = None) -> List[Any]:
+    """The C call's arguments: the fields of an options struct go into one struct (made by the
+    bindings, so filled with its defaults, struct_size included), at the struct's place;
+    struct_sizes overrides struct_size by C parameter (error variants)."""
+    args: List[Any] = []
+    structs: Dict[str, Any] = {}
+    for a in op.args:
+        v = c_value(a, mats[a.name], handles)
+        if a.struct is None:
+            args.append(v)
+            continue
+        if a.struct not in structs:
+            structs[a.struct] = getattr(C, str(a.ctype))()
+            args.append(structs[a.struct])
+        setattr(structs[a.struct], a.name, v)
+    for param, size in (struct_sizes or {}).items():
+        structs[param].struct_size = size
+    return args
+
+
+def call_op(op: Op, mats: Dict[str, Any], handles: Dict[str, Any], mutates: Optional[List[str]],
+            struct_sizes: Optional[Dict[str, int]] = None) -> List[Any]:
     """nx_<op>(...); returns the output handles (for in-place ops: the written inputs)."""
-    args = [c_value(a, mats[a.name], handles) for a in op.args]
-    res = getattr(C, "nx_" + op.name)(*args, None)
+    res = getattr(C, "nx_" + op.name)(*c_args(op, mats, handles, struct_sizes), None)
     if op.nouts == 0:
         outs: List[Any] = []
         for name in mutates or []:
@@ -377,16 +463,16 @@ class Result:
 def backward_root(outs: List[Any], gouts: List[Optional[torch.Tensor]], device: str) -> None:
     """nx_backward from the outputs with upstream gradients gouts: one output directly, several
     through sum_k sum(out_k * gout_k) (the engine has one root per backward)."""
-    pairs = [(o, g) for o, g in zip(outs, gouts) if g is not None and C.nx_tensor_requires_grad(o)]
+    pairs = [(o, g) for o, g in zip(outs, gouts) if g is not None and C.nx_tensor_get_requires_grad(o)]
     if len(pairs) == 1:
-        C.nx_backward(pairs[0][0], to_nx(pairs[0][1], device), None)
+        C.nx_backward(pairs[0][0], to_nx(pairs[0][1], device), None, None)
         return
     root = None
     for o, g in pairs:
         term = C.nx_sum(C.nx_mul(o, to_nx(g, device), None), [], False, None)
         root = term if root is None else C.nx_add(root, term, None)
     if root is not None:
-        C.nx_backward(root, None, None)
+        C.nx_backward(root, None, None, None)
 
 
 def run_ours(op: Op, case: Case, mats: Dict[str, Any], device: str,
@@ -400,7 +486,7 @@ def run_ours(op: Op, case: Case, mats: Dict[str, Any], device: str,
                                                            else [handles[name]])] if device == "cpu" else []
     ptrs = [C.nx_tensor_data_ptr(h) for h in written]
     outs = call_op(op, mats, handles, case.mutates)
-    result = Result([to_torch(h) for h in outs], {}, any(C.nx_tensor_requires_grad(h) for h in outs),
+    result = Result([to_torch(h) for h in outs], {}, any(C.nx_tensor_get_requires_grad(h) for h in outs),
                     [C.nx_tensor_device(h) for h in outs])
     result.moved = sum(C.nx_tensor_data_ptr(h) != p for h, p in zip(written, ptrs))
     if gout_fn and result.graph:
@@ -420,23 +506,23 @@ def python_matches_c(op: Op, mats: Dict[str, Any], device: str) -> Optional[str]
     from nexusgrad.tensor import _wrap
 
     handles = make_handles(op, mats, device)
-    args: List[Any] = []
+    by_name: Dict[str, Any] = {}
     for a in op.args:
         v = mats[a.name]
         if a.kind == "tensor":
             h = handles.get(a.name)
-            args.append(None if h is None else _wrap(C.nx_tensor_retain(h)))
+            by_name[a.name] = None if h is None else _wrap(C.nx_tensor_retain(h))
         elif a.kind == "ints":
-            args.append([int(x) for x in v])
+            by_name[a.name] = [int(x) for x in v]
         elif a.kind == "reduction":
-            args.append(v)  # the wrapper takes PyTorch's names ("mean", "sum", "none")
+            by_name[a.name] = v  # the wrapper takes PyTorch's names ("mean", "sum", "none")
         elif a.kind in ("float", "int", "bool"):
-            args.append(c_value(a, v, handles))
+            by_name[a.name] = c_value(a, v, handles)
         else:
             return f"no Python conversion for a {a.kind} argument"
     with NoGrad():
         want = to_torch(call_op(op, mats, handles, None)[0])
-        got = to_torch(getattr(ng, op.python)(*args)._h)
+        got = to_torch(getattr(ng, op.python)(*[by_name[n] for n in op.python_order])._h)
     if got.dtype != want.dtype or got.shape != want.shape:
         return f"nexusgrad.{op.python} gave {got.dtype} {tuple(got.shape)}, nx_{op.name} {want.dtype} {tuple(want.shape)}"
     same = got == want
@@ -964,6 +1050,10 @@ class Harness:
                 problems.append(f"error variant {e.name}: missing {missing}, unknown {extra}")
             if not isinstance(getattr(C, e.status, None), int):
                 problems.append(f"error variant {e.name}: unknown status {e.status}")
+            structs = {a.struct for a in op.args if a.struct}
+            if any(k not in structs for k in e.struct_sizes):
+                problems.append(f"error variant {e.name}: struct_sizes names {sorted(e.struct_sizes)}, the op's "
+                                f"options structs are {sorted(structs)}")
         for kind, names_seen in (("variant", [v.name for v in case.variants]), ("error variant",
                                                                                 [e.name for e in case.errors])):
             dups = sorted({n for n in names_seen if names_seen.count(n) > 1})
@@ -1262,14 +1352,15 @@ class Harness:
                 weights[:] = wfn([to_torch(o) for o in outs])
             root = None
             for o, w in zip(outs, weights):
-                if w is None or not C.nx_tensor_requires_grad(o):
+                if w is None or not C.nx_tensor_get_requires_grad(o):
                     continue
                 term = C.nx_sum(C.nx_mul(o, to_nx(w, device), None), [], False, None)
                 root = term if root is None else C.nx_add(root, term, None)
             if root is None:
                 return None
             labels = list(leaf_h)
-            gs = C.nx_autograd_grad(root, None, [leaf_h[lb] for lb in labels], False, create_graph, None)
+            gs = C.nx_autograd_grad(root, None, [leaf_h[lb] for lb in labels], create_graph_options(create_graph),
+                                    None)
             return dict(zip(labels, gs)), [leaf_h[lb] for lb in labels]
 
         first = first_order(0.0, True)
@@ -1284,13 +1375,13 @@ class Harness:
         s = None
         for label in labels:
             gh = g[label]
-            if gh is None or not C.nx_tensor_requires_grad(gh):
+            if gh is None or not C.nx_tensor_get_requires_grad(gh):
                 continue  # this gradient does not depend on the inputs (its Hessian part is 0)
             term = C.nx_sum(C.nx_mul(gh, to_nx(dirs[label], device), None), [], False, None)
             s = term if s is None else C.nx_add(s, term, None)
         hv = {label: torch.zeros_like(dirs[label]) for label in labels}
         if s is not None:
-            for label, h in zip(labels, C.nx_autograd_grad(s, None, leaf_list, False, False, None)):
+            for label, h in zip(labels, C.nx_autograd_grad(s, None, leaf_list, None, None)):
                 if h is not None:
                     hv[label] = to_torch(h).double()
         gp = first_order(GG_EPS, False)
@@ -1327,9 +1418,9 @@ class Harness:
         for name in case.mutates or []:
             h = handles.get(name)
             before[name] = [to_torch(x) for x in (h if isinstance(h, list) else [h] if h is not None else [])]
-        live = C.nx_live_tensor_count()
+        live = live_tensors()
         try:
-            call_op(op, mats, handles, case.mutates)
+            call_op(op, mats, handles, case.mutates, e.struct_sizes)
         except nexusgrad.Error as ex:
             msg = str(getattr(ex, "message", ex))
             problems = []
@@ -1345,8 +1436,8 @@ class Harness:
         else:
             self.check(f"returned normally; want {e.status}", where, "errors")
             return
-        self.check(None if C.nx_live_tensor_count() == live else
-                   f"{C.nx_live_tensor_count() - live} handles more after the failed call", f"{where} no handle left",
+        self.check(None if live_tensors() == live else
+                   f"{live_tensors() - live} handles more after the failed call", f"{where} no handle left",
                    "errors")
         for name, olds in before.items():
             h = handles[name]
@@ -1359,7 +1450,7 @@ class Harness:
 # ---------------------------------------------------------------- main
 def simd_levels(wanted: Sequence[str]) -> List[str]:
     """The CPU SIMD levels to run: the default one first, then the others the processor has."""
-    default = C.nx_cpu_simd_level()
+    default = C.nx_cpu_get_simd_level()
     levels = [default] + [lv for lv in ("avx512", "avx2", "scalar") if lv != default]
     have = []
     for lv in levels:

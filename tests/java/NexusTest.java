@@ -1,5 +1,5 @@
 // The Java binding test (ctest -L java): exercises the generated API, closes every handle it gets
-// (try-with-resources) and checks that nx_live_tensor_count() is back to 0 at the end.
+// (try-with-resources) and checks that nx_live_handle_count(NX_HANDLE_TENSOR) is back to 0 at the end.
 import java.io.File;
 import java.util.Arrays;
 import org.nexusgrad.*;
@@ -19,10 +19,27 @@ public class NexusTest {
   public static void main(String[] args) throws Exception {
     Device cpu = Nexus.cpu();
     check(Nexus.abi_version() == Nexus.NX_ABI_VERSION, "ABI version");
-    check(Nexus.version_string().startsWith("0."), "version string");
+    check(Nexus.version_string().startsWith(Nexus.NX_VERSION_MAJOR + "."), "version string");
+
+    // settings: set_<name>(value) and get_<name>() (rule 3 of nexus.h)
+    int threads = Nexus.cpu_get_num_threads();
+    Nexus.cpu_set_num_threads(1);
+    check(Nexus.cpu_get_num_threads() == 1, "cpu_get_num_threads");
+    Nexus.cpu_set_num_threads(threads);
+    check(Arrays.asList("avx512", "avx2", "scalar").contains(Nexus.cpu_get_simd_level()), "cpu_get_simd_level");
+    Nexus.runtime_set_deterministic(true);
+    check(Nexus.runtime_get_deterministic(), "runtime_get_deterministic");
+    Nexus.runtime_set_deterministic(false);
+    check(Nexus.autograd_get_enabled(), "grad mode on by default");
+
+    // options structs come filled with their defaults (struct_size included)
+    AdamOptions adamDefaults = new AdamOptions();
+    check(adamDefaults.getStruct_size() > 0 && adamDefaults.getLr() == 1e-3 && adamDefaults.getBeta2() == 0.999
+          && !adamDefaults.getDecoupled_weight_decay(), "AdamOptions defaults");
+    check(new SgdOptions().getLr() == 1e-3 && !new BackwardOptions().getRetain_graph(), "options defaults");
 
     // quick start: gradient of sum(x @ w) is x^T @ ones
-    Nexus.manual_seed(7);
+    Nexus.random_set_seed(7);
     try (Tensor x = Nexus.tensor(new float[] {1, 2, 3, 4, 5, 6, 7, 8}, new long[] {2, 4}, cpu);
          Tensor w = Nexus.tensor_randn(new long[] {4, 3}, DType.F32, cpu, null)) {
       w.setRequiresGrad(true);
@@ -30,7 +47,11 @@ public class NexusTest {
       try (Tensor y = Nexus.matmul(x, w, null); Tensor loss = Nexus.sum(y, null, false, null)) {
         check(Arrays.equals(y.shape(), new long[] {2, 3}), "matmul shape");
         check(!Nexus.tensor_is_leaf(y), "y has a grad_fn");
-        Nexus.backward(loss, null, null);
+        BackwardOptions retain = new BackwardOptions();
+        retain.setRetain_graph(true);
+        Nexus.backward(loss, null, retain, null);
+        Nexus.tensor_zero_grad(w);
+        Nexus.backward(loss, null, null, null);
         try (Tensor g = w.grad()) {
           float[] gv = Nexus.toFloatArray(g);
           float[] expect = {6, 6, 6, 8, 8, 8, 10, 10, 10, 12, 12, 12};
@@ -90,16 +111,26 @@ public class NexusTest {
     try (Tensor x = Nexus.tensor(new double[] {1, 2, 3}, new long[] {3}, cpu)) {
       x.setRequiresGrad(true);
       try (Tensor c = Nexus.pow_scalar(x, 3, null); Tensor l = Nexus.sum(c, null, false, null)) {
-        Tensor[] g = Nexus.autograd_grad(l, null, new Tensor[] {x}, false, false, null);
+        try (Tensor jv = Nexus.jvp(l, new Tensor[] {x}, new Tensor[] {x}, null)) {  // sum(3 x^2 * x)
+          close(Nexus.toDoubleArray(jv)[0], 3 * (1 + 8 + 27), "jvp");
+        }
+        try {
+          Nexus.jvp(l, new Tensor[] {x}, new Tensor[] {x, x}, null);
+          check(false, "jvp with 1 input and 2 tangents must be refused");
+        } catch (IllegalArgumentException e) {
+          check(e.getMessage().contains("differ in length"), "jvp lengths");
+        }
+        Tensor[] g = Nexus.autograd_grad(l, null, new Tensor[] {x}, null, null);
         try (Tensor g0 = g[0]) {
           check(Arrays.equals(Nexus.toDoubleArray(g0), new double[] {3, 12, 27}), "autograd_grad");
         }
       }
-      Nexus.grad_mode_set(false);
+      Nexus.autograd_set_enabled(false);
+      check(!Nexus.autograd_get_enabled(), "autograd_get_enabled");
       try (Tensor y = Nexus.mul_scalar(x, 2, null)) {
         check(!y.requiresGrad(), "no-grad mode");
       }
-      Nexus.grad_mode_set(true);
+      Nexus.autograd_set_enabled(true);
     }
 
     // SafeTensors round trip
@@ -133,9 +164,14 @@ public class NexusTest {
       try (Tensor p0 = Nexus.module_parameter(lin, 0, name)) {
         check(name[0] != null && !name[0].isEmpty(), "parameter name");
       }
+      check(Nexus.module_get_training(lin), "training mode by default");
+      Nexus.module_set_training(lin, false);
+      check(!Nexus.module_get_training(lin), "module_set_training");
       Tensor[] params = Nexus.module_parameters(lin);
-      Nexus.backward(loss, null, null);
-      try (Optimizer opt = Nexus.sgd_create(params, 0.1, 0.0, false, 0.0)) {
+      Nexus.backward(loss, null, null, null);
+      SgdOptions sgd = new SgdOptions();
+      sgd.setLr(0.1);
+      try (Optimizer opt = Nexus.sgd_create(params, sgd)) {
         double before = Nexus.toDoubleArray(params[0])[0];
         Nexus.optimizer_step(opt, null);
         check(Nexus.toDoubleArray(params[0])[0] != before, "sgd step changes the weight");
@@ -144,6 +180,34 @@ public class NexusTest {
         check(norm > 0, "clip_grad_norm returns the norm");
       }
       for (Tensor p : params) p.close();
+    }
+
+    // nx_adam_step_multi: four arrays of one length and an options struct (null: the defaults)
+    try (Tensor p = Nexus.tensor(new double[] {1, 1}, new long[] {2}, cpu);
+         Tensor g = Nexus.tensor(new double[] {0.5, 0.5}, new long[] {2}, cpu);
+         Tensor m = Nexus.tensor_zeros(new long[] {2}, DType.F64, cpu, null);
+         Tensor v = Nexus.tensor_zeros(new long[] {2}, DType.F64, cpu, null)) {
+      Tensor[] ps = {p}, gs = {g}, ms = {m}, vs = {v};
+      Nexus.adam_step_multi(ps, gs, ms, vs, 1, null, null);
+      close(Nexus.toDoubleArray(p)[0], 1 - 1e-3, "adam step with the default lr");
+      AdamOptions adam = new AdamOptions();
+      adam.setLr(0.5);
+      Nexus.adam_step_multi(ps, gs, ms, vs, 2, adam, null);
+      close(Nexus.toDoubleArray(p)[0], 1 - 1e-3 - 0.5, "adam step with lr 0.5");
+      try {
+        Nexus.adam_step_multi(ps, new Tensor[] {g, g}, ms, vs, 3, null, null);
+        check(false, "arrays of different lengths must be refused");
+      } catch (IllegalArgumentException e) {
+        check(e.getMessage().contains("differ in length"), "adam_step_multi lengths: " + e.getMessage());
+      }
+      adam.setStruct_size(4);
+      try {
+        Nexus.adam_step_multi(ps, gs, ms, vs, 3, adam, null);
+        check(false, "a struct_size of 4 must be refused");
+      } catch (NexusException e) {
+        check(e.status() == Status.ERR_INVALID_ARGUMENT && e.getMessage().contains("struct_size is 4"),
+              "struct_size check: " + e.getMessage());
+      }
     }
 
     // text
@@ -186,7 +250,7 @@ public class NexusTest {
     check(z.isClosed(), "closed");
 
     System.gc();
-    long live = Nexus.live_tensor_count();
+    long live = Nexus.live_handle_count(HandleType.HANDLE_TENSOR);
     check(live == 0, "every handle closed: live tensors = " + live);
     System.out.println("NexusTest: " + checks + " checks passed, live tensors at exit: " + live);
   }

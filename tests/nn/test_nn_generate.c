@@ -27,8 +27,8 @@ static nx_sample_config greedy(void) {
 static int64_t* full_recompute(nx_module gpt, const int64_t* prompt, size_t n, int64_t new_tokens) {
   int64_t* seq = calloc(n + (size_t)new_tokens, sizeof(int64_t));
   memcpy(seq, prompt, n * sizeof(int64_t));
-  const bool was = nx_grad_mode_enabled();
-  nx_grad_mode_set(false);
+  const bool was = grad_enabled();
+  nx_autograd_set_enabled(false);
   for (int64_t i = 0; i < new_tokens; ++i) {
     const int64_t len = (int64_t)n + i, shape[2] = {1, len};
     nx_tensor x = t_i64(seq, shape, 2), logits = t_forward(gpt, x), last = NULL, am = NULL;
@@ -40,7 +40,7 @@ static int64_t* full_recompute(nx_module gpt, const int64_t* prompt, size_t n, i
     nx_tensor_free(logits);
     nx_tensor_free(x);
   }
-  nx_grad_mode_set(was);
+  nx_autograd_set_enabled(was);
   return seq;
 }
 
@@ -153,7 +153,7 @@ static void test_native_models(void** state) {
     c.swiglu = cfgs[k].swiglu;
     c.rms_norm = cfgs[k].rms;
     c.tie_embeddings = cfgs[k].tie;
-    nx_manual_seed(100 + k);
+    nx_random_set_seed(100 + k);
     nx_module gpt = NULL;
     NX_OK_(nx_gpt_create(&gpt, &c, NX_F32, CPU, NULL));
     /* scale the embedding up from its 0.02 init so that logits are well separated */
@@ -195,7 +195,7 @@ static void test_sampling(void** state) {
   c.swiglu = true;
   c.rms_norm = true;
   c.tie_embeddings = true;
-  nx_manual_seed(5);
+  nx_random_set_seed(5);
   nx_module gpt = NULL;
   NX_OK_(nx_gpt_create(&gpt, &c, NX_F32, CPU, NULL));
   const int64_t prompt[3] = {1, 2, 3};

@@ -119,7 +119,7 @@ static void run_case(void** state) {
   snprintf(what, sizeof what, "%s output", key);
   double err_out = expect_close_dt(out, want, what);
   nx_tensor gout = st_getf(g_layers, "%s.gout", key);
-  NX_OK_(nx_backward(out, gout, NULL));
+  NX_OK_(nx_backward(out, gout, NULL, NULL));
   double err_grad = 0.0;
   size_t ngrads = 0;
   if (float_in) {
@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
          st_meta(g_layers, "torch_version"));
   /* every case at every SIMD level the processor has */
   const char* levels[3] = {"avx512", "avx2", "scalar"};
-  const char* dflt = nx_cpu_simd_level();
+  const char* dflt = simd_level();
   int rc = 0, passes = 0;
   for (int l = 0; l < 3; ++l) {
     if (nx_cpu_set_simd_level(levels[l]) != NX_OK) continue;

@@ -25,12 +25,14 @@ typedef struct {
 static nx_optimizer make_optimizer(const optim_case* c, nx_tensor* params) {
   nx_optimizer o = NULL;
   if (strcmp(conf_str(c->conf, "kind"), "sgd") == 0) {
-    NX_OK_(nx_sgd_create(&o, params, c->n, conf_real(c->conf, "lr"), conf_real(c->conf, "momentum"),
-                         conf_bool(c->conf, "nesterov"), conf_real(c->conf, "wd")));
+    const nx_sgd_options opt = {sizeof opt, conf_real(c->conf, "lr"), conf_real(c->conf, "momentum"),
+                                conf_bool(c->conf, "nesterov"), conf_real(c->conf, "wd")};
+    NX_OK_(nx_sgd_create(&o, params, c->n, &opt));
   } else {
-    NX_OK_(nx_adam_create(&o, params, c->n, conf_real(c->conf, "lr"), conf_real(c->conf, "beta1"),
-                          conf_real(c->conf, "beta2"), conf_real(c->conf, "eps"), conf_real(c->conf, "wd"),
-                          conf_bool(c->conf, "decoupled")));
+    const nx_adam_options opt = {sizeof opt, conf_real(c->conf, "lr"), conf_real(c->conf, "beta1"),
+                                 conf_real(c->conf, "beta2"), conf_real(c->conf, "eps"), conf_real(c->conf, "wd"),
+                                 conf_bool(c->conf, "decoupled")};
+    NX_OK_(nx_adam_create(&o, params, c->n, &opt));
   }
   return o;
 }
@@ -57,7 +59,7 @@ static void set_grads(const optim_case* c, nx_tensor* params, int64_t s) {
     if (!st_has(g_opt, name)) continue;
     nx_tensor g = st_get(g_opt, name), y = NULL;
     NX_OK_(nx_mul_scalar(&y, params[i], 1.0, NULL));
-    NX_OK_(nx_backward(y, g, NULL));
+    NX_OK_(nx_backward(y, g, NULL, NULL));
     nx_tensor_free(y);
     nx_tensor_free(g);
   }
@@ -160,8 +162,10 @@ static void test_load_wrong_kind(void** state) {
   nx_tensor p = make_from_f64(v, shape, 1, NX_F64);
   NX_OK_(nx_tensor_set_requires_grad(p, true));
   nx_optimizer sgd = NULL, adam = NULL;
-  NX_OK_(nx_sgd_create(&sgd, &p, 1, 0.1, 0.9, false, 0.0));
-  NX_OK_(nx_adam_create(&adam, &p, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, false));
+  const nx_sgd_options sgd_opt = {sizeof sgd_opt, 0.1, 0.9, false, 0.0};
+  const nx_adam_options adam_opt = {sizeof adam_opt, 0.1, 0.9, 0.999, 1e-8, 0.0, false};
+  NX_OK_(nx_sgd_create(&sgd, &p, 1, &sgd_opt));
+  NX_OK_(nx_adam_create(&adam, &p, 1, &adam_opt));
   char path[1024];
   snprintf(path, sizeof path, "%s/optim_wrong_kind.safetensors", fix_path("saved"));
   NX_OK_(nx_optimizer_save(sgd, path));

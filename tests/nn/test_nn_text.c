@@ -221,7 +221,7 @@ static void check_loader(int64_t ntokens, int64_t batch, int64_t seq, uint64_t s
   int64_t* tg = malloc(sizeof(int64_t) * (size_t)(batch * seq));
   for (int64_t b = 0; b < nbatches; ++b) {
     nx_tensor x = NULL, y = NULL;
-    NX_OK_(nx_text_loader_next(loader, &x, &y, CPU, NULL));
+    NX_OK_(nx_text_loader_next(&x, &y, loader, CPU, NULL));
     assert_shape(x, batch, seq);
     assert_shape(y, batch, seq);
     assert_int_equal(tensor_dtype(x), NX_I64);
@@ -261,7 +261,7 @@ static void check_loader(int64_t ntokens, int64_t batch, int64_t seq, uint64_t s
   NX_OK_(nx_text_loader_create(&again, tokens, batch, seq, seed));
   for (int64_t b = 0; b < nbatches && b < 4; ++b) {
     nx_tensor x = NULL, y = NULL;
-    NX_OK_(nx_text_loader_next(again, &x, &y, CPU, NULL));
+    NX_OK_(nx_text_loader_next(&x, &y, again, CPU, NULL));
     NX_OK_(nx_tensor_copy_to_host(x, in, sizeof(int64_t) * (size_t)(batch * seq), NULL));
     for (int64_t r = 0; r < batch; ++r) assert_int_equal(in[r * seq], starts[b * batch + r]);
     nx_tensor_free(x);
@@ -303,7 +303,7 @@ static void test_text_loader(void** state) {
   NX_OK_(nx_tokenizer_encode(&enc, tok, corpus, clen));
   NX_OK_(nx_text_loader_create(&l, enc, 2, 16, 7));
   nx_tensor x = NULL, y = NULL, xs = NULL, ys = NULL;
-  NX_OK_(nx_text_loader_next(l, &x, &y, CPU, NULL));
+  NX_OK_(nx_text_loader_next(&x, &y, l, CPU, NULL));
   NX_OK_(nx_slice(&xs, x, 1, 1, 16, 1, NULL));
   NX_OK_(nx_slice(&ys, y, 1, 0, 15, 1, NULL));
   expect_identical(xs, ys, "inputs[1:] vs targets[:-1]");

@@ -39,8 +39,9 @@ static void run_training(void** state) {
   size_t np = 0;
   NX_OK_(nx_module_parameters(gpt, &params, &np));
   nx_optimizer opt = NULL;
-  NX_OK_(nx_adam_create(&opt, params, np, conf_real(c, "lr"), conf_real(c, "beta1"), conf_real(c, "beta2"),
-                        conf_real(c, "eps"), conf_real(c, "wd"), true));
+  const nx_adam_options adamw = {sizeof adamw, conf_real(c, "lr"), conf_real(c, "beta1"), conf_real(c, "beta2"),
+                                 conf_real(c, "eps"), conf_real(c, "wd"), true};
+  NX_OK_(nx_adam_create(&opt, params, np, &adamw));
   nx_tensor xs = st_getf(g_train, "%s.x", key), ys = st_getf(g_train, "%s.y", key);
   nx_tensor want_loss = st_getf(g_train, "%s.loss", key);
   assert_int_equal(tensor_numel(want_loss), steps);
@@ -55,7 +56,7 @@ static void run_training(void** state) {
     NX_OK_(nx_reshape(&y1, y, flat1, 1, NULL));
     NX_OK_(nx_cross_entropy(&loss, l2, y1, -100, 0.0, NX_REDUCTION_MEAN, NULL));
     our_loss[s] = scalar_of(loss);
-    NX_OK_(nx_backward(loss, NULL, NULL));
+    NX_OK_(nx_backward(loss, NULL, NULL, NULL));
     if (clip > 0) {
       double norm = 0.0;
       NX_OK_(nx_clip_grad_norm(&norm, params, np, clip, NULL));

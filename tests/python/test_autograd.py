@@ -50,6 +50,8 @@ def test_backward_with_gradient_and_retain_graph():
     ty.backward(torch.tensor(g), retain_graph=True)
     ty.backward(torch.tensor(g))
     close(x.grad(), tx.grad)
+    with pytest.raises(ng.StateError):  # the second backward freed the graph
+        y.backward(ng.tensor(g))
 
 
 def test_double_backward_with_create_graph():

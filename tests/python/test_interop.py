@@ -200,6 +200,36 @@ def test_dlpack_device_and_capsule_protocol():
     assert t[0].item() == 1
 
 
+def test_dlpack_versioned_capsule_round_trip():
+    """DLPack 1.x: __dlpack__(max_version >= (1, 0)) gives a "dltensor_versioned" capsule, which
+    from_dlpack consumes (renaming it "used_dltensor_versioned"); older consumers get "dltensor"."""
+    t = ng.arange(6.0).reshape(2, 3)
+    assert C.nx_py_capsule_name(t.__dlpack__()) == "dltensor"
+    assert C.nx_py_capsule_name(t.__dlpack__(max_version=(0, 8))) == "dltensor"
+    cap = t.__dlpack__(max_version=(1, 3))
+    assert C.nx_py_capsule_name(cap) == "dltensor_versioned"
+    u = ng.from_dlpack(cap)
+    assert C.nx_py_capsule_name(cap) == "used_dltensor_versioned"
+    with pytest.raises(ValueError, match="dltensor_versioned"):
+        C.nx_tensor_from_dlpack_versioned(cap)  # consumed once
+    with pytest.raises(ValueError, match="'dltensor'"):
+        C.nx_tensor_from_dlpack(t.__dlpack__(max_version=(1, 0)))  # each import takes its own capsule
+    u[0, 1] = 7  # shared memory, both ways
+    assert t[0, 1].item() == 7 and u.tolist() == t.tolist()
+    v = ng.from_dlpack(t[:, 1:])  # a producer that speaks DLPack 1.0 (ours): versioned, a view
+    assert v.tolist() == [[7.0, 2.0], [4.0, 5.0]]
+    w = ng.from_dlpack(t.__dlpack__(max_version=(1, 0), copy=True))
+    w[0, 0] = -1
+    assert t[0, 0].item() == 0
+    with pytest.raises(BufferError):
+        t.__dlpack__(max_version=(1, 0), dl_device=(2, 0))
+    before = ng.live_tensor_count()
+    unused = t.__dlpack__(max_version=(1, 0))
+    del unused  # never consumed: its destructor calls the deleter
+    gc.collect()
+    assert ng.live_tensor_count() == before
+
+
 # ---------------------------------------------------------------- a hand-made DLManagedTensor
 class DLDevice(ctypes.Structure):
     _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int32)]
@@ -223,18 +253,35 @@ DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
 DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", DELETER)]
 
 
-def make_capsule(buf, shape, strides, code=2, bits=64, device_type=1):
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
+class DLManagedTensorVersioned(ctypes.Structure):
+    pass
+
+
+VERSIONED_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensorVersioned))
+DLManagedTensorVersioned._fields_ = [("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p),
+                                     ("deleter", VERSIONED_DELETER), ("flags", ctypes.c_uint64),
+                                     ("dl_tensor", DLTensor)]
+READ_ONLY, IS_COPIED = 1, 2
+
+
+def make_capsule(buf, shape, strides, code=2, bits=64, device_type=1, version=None, flags=0):
+    """A "dltensor" capsule of a hand-made DLManagedTensor, or with version=(major, minor) a
+    "dltensor_versioned" one of a DLManagedTensorVersioned with these flags."""
     calls = []
     keep = {}
 
-    @DELETER
+    @(VERSIONED_DELETER if version else DELETER)
     def deleter(p):
         calls.append(1)
 
     n = len(shape)
     sh = (ctypes.c_int64 * n)(*shape)
     st = (ctypes.c_int64 * n)(*strides) if strides is not None else None
-    m = DLManagedTensor()
+    m = DLManagedTensorVersioned(DLPackVersion(*version), flags=flags) if version else DLManagedTensor()
     m.dl_tensor.data = buf.ctypes.data
     m.dl_tensor.device = DLDevice(device_type, 0)
     m.dl_tensor.ndim = n
@@ -247,8 +294,14 @@ def make_capsule(buf, shape, strides, code=2, bits=64, device_type=1):
     new = ctypes.pythonapi.PyCapsule_New
     new.restype = ctypes.py_object
     new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
-    cap = new(ctypes.addressof(m), b"dltensor", None)
+    cap = new(ctypes.addressof(m), b"dltensor_versioned" if version else b"dltensor", None)
     return cap, calls, keep
+
+
+def test_layout_of_the_hand_made_structs():
+    """The ctypes structs above follow DLPack's header (dlpack.h): what the tests below hand over."""
+    assert ctypes.sizeof(DLTensor) == 48 and ctypes.sizeof(DLManagedTensor) == 64
+    assert ctypes.sizeof(DLManagedTensorVersioned) == 80 and DLManagedTensorVersioned.dl_tensor.offset == 32
 
 
 def test_from_dlpack_calls_the_producers_deleter_once():
@@ -279,3 +332,24 @@ def test_from_dlpack_failure_leaves_the_capsule_to_its_owner():
     with pytest.raises(ng.DeviceError):
         ng.from_dlpack(cap3)
     assert calls2 == [] and calls3 == []
+
+
+def test_from_dlpack_versioned_owns_the_struct_and_refuses_what_it_cannot_write():
+    buf = np.arange(6.0)
+    cap, calls, keep = make_capsule(buf, [2, 3], None, version=(1, 1), flags=IS_COPIED)
+    t = ng.from_dlpack(cap)
+    assert "used_dltensor_versioned" in repr(cap) and t.tolist() == [[0, 1, 2], [3, 4, 5]]
+    t[0, 0] = 9
+    assert buf[0] == 9  # no copy
+    del t
+    gc.collect()
+    assert calls == [1]
+    ro, ro_calls, ro_keep = make_capsule(buf, [6], None, version=(1, 0), flags=READ_ONLY)
+    with pytest.raises(ng.NotSupportedError, match="read-only") as ei:
+        ng.from_dlpack(ro)
+    assert "nx_tensor_from_dlpack_versioned" in ei.value.message
+    v2, v2_calls, v2_keep = make_capsule(buf, [6], None, version=(2, 0))
+    with pytest.raises(ng.NotSupportedError, match="major version 2.0"):
+        ng.from_dlpack(v2)
+    # refused: the capsules are still their owners' (not renamed, the deleters not called)
+    assert ro_calls == [] and v2_calls == [] and "used" not in repr(ro) and "used" not in repr(v2)

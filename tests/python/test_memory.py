@@ -1,5 +1,5 @@
 """Handles are freed by the garbage collector exactly once: 100,000 create/free cycles leave
-nx_live_tensor_count() and the process's resident memory flat."""
+nx_live_handle_count(NX_HANDLE_TENSOR) and the process's resident memory flat."""
 import gc
 import os
 

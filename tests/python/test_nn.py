@@ -53,6 +53,10 @@ def test_conv_pool_norm_embedding_match_torch():
     close(nn.GELU("tanh")(ng.tensor(x)), TF.gelu(torch.tensor(x), approximate="tanh"))
     d = nn.Dropout(0.5).eval()
     close(d(ng.tensor(x)), torch.tensor(x))
+    assert d.training is False and d.train().training is True  # like torch.nn.Module.training
+    seq = nn.Sequential(nn.Linear(6, 6), nn.Dropout(0.5))
+    seq.eval()
+    assert not seq.training and not seq._children[1].training  # eval() reaches the children
     assert nn.RMSNorm(6)(ng.tensor(x)).shape == (2, 2, 6, 6)
     assert nn.SwiGLU(6, 8)(ng.tensor(x)).shape == (2, 2, 6, 6)
 

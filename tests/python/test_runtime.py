@@ -46,9 +46,9 @@ def test_out_handles_are_owned():
     h = C.nx_tensor_zeros([2], C.NX_F32, "cpu", None)
     assert type(h).__name__ == "nx_tensor_s" and h.thisown
     assert C.nx_tensor_shape(h) == (2,)
-    n0 = C.nx_live_tensor_count()
+    n0 = C.nx_live_handle_count(C.NX_HANDLE_TENSOR)
     del h
-    assert C.nx_live_tensor_count() == n0 - 1
+    assert C.nx_live_handle_count(C.NX_HANDLE_TENSOR) == n0 - 1
 
 
 def test_low_level_conventions():
@@ -88,6 +88,83 @@ def test_runtime_settings():
     ng.cuda.synchronize()
     ng.cuda.set_tf32(False)
     assert ng.cuda.tf32_enabled() is False
+
+
+def test_settings_through_set_and_get():
+    """Rule 3 of nexus.h: nx_<scope>_set_<name>(value) and nx_<scope>_get_<name>() (the value is
+    returned in Python)."""
+    n = C.nx_cpu_get_num_threads()
+    assert isinstance(n, int) and n >= 1
+    C.nx_cpu_set_num_threads(1)
+    assert C.nx_cpu_get_num_threads() == 1
+    C.nx_cpu_set_num_threads(n)
+    assert C.nx_cpu_get_simd_level() in ("avx512", "avx2", "scalar")
+    for value in (True, False):
+        C.nx_runtime_set_deterministic(value)
+        assert C.nx_runtime_get_deterministic() is value
+        C.nx_autograd_set_enabled(value)
+        assert C.nx_autograd_get_enabled() is value
+    C.nx_autograd_set_enabled(True)
+    assert C.nx_cuda_get_tf32() is False
+    C.nx_random_set_seed(5)
+    a = C.nx_tensor_randn([3], C.NX_F32, "cpu", None)
+    C.nx_random_set_seed(5)
+    b = C.nx_tensor_randn([3], C.NX_F32, "cpu", None)
+    assert C.nx_tensor_item(C.nx_sum(C.nx_eq(a, b, None), None, False, None), None) == 3
+    assert C.nx_live_handle_count(C.NX_HANDLE_TENSOR) >= 2 and C.nx_live_handle_count(999) == -1
+
+
+def test_options_structs_come_filled_with_their_defaults():
+    """Rule 4: the options structs' constructors set struct_size and the NX_*_OPTIONS_DEFAULT values,
+    so Python never sets struct_size; None passes NULL (the defaults)."""
+    sizes = {}
+    for name in ("nx_backward_options", "nx_sgd_options", "nx_adam_options"):
+        o = getattr(C, name)()
+        assert o.struct_size >= 8, name
+        sizes[name] = o.struct_size
+    assert sizes["nx_backward_options"] < sizes["nx_sgd_options"] < sizes["nx_adam_options"]
+    b = C.nx_backward_options()
+    assert (b.retain_graph, b.create_graph, b.check_finite) == (False, False, False)
+    s = C.nx_sgd_options()
+    assert (s.lr, s.momentum, s.nesterov, s.weight_decay) == (1e-3, 0.0, False, 0.0)
+    a = C.nx_adam_options()
+    assert (a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.decoupled_weight_decay) == \
+        (1e-3, 0.9, 0.999, 1e-8, 0.0, False)
+
+    # NULL options are the defaults; a struct_size the library does not know is refused
+    p = C.nx_tensor_full([2], 1.0, C.NX_F32, "cpu", None)
+    g = C.nx_tensor_full([2], 0.5, C.NX_F32, "cpu", None)
+    m = C.nx_tensor_zeros([2], C.NX_F32, "cpu", None)
+    v = C.nx_tensor_zeros([2], C.NX_F32, "cpu", None)
+    C.nx_adam_step_multi([p], [g], [m], [v], 1, None, None)
+    assert abs(C.nx_tensor_item(C.nx_sum(p, None, False, None), None) - 2 * (1 - 1e-3)) < 1e-6
+    a.lr = 0.5
+    C.nx_adam_step_multi([p], [g], [m], [v], 2, a, None)
+    assert abs(C.nx_tensor_item(C.nx_sum(p, None, False, None), None) - 2 * (1 - 1e-3 - 0.5)) < 1e-5
+    a.struct_size = 4
+    with pytest.raises(ng.InvalidArgumentError, match="options->struct_size is 4"):
+        C.nx_adam_step_multi([p], [g], [m], [v], 3, a, None)
+    with pytest.raises(TypeError):
+        C.nx_adam_step_multi([p], [g], [m], [v], 3, C.nx_sgd_options(), None)
+
+
+def test_arrays_that_share_one_count_must_have_one_length():
+    """nx_adam_step_multi's four arrays (and nx_jvp's two) share one count in C: the bindings take one
+    list each and refuse lists of different lengths before the call."""
+    p = C.nx_tensor_ones([2], C.NX_F32, "cpu", None)
+    with pytest.raises(ng.InvalidArgumentError, match=r"nx_adam_step_multi: .* got 1, 2, 1 and 1"):
+        C.nx_adam_step_multi([p], [p, p], [p], [p], 1, None, None)
+    with pytest.raises(ng.InvalidArgumentError, match=r"nx_adam_step_multi: .* got 1, 1, 1 and 0"):
+        C.nx_adam_step_multi([p], [p], [p], [], 1, None, None)
+    C.nx_adam_step_multi([], [], [], [], 1, None, None)  # nothing to do
+    with pytest.raises(TypeError, match=r"grads\[0\] must be a tensor"):
+        C.nx_adam_step_multi([p], ["x"], [p], [p], 1, None, None)
+    x = C.nx_tensor_ones([2], C.NX_F64, "cpu", None)
+    C.nx_tensor_set_requires_grad(x, True)
+    y = C.nx_mul(x, x, None)
+    with pytest.raises(ng.InvalidArgumentError, match="1 inputs but 2 tangents"):
+        C.nx_jvp(y, [x], [x, x], None)
+    assert C.nx_tensor_item(C.nx_sum(C.nx_jvp(y, [x], [x], None), None, False, None), None) == 4.0
 
 
 @pytest.mark.skipif(not ng.cuda.is_available(), reason="no CUDA device")

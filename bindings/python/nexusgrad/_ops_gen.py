@@ -263,12 +263,12 @@ def log_softmax(input: Any, dim: Any) -> Tensor:
 
 def index_select(input: Any, dim: Any, index: Any) -> Tensor:
     """Entries of input along dim at the integer positions of the 1-d index."""
-    return _wrap(_C.nx_index_select(_t(input)._h, int(dim), _index(index, input)._h, _S))
+    return _wrap(_C.nx_index_select(_t(input)._h, _index(index, input)._h, int(dim), _S))
 
 
 def gather(input: Any, dim: Any, index: Any) -> Tensor:
     """torch.gather: out[i][j] = input[index[i][j]][j] for dim 0, and so on."""
-    return _wrap(_C.nx_gather(_t(input)._h, int(dim), _index(index, input)._h, _S))
+    return _wrap(_C.nx_gather(_t(input)._h, _index(index, input)._h, int(dim), _S))
 
 
 def mse_loss(input: Any, target: Any, reduction: Any = "mean") -> Tensor:

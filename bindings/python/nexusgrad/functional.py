@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _nexus as _C
 from ._dtypes import BY_VALUE, DType, DTypeLike, DeviceLike, int64, to_dtype, to_device
-from .tensor import Tensor, _as_tensor, _wrap, ones_like
+from .tensor import Tensor, _as_tensor, _backward_options, _wrap, no_grad as _no_grad, ones_like
 from . import _ops_gen
 from ._ops_gen import *  # noqa: F401,F403  (the ops whose wrappers src/ops/ops.yaml declares)
 from ._opargs import _S, _as_tensor_index, _axes, _pair, _reduction, _t
@@ -221,15 +221,6 @@ def argmin(input: Tensor, dim: Optional[int] = None, keepdim: bool = False) -> T
         return argmax(n, dim, keepdim)
 
 
-class _no_grad:
-    def __enter__(self) -> None:
-        self.prev = _C.nx_grad_mode_enabled()
-        _C.nx_grad_mode_set(False)
-
-    def __exit__(self, *a: Any) -> None:
-        _C.nx_grad_mode_set(self.prev)
-
-
 # ---------------------------------------------------------------- linear algebra, softmax
 
 
@@ -435,10 +426,7 @@ def backward(tensor: Tensor, grad_tensor: Optional[Any] = None, retain_graph: bo
     means ones (tensor must then have one element). retain_graph keeps the saved tensors for another
     backward; create_graph records the backward pass so gradients can be differentiated again."""
     g = None if grad_tensor is None else _t(grad_tensor, tensor)._h
-    if not retain_graph and not create_graph:
-        _C.nx_backward(tensor._h, g, _S)
-    else:
-        _C.nx_backward_ex(tensor._h, g, bool(retain_graph), bool(create_graph), _S)
+    _C.nx_backward(tensor._h, g, _backward_options(retain_graph, create_graph), _S)
 
 
 def grad(outputs: Tensor, inputs: Union[Tensor, Sequence[Tensor]], grad_outputs: Optional[Any] = None,
@@ -456,7 +444,7 @@ def grad(outputs: Tensor, inputs: Union[Tensor, Sequence[Tensor]], grad_outputs:
         grad_outputs = grad_outputs[0] if grad_outputs else None
     g = None if grad_outputs is None else _t(grad_outputs, outputs)._h
     retain = create_graph if retain_graph is None else bool(retain_graph)
-    hs = _C.nx_autograd_grad(outputs._h, g, [t._h for t in ins], retain, bool(create_graph), _S)
+    hs = _C.nx_autograd_grad(outputs._h, g, [t._h for t in ins], _backward_options(retain, create_graph), _S)
     res = tuple(None if h is None else _wrap(h) for h in hs)
     if not allow_unused and any(r is None for r in res):
         i = next(i for i, r in enumerate(res) if r is None)
@@ -485,7 +473,7 @@ def checkpoint(function: Callable[..., Any], *inputs: Tensor, num_outputs: int =
                 raise TypeError(f"checkpoint: the function must return Tensors, got {type(o).__name__}")
         return [o._h for o in outs]
 
-    hs = _C.nx_checkpoint(int(num_outputs), trampoline, [t._h for t in inputs], _S)
+    hs = _C.nx_checkpoint(int(num_outputs), [t._h for t in inputs], trampoline, _S)
     outs = tuple(_wrap(h) for h in hs)
     return outs[0] if num_outputs == 1 else outs
 
@@ -494,7 +482,7 @@ def backward_checked(tensor: Tensor, grad_tensor: Optional[Any] = None) -> None:
     """backward() that checks every gradient for NaN/Inf and raises StateError naming the first node
     whose output gradient is not finite."""
     g = None if grad_tensor is None else _t(grad_tensor, tensor)._h
-    _C.nx_backward_checked(tensor._h, g, _S)
+    _C.nx_backward(tensor._h, g, _backward_options(check_finite=True), _S)
 
 
 class Graph:
@@ -571,16 +559,16 @@ def save_safetensors(path: str, tensors: Dict[str, Tensor]) -> None:
 # ---------------------------------------------------------------- runtime
 def set_num_threads(n: int) -> None:
     """CPU threads used by kernels (<= 0 restores the default: all cores)."""
-    _C.nx_set_num_threads(int(n))
+    _C.nx_cpu_set_num_threads(int(n))
 
 
 def get_num_threads() -> int:
-    return _C.nx_get_num_threads()
+    return _C.nx_cpu_get_num_threads()
 
 
 def cpu_simd_level() -> str:
     """'avx512', 'avx2' or 'scalar': the CPU kernels chosen at run time."""
-    return _C.nx_cpu_simd_level()
+    return _C.nx_cpu_get_simd_level()
 
 
 def set_cpu_simd_level(level: str) -> None:
@@ -590,7 +578,7 @@ def set_cpu_simd_level(level: str) -> None:
 
 def live_tensor_count() -> int:
     """Number of tensor handles alive in the engine (for leak checks)."""
-    return _C.nx_live_tensor_count()
+    return _C.nx_live_handle_count(_C.NX_HANDLE_TENSOR)
 
 
 def version() -> str:
@@ -619,11 +607,11 @@ class _Cuda:
 
     @staticmethod
     def memory_stats(device: int = 0) -> Dict[str, int]:
-        return _C.nx_cuda_memory_stats_get(int(device))
+        return _C.nx_cuda_get_memory_stats(int(device))
 
     @staticmethod
     def memory_allocated(device: int = 0) -> int:
-        return _C.nx_cuda_memory_stats_get(int(device))["allocated_bytes"]
+        return _C.nx_cuda_get_memory_stats(int(device))["allocated_bytes"]
 
     @staticmethod
     def reset_peak_memory_stats(device: int = 0) -> None:
@@ -639,7 +627,7 @@ class _Cuda:
 
     @staticmethod
     def tf32_enabled() -> bool:
-        return _C.nx_cuda_tf32_enabled()
+        return _C.nx_cuda_get_tf32()
 
 
 cuda = _Cuda()

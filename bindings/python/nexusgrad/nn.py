@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tupl
 
 from . import _nexus as _C
 from ._dtypes import DTypeLike, DeviceLike, float32, to_device, to_dtype
-from .tensor import Tensor, _wrap
+from .tensor import Tensor, _options, _wrap
 
 __all__ = ["Module", "Linear", "Embedding", "LayerNorm", "RMSNorm", "Dropout", "Activation", "ReLU", "GELU",
            "Tanh", "Sigmoid", "Flatten", "Conv2d", "MaxPool2d", "AvgPool2d", "Sequential", "Residual", "SwiGLU",
@@ -61,8 +61,15 @@ class Module:
         return self
 
     def train(self, mode: bool = True) -> "Module":
-        _C.nx_module_train(self._m, bool(mode))
+        """Training mode (dropout active; the default) or, with mode False, evaluation mode, for this
+        module and its children."""
+        _C.nx_module_set_training(self._m, bool(mode))
         return self
+
+    @property
+    def training(self) -> bool:
+        """Whether the module is in training mode (see train() and eval())."""
+        return _C.nx_module_get_training(self._m)
 
     def eval(self) -> "Module":
         return self.train(False)
@@ -259,22 +266,27 @@ def _params(params: Iterable[Any]) -> List[Tensor]:
 def SGD(params: Iterable[Tensor], lr: float, momentum: float = 0.0, nesterov: bool = False,
         weight_decay: float = 0.0) -> Optimizer:
     ps = _params(params)
-    return Optimizer(_C.nx_sgd_create([p._h for p in ps], float(lr), float(momentum), bool(nesterov),
-                                      float(weight_decay)), ps)
+    o = _options(_C.nx_sgd_options, lr=float(lr), momentum=float(momentum), nesterov=bool(nesterov),
+                 weight_decay=float(weight_decay))
+    return Optimizer(_C.nx_sgd_create([p._h for p in ps], o), ps)
 
 
 def Adam(params: Iterable[Tensor], lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
          weight_decay: float = 0.0) -> Optimizer:
-    ps = _params(params)
-    return Optimizer(_C.nx_adam_create([p._h for p in ps], float(lr), float(betas[0]), float(betas[1]), float(eps),
-                                       float(weight_decay), False), ps)
+    return _adam(params, lr, betas, eps, weight_decay, False)
 
 
 def AdamW(params: Iterable[Tensor], lr: float = 1e-3, betas: Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
           weight_decay: float = 0.01) -> Optimizer:
+    return _adam(params, lr, betas, eps, weight_decay, True)
+
+
+def _adam(params: Iterable[Tensor], lr: float, betas: Tuple[float, float], eps: float, weight_decay: float,
+          decoupled: bool) -> Optimizer:
     ps = _params(params)
-    return Optimizer(_C.nx_adam_create([p._h for p in ps], float(lr), float(betas[0]), float(betas[1]), float(eps),
-                                       float(weight_decay), True), ps)
+    o = _options(_C.nx_adam_options, lr=float(lr), beta1=float(betas[0]), beta2=float(betas[1]), eps=float(eps),
+                 weight_decay=float(weight_decay), decoupled_weight_decay=decoupled)
+    return Optimizer(_C.nx_adam_create([p._h for p in ps], o), ps)
 
 
 def clip_grad_norm_(params: Iterable[Tensor], max_norm: float) -> float:

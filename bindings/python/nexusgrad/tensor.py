@@ -160,7 +160,7 @@ class Tensor:
     @property
     def requires_grad(self) -> bool:
         """Whether gradients flow to this tensor (settable on floating-point leaves)."""
-        return _C.nx_tensor_requires_grad(self._h)
+        return _C.nx_tensor_get_requires_grad(self._h)
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
@@ -189,7 +189,7 @@ class Tensor:
                  create_graph: bool = False) -> None:
         """Backpropagates into the .grad() of every leaf that requires grad (see nexusgrad.backward)."""
         g = None if gradient is None else _as_tensor(gradient, self)._h
-        _C.nx_backward_ex(self._h, g, bool(retain_graph), bool(create_graph), None)
+        _C.nx_backward(self._h, g, _backward_options(retain_graph, create_graph), None)
 
     def detach(self) -> "Tensor":
         """A view of the same data outside the graph."""
@@ -308,12 +308,19 @@ class Tensor:
         return a if dtype is None else a.astype(dtype)
 
     # ------------------------------------------------------------ DLPack
-    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
-                   copy: Optional[bool] = None) -> Any:
-        """A DLPack capsule sharing this tensor's memory (CUDA work is finished first)."""
-        if copy:
-            return _C.nx_tensor_to_dlpack(_C.nx_clone(self._h, None))
-        return _C.nx_tensor_to_dlpack(self._h)
+    def __dlpack__(self, *, stream: Any = None, max_version: Optional[Tuple[int, int]] = None,
+                   dl_device: Optional[Tuple[int, int]] = None, copy: Optional[bool] = None) -> Any:
+        """A DLPack capsule sharing this tensor's memory (CUDA work is finished first): a
+        "dltensor_versioned" capsule (DLManagedTensorVersioned) when the consumer's max_version is
+        (1, 0) or later, else a legacy "dltensor" one. copy=True exports a copy; dl_device must be
+        the tensor's own device (BufferError otherwise: move it with .to() first)."""
+        if dl_device is not None and (int(dl_device[0]), int(dl_device[1])) != self.__dlpack_device__():
+            raise BufferError(f"__dlpack__: the tensor is on DLPack device {self.__dlpack_device__()}, not "
+                              f"{tuple(dl_device)}")
+        h = _C.nx_clone(self._h, None) if copy else self._h
+        if max_version is not None and tuple(max_version) >= (1, 0):
+            return _C.nx_tensor_to_dlpack_versioned(h)
+        return _C.nx_tensor_to_dlpack(h)
 
     def __dlpack_device__(self) -> Tuple[int, int]:
         dev = _C.nx_tensor_device(self._h)
@@ -614,18 +621,35 @@ def _index(t: Tensor, index: Any, for_write: bool) -> Any:
                 raise _C.NotSupportedError("boolean mask indexing is not supported (use nexusgrad.where)")
             ish = idx.shape
             if len(ish) == 1:
-                h = _C.nx_index_select(h, axis, idx._h, None)
+                h = _C.nx_index_select(h, idx._h, axis, None)
                 axis += 1
             else:
                 flat = _C.nx_reshape(idx._h, [-1], None)
-                sel = _C.nx_index_select(h, axis, flat, None)
+                sel = _C.nx_index_select(h, flat, axis, None)
                 shp = list(_C.nx_tensor_shape(h))
                 h = _C.nx_reshape(sel, shp[:axis] + list(ish) + shp[axis + 1:], None)
                 axis += len(ish)
     return h
 
 
-# ---------------------------------------------------------------- grad mode
+# ---------------------------------------------------------------- options structs, grad mode
+def _options(struct: Any, **fields: Any) -> Any:
+    """An options struct of nexus.h (_C.nx_adam_options...): its constructor fills in the
+    NX_*_OPTIONS_DEFAULT values (struct_size included), then the given fields are set."""
+    o = struct()
+    for name, value in fields.items():
+        setattr(o, name, value)
+    return o
+
+
+def _backward_options(retain_graph: bool = False, create_graph: bool = False, check_finite: bool = False) -> Any:
+    """nx_backward_options for these flags; None (NULL: the defaults, all off) when none is set."""
+    if not (retain_graph or create_graph or check_finite):
+        return None
+    return _options(_C.nx_backward_options, retain_graph=bool(retain_graph), create_graph=bool(create_graph),
+                    check_finite=bool(check_finite))
+
+
 class _GradMode:
     __slots__ = ("_mode", "_prev")
 
@@ -634,11 +658,11 @@ class _GradMode:
         self._prev: List[bool] = []
 
     def __enter__(self) -> None:
-        self._prev.append(_C.nx_grad_mode_enabled())
-        _C.nx_grad_mode_set(self._mode)
+        self._prev.append(_C.nx_autograd_get_enabled())
+        _C.nx_autograd_set_enabled(self._mode)
 
     def __exit__(self, *exc: Any) -> None:
-        _C.nx_grad_mode_set(self._prev.pop())
+        _C.nx_autograd_set_enabled(self._prev.pop())
 
     def __call__(self, fn: Any) -> Any:
         import functools
@@ -672,8 +696,8 @@ class set_grad_enabled(_GradMode):
 
     def __init__(self, mode: bool) -> None:
         super().__init__(bool(mode))
-        self._prev.append(_C.nx_grad_mode_enabled())
-        _C.nx_grad_mode_set(bool(mode))
+        self._prev.append(_C.nx_autograd_get_enabled())
+        _C.nx_autograd_set_enabled(bool(mode))
 
     def __enter__(self) -> None:
         pass
@@ -681,12 +705,12 @@ class set_grad_enabled(_GradMode):
 
 def is_grad_enabled() -> bool:
     """Whether ops record the graph on this thread."""
-    return _C.nx_grad_mode_enabled()
+    return _C.nx_autograd_get_enabled()
 
 
 def manual_seed(seed: int) -> None:
     """Seeds the counter-based generator used by rand/randn (results do not depend on threads)."""
-    _C.nx_manual_seed(int(seed) & 0xFFFFFFFFFFFFFFFF)
+    _C.nx_random_set_seed(int(seed) & 0xFFFFFFFFFFFFFFFF)
 
 
 # ---------------------------------------------------------------- creation
@@ -847,14 +871,21 @@ def from_numpy(array: Any, device: DeviceLike = "cpu") -> Tensor:
 
 def from_dlpack(obj: Any) -> Tensor:
     """A tensor sharing the memory of obj (torch.Tensor, NumPy array, CuPy array, JAX array... or a
-    'dltensor' capsule) through DLPack: no copy, writes are seen on both sides. The producer's memory
-    stays alive until the last tensor or view using it is freed."""
+    'dltensor' or 'dltensor_versioned' capsule) through DLPack: no copy, writes are seen on both
+    sides. The producer's memory stays alive until the last tensor or view using it is freed. The
+    capsule is renamed 'used_dltensor' / 'used_dltensor_versioned' once consumed. Read-only
+    tensors (a versioned capsule flagged read-only) raise NotSupportedError: copy them first."""
     if hasattr(obj, "__dlpack__"):
         kind, _ = obj.__dlpack_device__()
-        if int(kind) == 2:  # CUDA: the engine enqueues on the legacy default stream (1)
-            cap = obj.__dlpack__(stream=1)
-        else:
-            cap = obj.__dlpack__()
+        # CUDA: the engine enqueues on the legacy default stream (1)
+        kwargs = {"stream": 1} if int(kind) == 2 else {}
+        try:
+            cap = obj.__dlpack__(max_version=(1, 0), **kwargs)
+        except TypeError:  # a producer older than DLPack 1.0's protocol (torch 1.13, NumPy < 2.1)
+            cap = obj.__dlpack__(**kwargs)
     else:
         cap = obj
+    name = _C.nx_py_capsule_name(cap)
+    if name is not None and name.endswith("dltensor_versioned"):
+        return _wrap(_C.nx_tensor_from_dlpack_versioned(cap))
     return _wrap(_C.nx_tensor_from_dlpack(cap))
