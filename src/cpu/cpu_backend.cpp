@@ -45,8 +45,33 @@ template <class D, class Src> D convert(Src v) { return from_f64<D>(to_f64(v)); 
 template <> Half convert(float v) { return Half{f32_to_f16(v)}; }
 template <> BFloat16 convert(float v) { return BFloat16{f32_to_bf16(v)}; }
 template <> int64_t convert(int64_t v) { return v; }
+template <> float convert(float v) { return v; }
+template <> float convert(Half v) { return f16_to_f32(v.bits); }
+template <> float convert(BFloat16 v) { return bf16_to_f32(v.bits); }
 
 template <class T> T* at(const View& v, int64_t off) { return static_cast<T*>(v.data) + off; }
+
+// f16/bf16 and mixed-dtype elementwise rows run kTile elements at a time: the operands are
+// converted into f32 (f64) buffers on the stack, go through the same SIMD kernel as f32, and the
+// result is converted into dst. The tile stays in L1, so no tensor-sized temporary is made.
+constexpr int64_t kTile = 256;
+// n <= kTile elements of v from element offset off, stride stride, converted to C.
+template <class C>
+void load_tile(C* buf, const View& v, int64_t off, int64_t stride, int64_t n) {
+  dispatch_dtype(v.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = at<T>(v, off);
+    for (int64_t i = 0; i < n; ++i) buf[i] = convert<C>(p[i * stride]);
+  });
+}
+template <class C>
+void store_tile(const View& v, int64_t off, const C* buf, int64_t n) {
+  dispatch_dtype(v.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = at<T>(v, off);
+    for (int64_t i = 0; i < n; ++i) p[i] = convert<T>(buf[i]);
+  });
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -141,11 +166,37 @@ class CpuBackend final : public Backend {
           t.unary_f64(op, at<double>(dst, off[0]), at<double>(src, off[1]), st[1], n, p0, p1);
         });
         return;
+      case DType::F16: case DType::BF16:
+        for_each_row<2>(dst.shape, {&dst.strides, &src.strides}, [&](auto off, int64_t n, auto st) {
+          float x[kTile], y[kTile];
+          for (int64_t i = 0; i < n; i += kTile) {
+            const int64_t m = std::min(kTile, n - i);
+            load_tile(x, src, off[1] + i * st[1], st[1], m);
+            t.unary_f32(op, y, x, 1, m, float(p0), float(p1));
+            store_tile(dst, off[0] + i, y, m);
+          }
+        });
+        return;
       case DType::I32: unary_int<int32_t>(op, dst, src, p0, p1); return;
       case DType::I64: unary_int<int64_t>(op, dst, src, p0, p1); return;
       default:
         fail(NX_ERR_DTYPE, current_api(), ": dtype ", dtype_name(dst.dtype), " is not supported here");
     }
+  }
+
+  // A floating binary op through f32 (or f64) tiles: f16/bf16 operands, or two dtypes.
+  template <class C, class Kernel>
+  static void binary_tiled(Kernel kernel, BinaryOp op, const View& dst, const View& a, const View& b) {
+    for_each_row<3>(dst.shape, {&dst.strides, &a.strides, &b.strides}, [&](auto off, int64_t n, auto st) {
+      C x[kTile], y[kTile], r[kTile];
+      for (int64_t i = 0; i < n; i += kTile) {
+        const int64_t m = std::min(kTile, n - i);
+        load_tile(x, a, off[1] + i * st[1], st[1], m);
+        load_tile(y, b, off[2] + i * st[2], st[2], m);
+        kernel(op, r, x, 1, y, 1, m);
+        store_tile(dst, off[0] + i, r, m);
+      }
+    });
   }
 
   template <class T>
@@ -185,9 +236,17 @@ class CpuBackend final : public Backend {
         kernel(op, at<T>(dst, off[0]), at<T>(a, off[1]), st[1], at<T>(b, off[2]), st[2], n);
       });
     };
+    const bool mixed = a.dtype != dst.dtype || b.dtype != dst.dtype;  // two floating dtypes
     switch (dst.dtype) {
-      case DType::F32: rows(t.binary_f32, float{}); return;
-      case DType::F64: rows(t.binary_f64, double{}); return;
+      case DType::F32:
+        if (mixed) binary_tiled<float>(t.binary_f32, op, dst, a, b);
+        else rows(t.binary_f32, float{});
+        return;
+      case DType::F64:
+        if (mixed) binary_tiled<double>(t.binary_f64, op, dst, a, b);
+        else rows(t.binary_f64, double{});
+        return;
+      case DType::F16: case DType::BF16: binary_tiled<float>(t.binary_f32, op, dst, a, b); return;
       case DType::I32: rows(&binary_int<int32_t>, int32_t{}); return;
       case DType::I64: rows(&binary_int<int64_t>, int64_t{}); return;
       case DType::Bool: rows(&binary_int<bool>, bool{}); return;

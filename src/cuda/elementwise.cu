@@ -1,7 +1,9 @@
 // Elementwise kernels: strided copy with cast, fill, unary, binary (with broadcasting through
 // stride-0 views) and where. Layout: the output is contiguous; inputs are any strided views of
 // the output's shape. Contiguous inputs take a vectorized path: 16-byte loads and stores, a
-// grid-stride loop, so bandwidth-bound ops run near the copy rate.
+// grid-stride loop, so bandwidth-bound ops run near the copy rate. f16/bf16 elements are widened
+// to f32 in registers and narrowed on the store (no f32 copy of a tensor, no cast kernel); a
+// binary op on two floating dtypes (bf16 + f32) converts each operand while loading it.
 #include <cmath>
 
 #include "cuda/kernels.cuh"
@@ -10,6 +12,31 @@ namespace nx::cuda {
 namespace {
 
 template <class T> struct Vec16 { static constexpr int N = 16 / sizeof(T); T v[N]; };
+
+// The type an element is computed in: f16 and bf16 in f32 registers, every other dtype as itself.
+template <class T> struct ComputeOf { using type = T; };
+template <> struct ComputeOf<Half> { using type = float; };
+template <> struct ComputeOf<BFloat16> { using type = float; };
+template <class T> using Compute = typename ComputeOf<T>::type;
+template <class T> __device__ __forceinline__ T widen(T v) { return v; }
+__device__ __forceinline__ float widen(Half v) { return __half2float(__ushort_as_half(v.bits)); }
+__device__ __forceinline__ float widen(BFloat16 v) { return __bfloat162float(__ushort_as_bfloat16(v.bits)); }
+template <class T> __device__ __forceinline__ T narrow(Compute<T> v) { return v; }
+template <> __device__ __forceinline__ Half narrow<Half>(float v) { return Half{__half_as_ushort(__float2half_rn(v))}; }
+template <> __device__ __forceinline__ BFloat16 narrow<BFloat16>(float v) {
+  return BFloat16{__bfloat16_as_ushort(__float2bfloat16_rn(v))};
+}
+// Elements of a runtime floating dtype, for the mixed-dtype binary kernel (the dtype is uniform
+// across a launch, so the switch does not diverge).
+template <class C>
+__device__ __forceinline__ C load_as(const void* p, int64_t i, DType dt) {
+  switch (dt) {
+    case DType::F32: return C(static_cast<const float*>(p)[i]);
+    case DType::F64: return C(static_cast<const double*>(p)[i]);
+    case DType::F16: return C(widen(static_cast<const Half*>(p)[i]));
+    default: return C(widen(static_cast<const BFloat16*>(p)[i]));
+  }
+}
 
 // Integer power by squaring: exact, where double pow's last-ulp error truncates 3^1 to 2.
 template <class T>
@@ -151,8 +178,18 @@ __global__ void fill_kernel(T* dst, Geometry<1> g, int64_t n, T value) {
   }
 }
 
+// One element of a unary or binary op in its compute type (f32 for f16/bf16).
 template <class T>
-__global__ void unary_contig_kernel(UnaryOp op, T* out, const T* x, int64_t n, T p0, T p1) {
+__device__ __forceinline__ T unary_elem(UnaryOp op, T x, Compute<T> p0, Compute<T> p1) {
+  return narrow<T>(unary_op<Compute<T>>(op, widen(x), p0, p1));
+}
+template <class T>
+__device__ __forceinline__ T binary_elem(BinaryOp op, T a, T b) {
+  return narrow<T>(binary_op<Compute<T>>(op, widen(a), widen(b)));
+}
+
+template <class T>
+__global__ void unary_contig_kernel(UnaryOp op, T* out, const T* x, int64_t n, Compute<T> p0, Compute<T> p1) {
   using V = Vec16<T>;
   const int64_t nv = n / V::N;
   const V* xv = reinterpret_cast<const V*>(x);
@@ -160,18 +197,19 @@ __global__ void unary_contig_kernel(UnaryOp op, T* out, const T* x, int64_t n, T
   GRID_STRIDE(i, nv) {
     V v = xv[i];
 #pragma unroll
-    for (int k = 0; k < V::N; ++k) v.v[k] = unary_op(op, v.v[k], p0, p1);
+    for (int k = 0; k < V::N; ++k) v.v[k] = unary_elem(op, v.v[k], p0, p1);
     ov[i] = v;
   }
-  GRID_STRIDE(j, n - nv * V::N) out[nv * V::N + j] = unary_op(op, x[nv * V::N + j], p0, p1);
+  GRID_STRIDE(j, n - nv * V::N) out[nv * V::N + j] = unary_elem(op, x[nv * V::N + j], p0, p1);
 }
 
 template <class T>
-__global__ void unary_strided_kernel(UnaryOp op, T* out, const T* x, Geometry<2> g, int64_t n, T p0, T p1) {
+__global__ void unary_strided_kernel(UnaryOp op, T* out, const T* x, Geometry<2> g, int64_t n, Compute<T> p0,
+                                     Compute<T> p1) {
   GRID_STRIDE(e, n) {
     int64_t off[2];
     g.offsets(e, off);
-    out[off[0]] = unary_op(op, x[off[1]], p0, p1);
+    out[off[0]] = unary_elem(op, x[off[1]], p0, p1);
   }
 }
 
@@ -182,10 +220,10 @@ __global__ void binary_contig_kernel(BinaryOp op, T* out, const T* a, const T* b
   GRID_STRIDE(i, nv) {
     V va = reinterpret_cast<const V*>(a)[i], vb = reinterpret_cast<const V*>(b)[i];
 #pragma unroll
-    for (int k = 0; k < V::N; ++k) va.v[k] = binary_op(op, va.v[k], vb.v[k]);
+    for (int k = 0; k < V::N; ++k) va.v[k] = binary_elem(op, va.v[k], vb.v[k]);
     reinterpret_cast<V*>(out)[i] = va;
   }
-  GRID_STRIDE(j, n - nv * V::N) out[nv * V::N + j] = binary_op(op, a[nv * V::N + j], b[nv * V::N + j]);
+  GRID_STRIDE(j, n - nv * V::N) out[nv * V::N + j] = binary_elem(op, a[nv * V::N + j], b[nv * V::N + j]);
 }
 
 template <class T>
@@ -193,7 +231,19 @@ __global__ void binary_strided_kernel(BinaryOp op, T* out, const T* a, const T* 
   GRID_STRIDE(e, n) {
     int64_t off[3];
     g.offsets(e, off);
-    out[off[0]] = binary_op(op, a[off[1]], b[off[2]]);
+    out[off[0]] = binary_elem(op, a[off[1]], b[off[2]]);
+  }
+}
+
+// Operands of two floating dtypes (bf16 + f32 -> f32): each converted while loading, computed in
+// the output's type T (f32 or f64).
+template <class T>
+__global__ void binary_mixed_kernel(BinaryOp op, T* out, const void* a, DType da, const void* b, DType db,
+                                    Geometry<3> g, int64_t n) {
+  GRID_STRIDE(e, n) {
+    int64_t off[3];
+    g.offsets(e, off);
+    out[off[0]] = binary_op<T>(op, load_as<T>(a, off[1], da), load_as<T>(b, off[2], db));
   }
 }
 
@@ -285,11 +335,12 @@ static void unary_typed(const ExecContext& ctx, UnaryOp op, const View& dst, con
   const int64_t n = dst.numel();
   T* out = static_cast<T*>(dst.data);
   const T* x = static_cast<const T*>(src.data);
+  using C = Compute<T>;
   if (contiguous(src) && aligned16(out) && aligned16(x)) {
-    unary_contig_kernel<T><<<blocks_for(n, Vec16<T>::N * 2), kThreads, 0, stream_of(ctx)>>>(op, out, x, n, T(p0), T(p1));
+    unary_contig_kernel<T><<<blocks_for(n, Vec16<T>::N * 2), kThreads, 0, stream_of(ctx)>>>(op, out, x, n, C(p0), C(p1));
   } else {
     auto g = make_geometry<2>(dst.shape, {&dst.strides, &src.strides});
-    unary_strided_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(op, out, x, g, n, T(p0), T(p1));
+    unary_strided_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(op, out, x, g, n, C(p0), C(p1));
   }
   NX_CUDA_LAUNCH_CHECK();
 }
@@ -299,6 +350,8 @@ void launch_unary(const ExecContext& ctx, UnaryOp op, const View& dst, const Vie
   switch (dst.dtype) {
     case DType::F32: unary_typed<float>(ctx, op, dst, src, p0, p1); break;
     case DType::F64: unary_typed<double>(ctx, op, dst, src, p0, p1); break;
+    case DType::F16: unary_typed<Half>(ctx, op, dst, src, p0, p1); break;
+    case DType::BF16: unary_typed<BFloat16>(ctx, op, dst, src, p0, p1); break;
     case DType::I32: unary_typed<int32_t>(ctx, op, dst, src, p0, p1); break;
     case DType::I64: unary_typed<int64_t>(ctx, op, dst, src, p0, p1); break;
     default: fail(NX_ERR_DTYPE, current_api(), ": no CUDA unary kernel for ", dtype_name(dst.dtype));
@@ -333,9 +386,25 @@ void launch_binary(const ExecContext& ctx, BinaryOp op, const View& dst, const V
     NX_CUDA_LAUNCH_CHECK();
     return;
   }
+  if (a.dtype != dst.dtype || b.dtype != dst.dtype) {  // two floating dtypes: convert while loading
+    auto g = make_geometry<3>(dst.shape, {&dst.strides, &a.strides, &b.strides});
+    auto mixed = [&](auto tag) {
+      using T = decltype(tag);
+      binary_mixed_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(op, static_cast<T*>(dst.data), a.data,
+                                                                            a.dtype, b.data, b.dtype, g, n);
+    };
+    if (dst.dtype == DType::F32) mixed(float{});
+    else if (dst.dtype == DType::F64) mixed(double{});
+    else fail(NX_ERR_DTYPE, current_api(), ": no CUDA kernel for ", dtype_name(a.dtype), " and ", dtype_name(b.dtype),
+              " into ", dtype_name(dst.dtype));
+    NX_CUDA_LAUNCH_CHECK();
+    return;
+  }
   switch (dst.dtype) {
     case DType::F32: binary_typed<float>(ctx, op, dst, a, b); break;
     case DType::F64: binary_typed<double>(ctx, op, dst, a, b); break;
+    case DType::F16: binary_typed<Half>(ctx, op, dst, a, b); break;
+    case DType::BF16: binary_typed<BFloat16>(ctx, op, dst, a, b); break;
     case DType::I32: binary_typed<int32_t>(ctx, op, dst, a, b); break;
     case DType::I64: binary_typed<int64_t>(ctx, op, dst, a, b); break;
     case DType::Bool: binary_typed<bool>(ctx, op, dst, a, b); break;

@@ -134,11 +134,11 @@ Tensor unary(UnaryOp op, const Tensor& x, double p0, double p1) {
     if (!has_integer_kernel(op) || !whole_scalars || (out_dtype == DType::Bool && !scalar_op)) out_dtype = DType::F32;
     else if (out_dtype == DType::Bool) out_dtype = DType::I64;
   }
-  DType cd = compute_dtype(out_dtype);
-  Tensor xin = raw_cast(x, cd);
-  Tensor out = Tensor::empty(x.shape(), cd, x.device());
+  // f16/bf16 run natively (the kernels compute in f32 registers); integers promoted to a float
+  // result are converted first.
+  Tensor xin = raw_cast(x, out_dtype);
+  Tensor out = Tensor::empty(x.shape(), out_dtype, x.device());
   kernels(x.device()).unary(op, View::of(out), View::of(xin), p0, p1);
-  out = raw_cast(out, out_dtype);
   if (!is_floating(out_dtype) || op == UnaryOp::Sign || op == UnaryOp::Step) return out;
   return record1(node_name(op), out, {x}, {x}, [op, p0, p1](const Grads& g, const Grads& s, const auto&) {
     Tensor gx = unary_vjp(op, s[0], g[0], p0, p1);
@@ -221,14 +221,16 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   const bool bool_result = dt == DType::Bool && (op == BinaryOp::Add || op == BinaryOp::Mul ||
                                                   op == BinaryOp::Maximum || op == BinaryOp::Minimum);
   if (dt == DType::Bool && !is_comparison(op) && !bool_result) dt = DType::I64;
-  DType cd = compute_dtype(dt);
-  Tensor ac = raw_cast(a, cd), bc = raw_cast(b, cd);
-  DType out_dtype = is_comparison(op) ? DType::Bool : cd;
-  Tensor out = Tensor::empty(shape, out_dtype, a.device());
+  // Floating operands go to the kernel as they are, f16/bf16 included, even of two dtypes
+  // (bf16 + f32): the kernels convert while loading. Comparisons and integer results take
+  // operands of one dtype.
+  auto operand = [&](const Tensor& x) {
+    return is_floating(dt) && is_floating(x.dtype()) && !is_comparison(op) ? x : raw_cast(x, dt);
+  };
+  Tensor ac = operand(a), bc = operand(b);
+  Tensor out = Tensor::empty(shape, is_comparison(op) ? DType::Bool : dt, a.device());
   kernels(a.device()).binary(op, View::of(out), View::broadcast(ac, shape), View::broadcast(bc, shape));
-  if (is_comparison(op)) return out;
-  out = raw_cast(out, dt);
-  if (!is_floating(dt)) return out;
+  if (is_comparison(op) || !is_floating(dt)) return out;
   return record1(node_name(op), out, {a, b}, {a, b}, [op](const Grads& g, const Grads& s, const auto& needs) {
     return binary_vjp(op, s[0], s[1], g[0], needs);
   });
@@ -270,12 +272,22 @@ void binary_(BinaryOp op, const Tensor& dst, const Tensor& b) {
   if (broadcast_shapes(dst.shape(), b.shape()) != dst.shape())
     fail(NX_ERR_SHAPE, current_api(), ": operand of shape ", shape_str(b.shape()),
          " does not broadcast to the in-place target's shape ", shape_str(dst.shape()));
-  Tensor r;
-  {
-    GradModeGuard off(false);
-    r = binary(op, dst, b);
+  // Straight into dst when it is contiguous, floating, keeps its dtype, and b lives in other
+  // memory (an overlapping b could be read after the element it shares was written); otherwise
+  // through a temporary.
+  const bool direct = dst.is_contiguous() && is_floating(dst.dtype()) && is_floating(b.dtype()) &&
+                      promote(dst.dtype(), b.dtype()) == dst.dtype() && !is_comparison(op) &&
+                      b.impl()->storage != dst.impl()->storage;
+  if (direct) {
+    kernels(dst.device()).binary(op, View::of(dst), View::of(dst), View::broadcast(b, dst.shape()));
+  } else {
+    Tensor r;
+    {
+      GradModeGuard off(false);
+      r = binary(op, dst, b);
+    }
+    kernels(dst.device()).copy(View::of(dst), View::of(r));
   }
-  kernels(dst.device()).copy(View::of(dst), View::of(r));
   dst.impl()->storage->version++;
 }
 

@@ -1061,6 +1061,13 @@ for _op in ("maximum", "minimum"):
 add_variants("where", V("promote_with_f64", cond=Arg((3, 4), dtype="bool"), a=Arg((3, 4)), b=Arg((4,), dtype="f64"),
                         dtypes=("f32", "f16", "bf16", "i32", "i64")))
 add_variants("div", V("int_by_int", a=Arg((3, 4), dtype="i64"), b=Arg((3, 4), U(1, 4), dtype="i64"), dtypes=("f32",)))
+# two floating dtypes reach the kernels as they are (converted while loading): strided and
+# broadcast operands of two dtypes, and the in-place op that writes into its f32 target directly
+add_variants("mul", V("mixed_bf16_f32_strided", a=Arg((4, 5), dtype="bf16", layout="T"), b=Arg((5,), dtype="f32"),
+                      dtypes=("f32",)))
+add_variants("sub", V("mixed_f16_f64_strided", a=Arg((3, 6), dtype="f16", layout="S"), b=Arg((3, 1), dtype="f64"),
+                      dtypes=("f64",)))
+add_variants("add_", V("mixed_into_f32", x=Arg((3, 4), dtype="f32"), b=Arg((4,), dtype="bf16"), dtypes=("f32",)))
 
 
 # ---------------------------------------------------------------- edge values (tests/capi/test_ops.c)
