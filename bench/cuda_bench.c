@@ -39,7 +39,29 @@ static void bench_bandwidth(void) {
   report("softmax_rows4096", s, 2 * f, 0);
   TIME_IT(s, 2, 10, { CHECK(nx_sum(&out, a, NULL, 0, false, g_stream)); nx_tensor_free(out); });
   report("sum", s, f, 0);
-  nx_tensor_free(a); nx_tensor_free(b); nx_tensor_free(r);
+  nx_tensor_free(r);
+
+  /* Half precision (bf16) on the same 2^28 elements: bytes count every element read and written
+   * at its own size (bf16 2 bytes, f32 4), so the rows compare with copy_d2d's bandwidth. */
+  const double h = 2.0 * (double)n;
+  nx_tensor ah, bh;
+  CHECK(nx_cast(&ah, a, NX_BF16, g_stream));
+  CHECK(nx_cast(&bh, b, NX_BF16, g_stream));
+  TIME_IT(s, 2, 10, { CHECK(nx_clone(&out, ah, g_stream)); nx_tensor_free(out); });
+  report("copy_bf16", s, 2 * h, 0);
+  TIME_IT(s, 2, 10, { CHECK(nx_add(&out, ah, bh, g_stream)); nx_tensor_free(out); });
+  report("add_bf16", s, 3 * h, 0);
+  TIME_IT(s, 2, 10, { CHECK(nx_mul(&out, ah, bh, g_stream)); nx_tensor_free(out); });
+  report("mul_bf16", s, 3 * h, 0);
+  TIME_IT(s, 2, 10, { CHECK(nx_cast(&out, a, NX_BF16, g_stream)); nx_tensor_free(out); });
+  report("cast_f32_to_bf16", s, f + h, 0);
+  TIME_IT(s, 2, 10, { CHECK(nx_cast(&out, ah, NX_F32, g_stream)); nx_tensor_free(out); });
+  report("cast_bf16_to_f32", s, h + f, 0);
+  /* mixed: bf16 + f32 -> f32, converted while loading (no cast kernel) */
+  TIME_IT(s, 2, 10, { CHECK(nx_add(&out, ah, b, g_stream)); nx_tensor_free(out); });
+  report("add_bf16_f32", s, h + 2 * f, 0);
+  nx_tensor_free(ah); nx_tensor_free(bh);
+  nx_tensor_free(a); nx_tensor_free(b);
 }
 
 static void bench_gemm(void) {

@@ -2,7 +2,8 @@
 """Runs bench/cuda_bench (NexusGrad through its C API) and the same work in PyTorch on the same
 GPU, in one command, and prints one table with ratios. Usage:
     python3 bench/cuda_bench.py BUILD_DIR/bench/cuda_bench [--json OUT.json]
-Bandwidth ops are compared with the device-to-device copy of the same run (the memory ceiling);
+Bandwidth ops (f32, and bf16 / mixed bf16-f32 ones counted at each element's own size) are
+compared with the f32 device-to-device copy of the same run (the memory ceiling);
 GEMM with torch.matmul; launch overhead with torch's a + b on 16 floats."""
 import json
 import subprocess
@@ -33,7 +34,15 @@ def torch_results():
     out["add_relu"] = torch_time(lambda: torch.relu(a + b), 2, 10)
     out["softmax_rows4096"] = torch_time(lambda: torch.softmax(a.view(-1, 4096), 1), 2, 10)
     out["sum"] = torch_time(lambda: a.sum(), 2, 10)
-    del a, b
+    # half precision: the same names and element counts as cuda_bench.c's bf16 rows
+    ah, bh = a.to(torch.bfloat16), b.to(torch.bfloat16)
+    out["copy_bf16"] = torch_time(lambda: ah.clone(), 2, 10)
+    out["add_bf16"] = torch_time(lambda: ah + bh, 2, 10)
+    out["mul_bf16"] = torch_time(lambda: ah * bh, 2, 10)
+    out["cast_f32_to_bf16"] = torch_time(lambda: a.to(torch.bfloat16), 2, 10)
+    out["cast_bf16_to_f32"] = torch_time(lambda: ah.to(torch.float32), 2, 10)
+    out["add_bf16_f32"] = torch_time(lambda: ah + b, 2, 10)  # type promotion: an f32 result
+    del a, b, ah, bh
     for n in (4096, 8192):
         for mode in ("fp32", "tf32", "bf16"):
             torch.backends.cuda.matmul.allow_tf32 = mode == "tf32"

@@ -58,9 +58,10 @@ extern "C" {
 
 /* ---------------------------------------------------------------- version */
 #define NX_VERSION_MAJOR 1
-#define NX_VERSION_MINOR 0
+#define NX_VERSION_MINOR 1
 #define NX_VERSION_PATCH 0
-/* MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. */
+/* MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. 1.0.0: C API 1.0; 1.1.0 appended
+ * autocast (nx_autocast_*), the first addition under the append-only policy. */
 #define NX_VERSION (NX_VERSION_MAJOR * 10000 + NX_VERSION_MINOR * 100 + NX_VERSION_PATCH)
 /* Bumped whenever a signature, struct layout or enum value changes incompatibly (rule 5); the
  * bindings compare it with nx_abi_version() when they load. 1: the 0.x API; 2: C API 1.0. */
@@ -503,6 +504,22 @@ NX_API nx_status nx_tensor_detach(nx_tensor* out, nx_tensor t);
  * updates). */
 NX_API nx_status nx_autograd_set_enabled(bool enabled);
 NX_API nx_status nx_autograd_get_enabled(bool* out);
+
+/* Autocast (mixed precision, torch.autocast's policy), per thread: push opens a scope for one
+ * device type. Inside a scope for a tensor's device type, matmul, linear and flash attention
+ * cast their f32/f16/bf16 operands to dtype (NX_F16 or NX_BF16), and softmax, log_softmax, the
+ * norms (layer_norm, rms_norm and their add_ forms), the losses and sum cast them to f32; f64
+ * and integer operands are left alone. Other ops take what they are given (a binary op of bf16
+ * and f32 promotes to f32). The casts are recorded, so gradients come back in each leaf's own
+ * dtype (f32 master weights get f32 gradients), and backward runs with autocast suspended.
+ * A scope pushed with enabled = false turns autocast off for its device type until popped.
+ * Scopes nest; each push is matched by one pop (NX_ERR_STATE when none is open). Modules
+ * (nx_module_forward, nx_gpt_create's model) run under it unchanged. */
+NX_API nx_status nx_autocast_push(nx_device_type device_type, nx_dtype dtype, bool enabled);
+NX_API nx_status nx_autocast_pop(void);
+/* The dtype autocast gives device_type's low-precision ops now (NX_F16 or NX_BF16), or NX_F32
+ * when no enabled scope is in force for that device type. */
+NX_API nx_status nx_autocast_get_dtype(nx_device_type device_type, nx_dtype* out);
 
 /* Gradient checkpointing: fn computes outputs from inputs through the C API. It runs once now
  * without recording, and again inside backward to rebuild the segment's graph, so activations

@@ -8,6 +8,7 @@
 
 #include "autograd/engine.hpp"
 #include "core/backend.hpp"
+#include "ops/autocast.hpp"
 #include "ops/ops.hpp"
 
 namespace nx {
@@ -23,6 +24,8 @@ static bool all_finite(const Tensor& t) {
 std::vector<Tensor> run_backward(const Tensor& root, Tensor grad, const BackwardOptions& opt,
                                  const std::vector<Tensor>& inputs) {
   const char* api = current_api();
+  // The VJPs follow the dtypes the forward recorded: autocast does not apply to them.
+  AutocastStateGuard no_autocast(autocast_suspended());
   if (!root.requires_grad())
     fail(NX_ERR_STATE, api, ": the root tensor does not require grad (no input of the computation "
          "has requires_grad set, or it was computed with grad mode disabled)");

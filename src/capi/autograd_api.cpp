@@ -2,6 +2,7 @@
 // graph object.
 #include "autograd/engine.hpp"
 #include "capi/capi.hpp"
+#include "ops/autocast.hpp"
 
 struct nx_graph_s {
   std::vector<std::shared_ptr<nx::Node>> nodes;
@@ -204,8 +205,10 @@ nx_status nx_checkpoint(nx_tensor* outputs, size_t noutputs, const nx_tensor* in
       GradModeGuard off(false);
       for (const Tensor& t : call_segment(fn, user_data, detached, noutputs)) outs.push_back(detach(t));
     }
-    outs = record("CheckpointBackward", outs, ins, ins, [fn, user_data, noutputs](const auto& g, const auto& saved, const auto&) {
-      // Rebuild the segment's graph from the saved inputs, then backpropagate through it.
+    outs = record("CheckpointBackward", outs, ins, ins, [fn, user_data, noutputs, forward_autocast = autocast_state()](
+                                                            const auto& g, const auto& saved, const auto&) {
+      // Rebuild the segment's graph from the saved inputs, under the autocast state of the first
+      // run (backward suspends autocast), then backpropagate through it.
       std::vector<Tensor> leaves;
       for (const Tensor& s : saved) {
         Tensor leaf = detach(s);
@@ -213,7 +216,11 @@ nx_status nx_checkpoint(nx_tensor* outputs, size_t noutputs, const nx_tensor* in
         leaves.push_back(leaf);
       }
       GradModeGuard on(true);
-      std::vector<Tensor> redo = call_segment(fn, user_data, leaves, noutputs);
+      std::vector<Tensor> redo;
+      {
+        AutocastStateGuard as_first(forward_autocast);
+        redo = call_segment(fn, user_data, leaves, noutputs);
+      }
       Tensor total;
       for (size_t i = 0; i < redo.size(); ++i) {
         if (!redo[i].requires_grad()) continue;

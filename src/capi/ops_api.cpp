@@ -2,6 +2,7 @@
 // src/ops/ops.yaml declares both): nx_split writes a counted array of outputs, nx_adam_step_multi
 // takes four arrays of one count and an options struct.
 #include "capi/capi.hpp"
+#include "ops/autocast.hpp"
 
 using namespace nx;
 using namespace nx::capi;
@@ -32,6 +33,21 @@ nx_status nx_adam_step_multi(const nx_tensor* params, const nx_tensor* grads, co
     GradModeGuard off(false);  // an optimizer update: parameters that require grad are fine
     adam_step_multi(p, g, m, v, std::vector<int64_t>(n, step),
                     AdamParams{o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled_weight_decay});
+  });
+}
+
+nx_status nx_autocast_push(nx_device_type device_type, nx_dtype dtype, bool enabled) {
+  return guard("nx_autocast_push", [&] {
+    autocast_push(AutocastScope{nx_device_type(enum_value(device_type)), dtype_arg(dtype), enabled});
+  });
+}
+nx_status nx_autocast_pop(void) {
+  return guard("nx_autocast_pop", [&] { autocast_pop(); });
+}
+nx_status nx_autocast_get_dtype(nx_device_type device_type, nx_dtype* out) {
+  return guard("nx_autocast_get_dtype", [&] {
+    check_out(out);
+    *out = nx_dtype(int(autocast_dtype(Device{nx_device_type(enum_value(device_type)), 0}).value_or(DType::F32)));
   });
 }
 

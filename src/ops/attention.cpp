@@ -4,6 +4,7 @@
 // differentiable: no double backward through it.)
 #include <cmath>
 
+#include "ops/autocast.hpp"
 #include "ops/ops.hpp"
 
 namespace nx {
@@ -27,7 +28,10 @@ std::vector<double> alibi_slopes(int64_t heads) {
   return s;
 }
 
-Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, bool alibi, double scale) {
+Tensor flash_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal, bool alibi,
+                       double scale) {
+  Tensor q = q_in, k = k_in, v = v_in;
+  autocast_low({&q, &k, &v});
   check_same_device(q, k, "q", "k");
   check_same_device(q, v, "q", "v");
   check_floating(q, "q");

@@ -5,6 +5,7 @@
 // instead, so gradients of these ops stay differentiable (gradgradcheck covers them).
 #include <cmath>
 
+#include "ops/autocast.hpp"
 #include "ops/ops.hpp"
 
 namespace nx {
@@ -44,8 +45,10 @@ Grads norm_vjp_ops(const Tensor& s, const Tensor& w, const Tensor& gy, double ep
 
 }  // namespace
 
-std::vector<Tensor> fused_norm(const Tensor& x, const Tensor& residual, const Tensor& weight, const Tensor& bias,
-                               double eps, bool rms) {
+std::vector<Tensor> fused_norm(const Tensor& x_in, const Tensor& residual_in, const Tensor& weight_in,
+                               const Tensor& bias_in, double eps, bool rms) {
+  Tensor x = x_in, residual = residual_in, weight = weight_in, bias = bias_in;
+  autocast_f32({&x, &residual, &weight, &bias});
   check_floating(x, "x");
   if (x.dim() < 1) fail(NX_ERR_SHAPE, current_api(), ": x must have at least one dimension, got a scalar");
   if (!(eps >= 0) || !std::isfinite(eps)) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": eps must be finite and >= 0, got ", eps);
@@ -119,7 +122,9 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   return fused_norm(x, Tensor(), weight, bias, eps, false)[0];
 }
 
-Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+Tensor softmax_cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+  Tensor logits = logits_in;
+  autocast_f32({&logits});
   check_floating(logits, "logits");
   check_integer(target, "target");
   check_same_device(logits, target, "logits", "target");

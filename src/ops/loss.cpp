@@ -1,5 +1,6 @@
 // Losses, composed from differentiable ops (so their gradients, and gradients of gradients,
 // come from the ops' VJPs).
+#include "ops/autocast.hpp"
 #include "ops/ops.hpp"
 
 namespace nx {
@@ -47,8 +48,10 @@ Tensor classification_loss(const Tensor& lp, const Tensor& target, int64_t ignor
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index, double label_smoothing,
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t ignore_index, double label_smoothing,
                      Reduction reduction) {
+  Tensor logits = logits_in;
+  autocast_f32({&logits});
   check_floating(logits, "logits");
   if (logits.dim() != 2)
     fail(NX_ERR_SHAPE, current_api(), ": logits must be [N, C], got ", shape_str(logits.shape()));
@@ -60,11 +63,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   return classification_loss(log_softmax(logits, 1), target, ignore_index, label_smoothing, reduction);
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+  Tensor log_probs = log_probs_in;
+  autocast_f32({&log_probs});
   return classification_loss(log_probs, target, ignore_index, 0.0, reduction);
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  Tensor input = input_in, target = target_in;
+  autocast_f32({&input, &target});
   check_reduction(reduction);
   check_floating(input, "input");
   if (input.shape() != target.shape())
@@ -73,7 +80,9 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   return reduce_loss(square(sub(input, target)), reduction);
 }
 
-Tensor bce_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction) {
+Tensor bce_with_logits(const Tensor& logits_in, const Tensor& target_in, Reduction reduction) {
+  Tensor logits = logits_in, target = target_in;
+  autocast_f32({&logits, &target});
   check_reduction(reduction);
   check_floating(logits, "logits");
   if (logits.shape() != target.shape())

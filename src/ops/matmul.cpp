@@ -1,4 +1,5 @@
 // matmul with torch.matmul semantics (1-d promotion, broadcast batch dimensions) and linear.
+#include "ops/autocast.hpp"
 #include "ops/ops.hpp"
 
 namespace nx {
@@ -45,7 +46,9 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  autocast_low({&a, &b});
   check_same_device(a, b, "a", "b");
   check_floating(a, "a");
   if (a.dtype() != b.dtype())
@@ -62,7 +65,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in) {
+  Tensor x = x_in, weight = weight_in, bias = bias_in;
+  autocast_low({&x, &weight, &bias});  // the bias too, so the output stays in the low dtype
   if (weight.dim() != 2)
     fail(NX_ERR_SHAPE, current_api(), ": weight must be [out_features, in_features], got ", shape_str(weight.shape()));
   if (x.dim() == 0 || x.shape().back() != weight.shape()[1])

@@ -3,6 +3,7 @@
 // [outer, n, inner] (one contiguous block of reduced axes); anything else is permuted first.
 #include <algorithm>
 
+#include "ops/autocast.hpp"
 #include "ops/ops.hpp"
 
 namespace nx {
@@ -90,7 +91,9 @@ Tensor extreme(ReduceOp op, const char* name, const Tensor& x, const Axes& axes,
 
 }  // namespace
 
-Tensor sum(const Tensor& x, const Axes& axes, bool keepdim) {
+Tensor sum(const Tensor& x_in, const Axes& axes, bool keepdim) {
+  Tensor x = x_in;
+  autocast_f32({&x});
   auto mask = reduced_mask(x, axes);
   DType out_dtype = is_floating(x.dtype()) ? x.dtype() : DType::I64;
   Tensor out = reduce_raw(ReduceOp::Sum, x, mask, keepdim, out_dtype);

@@ -1,6 +1,7 @@
 // softmax and log_softmax along one axis: the axis is moved innermost, rows go to the kernel.
 // The VJPs recompute the forward from the saved input (no saved output, so no reference cycle
 // and exact higher-order gradients).
+#include "ops/autocast.hpp"
 #include "ops/ops.hpp"
 
 namespace nx {
@@ -27,7 +28,9 @@ Tensor softmax_raw(const Tensor& x, int64_t axis, bool log) {
 
 }  // namespace
 
-Tensor softmax(const Tensor& x, int64_t axis) {
+Tensor softmax(const Tensor& x_in, int64_t axis) {
+  Tensor x = x_in;
+  autocast_f32({&x});
   Tensor out = softmax_raw(x, axis, false);
   return record1("SoftmaxBackward", out, {x}, {x}, [axis](const Grads& g, const Grads& s, const auto&) {
     Tensor y = softmax(s[0], axis);
@@ -36,7 +39,9 @@ Tensor softmax(const Tensor& x, int64_t axis) {
   });
 }
 
-Tensor log_softmax(const Tensor& x, int64_t axis) {
+Tensor log_softmax(const Tensor& x_in, int64_t axis) {
+  Tensor x = x_in;
+  autocast_f32({&x});
   Tensor out = softmax_raw(x, axis, true);
   return record1("LogSoftmaxBackward", out, {x}, {x}, [axis](const Grads& g, const Grads& s, const auto&) {
     Tensor p = softmax(s[0], axis);

@@ -463,6 +463,46 @@ static void test_in_place_version_counter(void** state) {
   nx_tensor_free(w);
 }
 
+/* Autocast: linear runs in bf16 inside a CPU scope, its f32 leaves get f32 gradients, softmax
+ * runs in f32, a disabling scope and the end of the scope restore f32; misuse is refused. */
+static void test_autocast_scopes(void** state) {
+  (void)state;
+  double xh[6], wh[12];
+  const int64_t sx[2] = {2, 3}, sw[2] = {4, 3};
+  nx_tensor x = leaf(xh, sx, 2, NX_F32, -1, 1), w = leaf(wh, sw, 2, NX_F32, -1, 1), y = NULL, p = NULL, y32 = NULL;
+  nx_dtype dt = NX_F64;
+  NX_OK_(nx_autocast_get_dtype(NX_CPU, &dt));
+  assert_int_equal(dt, NX_F32);
+  NX_OK_(nx_autocast_push(NX_CPU, NX_BF16, true));
+  NX_OK_(nx_autocast_get_dtype(NX_CPU, &dt));
+  assert_int_equal(dt, NX_BF16);
+  NX_OK_(nx_autocast_get_dtype(NX_CUDA, &dt)); /* scopes are per device type */
+  assert_int_equal(dt, NX_F32);
+  NX_OK_(nx_linear(&y, x, w, NULL, NULL));
+  NX_OK_(nx_tensor_dtype(y, &dt));
+  assert_int_equal(dt, NX_BF16);
+  NX_OK_(nx_softmax(&p, y, 1, NULL));
+  NX_OK_(nx_tensor_dtype(p, &dt));
+  assert_int_equal(dt, NX_F32);
+  NX_OK_(nx_autocast_push(NX_CPU, NX_BF16, false));
+  NX_OK_(nx_linear(&y32, x, w, NULL, NULL));
+  NX_OK_(nx_tensor_dtype(y32, &dt));
+  assert_int_equal(dt, NX_F32);
+  NX_OK_(nx_autocast_pop());
+  nx_tensor L = t_sum_all(p);
+  NX_OK_(nx_backward(L, NULL, NULL, NULL)); /* inside the scope: backward suspends autocast */
+  NX_OK_(nx_autocast_pop());
+  nx_tensor gw = t_grad(w);
+  NX_OK_(nx_tensor_dtype(gw, &dt));
+  assert_int_equal(dt, NX_F32);
+  EXPECT_ERR(NX_ERR_STATE, nx_autocast_pop(), "nx_autocast_pop", "no autocast scope");
+  EXPECT_ERR(NX_ERR_DTYPE, nx_autocast_push(NX_CPU, NX_F64, true), "nx_autocast_push", "f16 or bf16", "f64");
+  EXPECT_ERR(NX_ERR_DEVICE, nx_autocast_push((nx_device_type)7, NX_BF16, true), "nx_autocast_push", "7");
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_autocast_get_dtype(NX_CPU, NULL), "nx_autocast_get_dtype", "NULL");
+  nx_tensor ts[] = {x, w, y, p, y32, L, gw};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) nx_tensor_free(ts[i]);
+}
+
 static void test_backward_checked(void** state) {
   (void)state;
   const int64_t s3[1] = {3};
@@ -996,6 +1036,7 @@ int main(void) {
       NX_TEST(test_set_requires_grad_errors),
       NX_TEST(test_in_place_version_counter),
       NX_TEST(test_backward_checked),
+      NX_TEST(test_autocast_scopes),
       NX_TEST(test_graph_object),
       NX_TEST(test_jvp_against_finite_differences),
       NX_TEST(test_double_backward_cubic),

@@ -26,7 +26,7 @@ Error.message = property(lambda self: str(self.args[0]) if self.args else "",  #
                          doc="The engine's message (nx_last_error_message() at the time of the failure).")
 
 from ._dtypes import DType, float32, float64, float16, bfloat16, int32, int64, bool_  # noqa: E402
-from .tensor import (Tensor, tensor, as_tensor, from_numpy, from_dlpack, no_grad, enable_grad,  # noqa: E402
+from .tensor import (Tensor, tensor, as_tensor, from_numpy, from_dlpack, no_grad, enable_grad, autocast,  # noqa: E402
                      set_grad_enabled, is_grad_enabled, manual_seed, zeros, ones, full, rand, randn, arange,
                      zeros_like, ones_like, full_like, rand_like, randn_like, empty)
 from .functional import *  # noqa: E402,F401,F403
@@ -42,7 +42,7 @@ __version__ = _nexus.nx_version_string()
 __all__ = ["Error", "InvalidArgumentError", "ShapeError", "DTypeError", "DeviceError", "OutOfMemoryError",
            "CudaError", "FileError", "NotSupportedError", "StateError", "InternalError",
            "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool_",
-           "Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "no_grad", "enable_grad",
+           "Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "no_grad", "enable_grad", "autocast",
            "set_grad_enabled", "is_grad_enabled", "manual_seed", "zeros", "ones", "full", "rand", "randn",
            "arange", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "empty",
            "nn", *_functional_all]

@@ -13,7 +13,7 @@ from . import _nexus as _C
 from ._dtypes import (DType, DTypeLike, DeviceLike, BY_VALUE, bool_, float32, float64, int64, bfloat16,
                       to_dtype, to_device)
 
-__all__ = ["Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "no_grad", "enable_grad",
+__all__ = ["Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "no_grad", "enable_grad", "autocast",
            "set_grad_enabled", "is_grad_enabled", "manual_seed", "zeros", "ones", "full", "rand", "randn",
            "arange", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "empty"]
 
@@ -672,6 +672,44 @@ class _GradMode:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             with _GradMode(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class autocast:
+    """Mixed precision like ``torch.autocast``: ``with nexusgrad.autocast("cuda", dtype=nexusgrad.bfloat16):``.
+
+    Inside, on tensors of ``device_type`` ("cpu" or "cuda"), matmul, linear and attention run in
+    ``dtype`` (default: float16 on CUDA, bfloat16 on the CPU, as in PyTorch) and softmax,
+    log_softmax, the norms, the losses and sum run in float32; the casts are recorded, so each
+    gradient comes back in its leaf's dtype. ``enabled=False`` turns autocast off inside an outer
+    scope. Per thread (nx_autocast_push / nx_autocast_pop); also usable as a decorator."""
+
+    __slots__ = ("_device_type", "_dtype", "_enabled")
+
+    def __init__(self, device_type: str, dtype: Any = None, enabled: bool = True) -> None:
+        from ._dtypes import to_dtype, float16, bfloat16
+        types = {"cpu": _C.NX_CPU, "cuda": _C.NX_CUDA}
+        if device_type not in types:
+            raise ValueError(f"autocast: device_type must be 'cpu' or 'cuda', got {device_type!r}")
+        self._device_type = types[device_type]
+        default = float16 if device_type == "cuda" else bfloat16
+        self._dtype = to_dtype(dtype) if dtype is not None else default
+        self._enabled = bool(enabled)
+
+    def __enter__(self) -> None:
+        _C.nx_autocast_push(self._device_type, self._dtype.value, self._enabled)
+
+    def __exit__(self, *exc: Any) -> None:
+        _C.nx_autocast_pop()
+
+    def __call__(self, fn: Any) -> Any:
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self:
                 return fn(*args, **kwargs)
 
         return wrapper
