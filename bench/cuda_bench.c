@@ -18,6 +18,15 @@ typedef nx_status (*op1_fn)(nx_tensor*, nx_tensor, nx_stream);
 
 static nx_stream g_stream;
 
+/* One bandwidth row: `call` (which makes the tensor `out`) timed over 10 runs after 2, reported
+ * with the bytes it moves. */
+#define BANDWIDTH(name, bytes, call)                                      \
+  do {                                                                    \
+    double s_;                                                            \
+    TIME_IT(s_, 2, 10, { CHECK(call); nx_tensor_free(out); });            \
+    report((name), s_, (bytes), 0);                                       \
+  } while (0)
+
 static void bench_bandwidth(void) {
   const nx_device gpu = {NX_CUDA, 0};
   const int64_t n = (int64_t)1 << 28;
@@ -27,18 +36,12 @@ static void bench_bandwidth(void) {
   CHECK(nx_tensor_randn(&a, shape, 1, NX_F32, gpu, g_stream));
   CHECK(nx_tensor_randn(&b, shape, 1, NX_F32, gpu, g_stream));
   CHECK(nx_reshape(&r, a, rows_shape, 2, g_stream));
-  double s;
   const double f = 4.0 * (double)n;
-  TIME_IT(s, 2, 10, { CHECK(nx_clone(&out, a, g_stream)); nx_tensor_free(out); });
-  report("copy_d2d", s, 2 * f, 0);
-  TIME_IT(s, 2, 10, { CHECK(nx_add(&out, a, b, g_stream)); nx_tensor_free(out); });
-  report("add", s, 3 * f, 0);
-  TIME_IT(s, 2, 10, { CHECK(nx_add_relu(&out, a, b, g_stream)); nx_tensor_free(out); });
-  report("add_relu", s, 3 * f, 0);
-  TIME_IT(s, 2, 10, { CHECK(nx_softmax(&out, r, 1, g_stream)); nx_tensor_free(out); });
-  report("softmax_rows4096", s, 2 * f, 0);
-  TIME_IT(s, 2, 10, { CHECK(nx_sum(&out, a, NULL, 0, false, g_stream)); nx_tensor_free(out); });
-  report("sum", s, f, 0);
+  BANDWIDTH("copy_d2d", 2 * f, nx_clone(&out, a, g_stream));
+  BANDWIDTH("add", 3 * f, nx_add(&out, a, b, g_stream));
+  BANDWIDTH("add_relu", 3 * f, nx_add_relu(&out, a, b, g_stream));
+  BANDWIDTH("softmax_rows4096", 2 * f, nx_softmax(&out, r, 1, g_stream));
+  BANDWIDTH("sum", f, nx_sum(&out, a, NULL, 0, false, g_stream));
   nx_tensor_free(r);
 
   /* Half precision (bf16) on the same 2^28 elements: bytes count every element read and written
@@ -47,19 +50,13 @@ static void bench_bandwidth(void) {
   nx_tensor ah, bh;
   CHECK(nx_cast(&ah, a, NX_BF16, g_stream));
   CHECK(nx_cast(&bh, b, NX_BF16, g_stream));
-  TIME_IT(s, 2, 10, { CHECK(nx_clone(&out, ah, g_stream)); nx_tensor_free(out); });
-  report("copy_bf16", s, 2 * h, 0);
-  TIME_IT(s, 2, 10, { CHECK(nx_add(&out, ah, bh, g_stream)); nx_tensor_free(out); });
-  report("add_bf16", s, 3 * h, 0);
-  TIME_IT(s, 2, 10, { CHECK(nx_mul(&out, ah, bh, g_stream)); nx_tensor_free(out); });
-  report("mul_bf16", s, 3 * h, 0);
-  TIME_IT(s, 2, 10, { CHECK(nx_cast(&out, a, NX_BF16, g_stream)); nx_tensor_free(out); });
-  report("cast_f32_to_bf16", s, f + h, 0);
-  TIME_IT(s, 2, 10, { CHECK(nx_cast(&out, ah, NX_F32, g_stream)); nx_tensor_free(out); });
-  report("cast_bf16_to_f32", s, h + f, 0);
+  BANDWIDTH("copy_bf16", 2 * h, nx_clone(&out, ah, g_stream));
+  BANDWIDTH("add_bf16", 3 * h, nx_add(&out, ah, bh, g_stream));
+  BANDWIDTH("mul_bf16", 3 * h, nx_mul(&out, ah, bh, g_stream));
+  BANDWIDTH("cast_f32_to_bf16", f + h, nx_cast(&out, a, NX_BF16, g_stream));
+  BANDWIDTH("cast_bf16_to_f32", h + f, nx_cast(&out, ah, NX_F32, g_stream));
   /* mixed: bf16 + f32 -> f32, converted while loading (no cast kernel) */
-  TIME_IT(s, 2, 10, { CHECK(nx_add(&out, ah, b, g_stream)); nx_tensor_free(out); });
-  report("add_bf16_f32", s, h + 2 * f, 0);
+  BANDWIDTH("add_bf16_f32", h + 2 * f, nx_add(&out, ah, b, g_stream));
   nx_tensor_free(ah); nx_tensor_free(bh);
   nx_tensor_free(a); nx_tensor_free(b);
 }

@@ -66,6 +66,7 @@ NX_HANDLE(nx_tokenizer_s, nx_tokenizer_free)
 NX_HANDLE(nx_text_loader_s, nx_text_loader_free)
 NX_HANDLE(nx_comm_s, nx_comm_free)
 NX_HANDLE(nx_ddp_s, nx_ddp_free)
+NX_HANDLE(nx_grad_scaler_s, nx_grad_scaler_free)
 /* Arrays of handles written by the engine are converted by the typemaps, which free them. */
 %ignore nx_tensor_array_free;
 
@@ -100,6 +101,7 @@ NX_SIZED_STRUCT(nx_sample_config)
 NX_OPTIONS_STRUCT(nx_backward_options, NX_BACKWARD_OPTIONS_DEFAULT)
 NX_OPTIONS_STRUCT(nx_sgd_options, NX_SGD_OPTIONS_DEFAULT)
 NX_OPTIONS_STRUCT(nx_adam_options, NX_ADAM_OPTIONS_DEFAULT)
+NX_OPTIONS_STRUCT(nx_grad_scaler_options, NX_GRAD_SCALER_OPTIONS_DEFAULT)
 /* nx_device(type, index) */
 %extend nx_device {
   nx_device(nx_device_type type, int32_t index) {

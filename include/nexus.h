@@ -61,7 +61,8 @@ extern "C" {
 #define NX_VERSION_MINOR 1
 #define NX_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. 1.0.0: C API 1.0; 1.1.0 appended
- * autocast (nx_autocast_*), the first addition under the append-only policy. */
+ * autocast (nx_autocast_*), the first addition under the append-only policy, and the gradient
+ * scaler (nx_grad_scaler_*, NX_HANDLE_GRAD_SCALER). */
 #define NX_VERSION (NX_VERSION_MAJOR * 10000 + NX_VERSION_MINOR * 100 + NX_VERSION_PATCH)
 /* Bumped whenever a signature, struct layout or enum value changes incompatibly (rule 5); the
  * bindings compare it with nx_abi_version() when they load. 1: the 0.x API; 2: C API 1.0. */
@@ -129,7 +130,8 @@ typedef enum {
   NX_HANDLE_SAFETENSORS = 8,
   NX_HANDLE_GRAPH = 9,
   NX_HANDLE_COMM = 10,
-  NX_HANDLE_DDP = 11
+  NX_HANDLE_DDP = 11,
+  NX_HANDLE_GRAD_SCALER = 12 /* 1.1.0 */
 } nx_handle_type;
 typedef struct nx_tensor_s* nx_tensor;
 typedef struct nx_stream_s* nx_stream;
@@ -760,6 +762,49 @@ NX_API nx_status nx_clip_grad_norm(double* total_norm, const nx_tensor* params, 
 NX_API double nx_lr_step(double base_lr, int64_t step, int64_t step_size, double gamma);
 NX_API double nx_lr_cosine_warmup(double base_lr, int64_t step, int64_t warmup_steps, int64_t total_steps,
                                   double min_lr);
+/* Dynamic loss scaling for f16 training, with torch.cuda.amp.GradScaler's semantics. Small f16
+ * gradients flush to zero; scaling the loss by S before backward scales every gradient by S, the
+ * scaler divides them by S again before the optimizer step and skips the step when a gradient is
+ * Inf or NaN (S was too large), multiplying S by backoff_factor; after growth_interval steps in a
+ * row without Inf/NaN it multiplies S by growth_factor. One iteration:
+ *   nx_grad_scaler_scale(&scaled, scaler, loss, stream);  nx_backward(scaled, NULL, NULL, stream);
+ *   nx_grad_scaler_unscale(scaler, opt, stream);  (optional: to clip or read the true gradients)
+ *   nx_grad_scaler_step(&stepped, scaler, opt, stream);  nx_grad_scaler_update(scaler);
+ * Several optimizers may share a scaler (each unscaled and stepped once per iteration, one update
+ * at the end). The scale is kept in f32, as PyTorch keeps it. */
+typedef struct nx_grad_scaler_s* nx_grad_scaler;
+typedef struct {
+  uint32_t struct_size;    /* sizeof(nx_grad_scaler_options) */
+  double init_scale;       /* > 0 and finite in f32 */
+  double growth_factor;    /* > 1 */
+  double backoff_factor;   /* in (0, 1) */
+  int64_t growth_interval; /* >= 1: clean steps in a row before the scale grows */
+  bool enabled;            /* false: scale returns the loss, unscale and update do nothing, step
+                              just steps, the scale reads 1 */
+} nx_grad_scaler_options;
+#define NX_GRAD_SCALER_OPTIONS_DEFAULT {sizeof(nx_grad_scaler_options), 65536.0, 2.0, 0.5, 2000, true}
+NX_API nx_status nx_grad_scaler_create(nx_grad_scaler* out, const nx_grad_scaler_options* options);
+/* loss times the scale, recorded, so that backward from it gives scaled gradients (when disabled,
+ * a new handle to loss itself). loss is a floating-point tensor. */
+NX_API nx_status nx_grad_scaler_scale(nx_tensor* out, nx_grad_scaler scaler, nx_tensor loss, nx_stream stream);
+/* Divides the gradient of every parameter of opt by the scale (each gradient is replaced by its
+ * unscaled copy: a handle to the gradient taken before keeps the scaled values) and notes whether
+ * any was Inf or NaN, without a host synchronization. Optional (step unscales when it was not
+ * done); at most once per optimizer between updates and not after its step: NX_ERR_STATE. */
+NX_API nx_status nx_grad_scaler_unscale(nx_grad_scaler scaler, nx_optimizer opt, nx_stream stream);
+/* Unscales opt's gradients unless nx_grad_scaler_unscale did, then runs opt's step unless a
+ * gradient was Inf or NaN; writes whether it stepped to *stepped (may be NULL). One host
+ * synchronization per device of the gradients. Once per optimizer between updates; NX_ERR_STATE
+ * also when no parameter of opt has a gradient (nothing could be checked). */
+NX_API nx_status nx_grad_scaler_step(bool* stepped, nx_grad_scaler scaler, nx_optimizer opt, nx_stream stream);
+/* Ends the iteration: if a step since the last update found Inf/NaN, scale *= backoff_factor and
+ * the count of clean steps restarts; else the count grows, and when it reaches growth_interval,
+ * scale *= growth_factor (kept when that overflows f32) and the count restarts. NX_ERR_STATE when
+ * no optimizer was unscaled since the last update. */
+NX_API nx_status nx_grad_scaler_update(nx_grad_scaler scaler);
+/* The current scale (1 when disabled). */
+NX_API nx_status nx_grad_scaler_get_scale(nx_grad_scaler scaler, double* out);
+NX_API void nx_grad_scaler_free(nx_grad_scaler scaler);
 
 /* ---------------------------------------------------------------- text */
 typedef struct nx_tokenizer_s* nx_tokenizer;

@@ -123,6 +123,7 @@ static void nx_java_throw_arg(JNIEnv* jenv, const char* what) {
 %rename(TextLoader) nx_text_loader_s;
 %rename(Comm) nx_comm_s;
 %rename(DataParallel) nx_ddp_s;
+%rename(GradScaler) nx_grad_scaler_s;
 %rename(CommId) nx_comm_id;
 %rename(Status) nx_status;
 %rename(DType) nx_dtype;
@@ -136,6 +137,7 @@ static void nx_java_throw_arg(JNIEnv* jenv, const char* what) {
 %rename(BackwardOptions) nx_backward_options;
 %rename(SgdOptions) nx_sgd_options;
 %rename(AdamOptions) nx_adam_options;
+%rename(GradScalerOptions) nx_grad_scaler_options;
 %rename(HandleType) nx_handle_type;
 %rename(ReduceOp) nx_reduce_op;
 
@@ -193,6 +195,7 @@ NX_JAVA_HANDLE(nx_tokenizer_s, Tokenizer)
 NX_JAVA_HANDLE(nx_text_loader_s, TextLoader)
 NX_JAVA_HANDLE(nx_comm_s, Comm)
 NX_JAVA_HANDLE(nx_ddp_s, DataParallel)
+NX_JAVA_HANDLE(nx_grad_scaler_s, GradScaler)
 
 /* Tensor conveniences (the C functions stay available as Nexus.tensor_*). */
 %typemap(javacode) struct nx_tensor_s %{
@@ -305,6 +308,7 @@ NX_JAVA_OUT_HANDLE(nx_tokenizer)
 NX_JAVA_OUT_HANDLE(nx_text_loader)
 NX_JAVA_OUT_HANDLE(nx_comm)
 NX_JAVA_OUT_HANDLE(nx_ddp)
+NX_JAVA_OUT_HANDLE(nx_grad_scaler)
 
 %define NX_JAVA_OUT_VALUE(TYPE, INIT, JNITYPE)
 %typemap(in, numinputs=0) TYPE* out (TYPE tmp = INIT) { $1 = ($1_ltype)&tmp; }
@@ -317,6 +321,7 @@ NX_JAVA_OUT_VALUE(bool, false, jboolean)
 NX_JAVA_OUT_VALUE(double, 0.0, jdouble)
 NX_JAVA_OUT_VALUE(nx_dtype, NX_F32, jint)
 %apply double* out { double* total_norm };
+%apply bool* out { bool* stepped };
 
 %typemap(in, numinputs=0) const char** out (const char* tmp = NULL) { $1 = ($1_ltype)&tmp; }
 %typemap(argout) const char** out { jresult = tmp$argnum ? (*jenv)->NewStringUTF(jenv, tmp$argnum) : NULL; }

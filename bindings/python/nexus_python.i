@@ -479,12 +479,15 @@ NX_PY_KEEP_GIL(nx_cuda_set_tf32)
 NX_PY_KEEP_GIL(nx_cuda_get_tf32)
 NX_PY_KEEP_GIL(nx_module_get_training)
 NX_PY_KEEP_GIL(nx_cuda_device_count)
+NX_PY_KEEP_GIL(nx_grad_scaler_create)
+NX_PY_KEEP_GIL(nx_grad_scaler_get_scale)
 /* Destructors run from the collector (maybe at interpreter shutdown): keep the GIL. */
 %noexception nx_tensor_s::~nx_tensor_s;
 %noexception nx_stream_s::~nx_stream_s;
 %noexception nx_event_s::~nx_event_s;
 %noexception nx_safetensors_s::~nx_safetensors_s;
 %noexception nx_graph_s::~nx_graph_s;
+%noexception nx_grad_scaler_s::~nx_grad_scaler_s;
 
 /* ---------------------------------------------------------------- status */
 %typemap(out) nx_status {
@@ -556,6 +559,7 @@ NX_PY_OUT_HANDLE(nx_tokenizer, nx_tokenizer_s, nx_tokenizer_free)
 NX_PY_OUT_HANDLE(nx_text_loader, nx_text_loader_s, nx_text_loader_free)
 NX_PY_OUT_HANDLE(nx_comm, nx_comm_s, nx_comm_free)
 NX_PY_OUT_HANDLE(nx_ddp, nx_ddp_s, nx_ddp_free)
+NX_PY_OUT_HANDLE(nx_grad_scaler, nx_grad_scaler_s, nx_grad_scaler_free)
 
 %define NX_PY_OUT_VALUE(TYPE, INIT, CONVERT)
 %typemap(in, numinputs=0) TYPE* out (TYPE tmp = INIT) { $1 = ($1_ltype)&tmp; }
@@ -587,6 +591,8 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
 }
 %apply const char** out { const char** name };
 %apply double* out { double* total_norm };
+/* nx_grad_scaler_step(scaler, opt, stream) -> whether it stepped */
+%apply bool* out { bool* stepped };
 /* nx_add_rms_norm / nx_add_layer_norm return (out, sum_out) */
 %apply nx_tensor* out { nx_tensor* sum_out };
 

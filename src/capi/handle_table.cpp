@@ -57,6 +57,7 @@ const char* handle_kind_name(HandleKind kind) {
     case HandleKind::Graph: return "graph";
     case HandleKind::Comm: return "communicator";
     case HandleKind::Ddp: return "nx_ddp";
+    case HandleKind::GradScaler: return "gradient scaler";
   }
   return "unknown";
 }

@@ -24,8 +24,9 @@ enum class HandleKind : uint8_t {
   Graph = NX_HANDLE_GRAPH,
   Comm = NX_HANDLE_COMM,
   Ddp = NX_HANDLE_DDP,
+  GradScaler = NX_HANDLE_GRAD_SCALER,
 };
-constexpr int kHandleKinds = NX_HANDLE_DDP + 1;
+constexpr int kHandleKinds = NX_HANDLE_GRAD_SCALER + 1;
 
 const char* handle_kind_name(HandleKind kind);  // "tensor", "module"...
 // Registers object under a new id (never 0). The table does not own the object.

@@ -3,6 +3,7 @@
 
 #include "capi/capi.hpp"
 #include "io/tokenizer.hpp"
+#include "nn/grad_scaler.hpp"
 #include "nn/module.hpp"
 #include "nn/optim.hpp"
 #include "nn/state_io.hpp"
@@ -14,6 +15,9 @@ struct nx_module_s {
 struct nx_optimizer_s {
   std::unique_ptr<nx::nn::Optimizer> opt;
 };
+struct nx_grad_scaler_s {
+  nx::nn::GradScaler scaler;
+};
 struct nx_tokenizer_s {
   nx::Tokenizer tok;
 };
@@ -22,6 +26,7 @@ struct nx_text_loader_s {
 };
 NX_HANDLE_OBJECT(nx_module_s, Module);
 NX_HANDLE_OBJECT(nx_optimizer_s, Optimizer);
+NX_HANDLE_OBJECT(nx_grad_scaler_s, GradScaler);
 NX_HANDLE_OBJECT(nx_tokenizer_s, Tokenizer);
 NX_HANDLE_OBJECT(nx_text_loader_s, TextLoader);
 
@@ -379,6 +384,64 @@ double nx_lr_step(double base, int64_t step, int64_t step_size, double gamma) {
 double nx_lr_cosine_warmup(double base, int64_t step, int64_t warmup, int64_t total, double min_lr) {
   return nn::lr_cosine_warmup(base, step, warmup, total, min_lr);
 }
+
+// ---------------------------------------------------------------- gradient scaler
+namespace {
+nn::GradScaler& scaler_arg(nx_grad_scaler s) { return handle_object(s, "scaler").scaler; }
+// The stream of a call on opt's gradients, checked against its first parameter's device.
+void check_opt_stream(const nn::Optimizer& o, nx_stream stream) {
+  if (!o.params().empty()) check_stream(stream, o.params()[0].device());
+  else if (stream) check_stream(stream, handle_object(stream, "stream").device);
+}
+}  // namespace
+
+nx_status nx_grad_scaler_create(nx_grad_scaler* out, const nx_grad_scaler_options* options) {
+  clear_out(out);
+  return guard("nx_grad_scaler_create", [&] {
+    check_out(out);
+    const auto o = struct_arg(options, nx_grad_scaler_options NX_GRAD_SCALER_OPTIONS_DEFAULT, "options");
+    nn::GradScalerOptions opts{o.init_scale, o.growth_factor, o.backoff_factor, o.growth_interval, o.enabled};
+    *out = make_handle(std::make_unique<nx_grad_scaler_s>(nx_grad_scaler_s{nn::GradScaler(opts)}));
+  });
+}
+nx_status nx_grad_scaler_scale(nx_tensor* out, nx_grad_scaler scaler, nx_tensor loss, nx_stream stream) {
+  clear_out(out);
+  return guard("nx_grad_scaler_scale", [&] {
+    check_out(out);
+    auto& s = scaler_arg(scaler);
+    const Tensor& l = unwrap(loss, "loss");
+    check_stream(stream, l.device());
+    *out = wrap(s.scale(l));
+  });
+}
+nx_status nx_grad_scaler_unscale(nx_grad_scaler scaler, nx_optimizer opt, nx_stream stream) {
+  return guard("nx_grad_scaler_unscale", [&] {
+    auto& s = scaler_arg(scaler);
+    auto& o = opt_arg(opt);
+    check_opt_stream(o, stream);
+    s.unscale(o);
+  });
+}
+nx_status nx_grad_scaler_step(bool* stepped, nx_grad_scaler scaler, nx_optimizer opt, nx_stream stream) {
+  if (stepped) *stepped = false;
+  return guard("nx_grad_scaler_step", [&] {
+    auto& s = scaler_arg(scaler);
+    auto& o = opt_arg(opt);
+    check_opt_stream(o, stream);
+    const bool did = s.step(o);
+    if (stepped) *stepped = did;
+  });
+}
+nx_status nx_grad_scaler_update(nx_grad_scaler scaler) {
+  return guard("nx_grad_scaler_update", [&] { scaler_arg(scaler).update(); });
+}
+nx_status nx_grad_scaler_get_scale(nx_grad_scaler scaler, double* out) {
+  return guard("nx_grad_scaler_get_scale", [&] {
+    check_out(out);
+    *out = scaler_arg(scaler).get_scale();
+  });
+}
+void nx_grad_scaler_free(nx_grad_scaler scaler) { free_handle(scaler); }
 
 // ---------------------------------------------------------------- text
 nx_status nx_tokenizer_bytes_create(nx_tokenizer* out) {

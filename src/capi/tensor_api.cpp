@@ -121,7 +121,7 @@ nx_status nx_runtime_get_deterministic(bool* out) {
 }
 int64_t nx_live_handle_count(nx_handle_type type) {
   const int t = enum_value(type);
-  return t >= NX_HANDLE_TENSOR && t <= NX_HANDLE_DDP ? handle_count(HandleKind(t)) : -1;
+  return t >= NX_HANDLE_TENSOR && t <= NX_HANDLE_GRAD_SCALER ? handle_count(HandleKind(t)) : -1;
 }
 
 // ---------------------------------------------------------------- streams

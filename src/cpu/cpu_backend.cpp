@@ -449,19 +449,52 @@ class CpuBackend final : public Backend {
                     static_cast<const char*>(src.data) + size_t(o * n + index_at(index, j)) * row, row);
   }
 
+  // f16/bf16 sums accumulate in f32 and round once (a bf16 running sum of ones stops at 256:
+  // 256 + 1 rounds back to 256); other dtypes add in their own type, as before. The positions j
+  // are grouped by their destination row (a stable sort of the index), so each destination row is
+  // summed by one thread in the order of j: deterministic, and parallel even with one outer slice
+  // (embedding's backward) where rows repeat.
   void index_add(const ExecContext&, const View& dst, const View& src, const View& index, int64_t outer, int64_t n,
                  int64_t inner) override {
     const int64_t nidx = index.numel();
+    std::vector<int64_t> order(static_cast<size_t>(nidx));
+    std::vector<int64_t> groups;  // groups[g]..groups[g + 1]: one destination row's positions in order
+    for (int64_t j = 0; j < nidx; ++j) order[size_t(j)] = j;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t x, int64_t y) { return index_at(index, x) < index_at(index, y); });
+    for (int64_t k = 0; k < nidx; ++k)
+      if (k == 0 || index_at(index, order[size_t(k)]) != index_at(index, order[size_t(k - 1)])) groups.push_back(k);
+    groups.push_back(nidx);
+    const int64_t ngroups = int64_t(groups.size()) - 1;
     dispatch_dtype(dst.dtype, [&](auto tag) {
       using T = decltype(tag);
-      // Parallel over outer slices only: rows of one slice may repeat an index.
-#pragma omp parallel for schedule(static) if (outer > 1 && outer * nidx * inner >= kParallelGrain)
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t j = 0; j < nidx; ++j) {
-          T* d = static_cast<T*>(dst.data) + (o * n + index_at(index, j)) * inner;
-          const T* s = static_cast<const T*>(src.data) + (o * nidx + j) * inner;
-          for (int64_t i = 0; i < inner; ++i) d[i] = convert<T>(to_f64(d[i]) + to_f64(s[i]));
-        }
+      constexpr bool half = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+#pragma omp parallel if (outer * nidx * inner >= kParallelGrain)
+      {
+        std::vector<float> acc(half ? size_t(inner) : 0);  // one destination row in f32
+#pragma omp for collapse(2) schedule(dynamic, 4)
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t g = 0; g < ngroups; ++g) {
+            const int64_t first = groups[size_t(g)], last = groups[size_t(g + 1)];
+            T* d = static_cast<T*>(dst.data) + (o * n + index_at(index, order[size_t(first)])) * inner;
+            auto src_row = [&](int64_t k) {
+              return static_cast<const T*>(src.data) + (o * nidx + order[size_t(k)]) * inner;
+            };
+            if constexpr (half) {
+              for (int64_t i = 0; i < inner; ++i) acc[size_t(i)] = convert<float>(d[i]);
+              for (int64_t k = first; k < last; ++k) {
+                const T* s = src_row(k);
+                for (int64_t i = 0; i < inner; ++i) acc[size_t(i)] += convert<float>(s[i]);
+              }
+              for (int64_t i = 0; i < inner; ++i) d[i] = convert<T>(acc[size_t(i)]);
+            } else {
+              for (int64_t k = first; k < last; ++k) {
+                const T* s = src_row(k);
+                for (int64_t i = 0; i < inner; ++i) d[i] = convert<T>(to_f64(d[i]) + to_f64(s[i]));
+              }
+            }
+          }
+      }
     });
   }
 
@@ -490,17 +523,27 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // f16/bf16 sums accumulate in an f32 copy of dst, rounded back once (as index_add's).
   void scatter_add(const ExecContext&, const View& dst, const View& src, const View& index, int64_t axis) override {
     S dst_st = contiguous_strides(dst.shape);
     dispatch_dtype(dst.dtype, [&](auto tag) {
       using T = decltype(tag);
+      constexpr bool half = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+      T* out = static_cast<T*>(dst.data);
+      const T* s = static_cast<const T*>(src.data);
+      const int64_t count = dst.numel();
+      std::vector<float> wide(half ? size_t(count) : 0);
+      if constexpr (half)
+        for (int64_t i = 0; i < count; ++i) wide[size_t(i)] = convert<float>(out[i]);
       walk_index(index, [&](int64_t e, const S& coord) {
         int64_t off = 0;
         for (size_t d = 0; d < coord.size(); ++d)
           off += (int64_t(d) == axis ? index_at(index, e) : coord[d]) * dst_st[d];
-        T* d = static_cast<T*>(dst.data) + off;
-        *d = convert<T>(to_f64(*d) + to_f64(static_cast<const T*>(src.data)[e]));
+        if constexpr (half) wide[size_t(off)] += convert<float>(s[e]);
+        else out[off] = convert<T>(to_f64(out[off]) + to_f64(s[e]));
       });
+      if constexpr (half)
+        for (int64_t i = 0; i < count; ++i) out[i] = convert<T>(wide[size_t(i)]);
     });
   }
 

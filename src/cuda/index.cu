@@ -1,6 +1,7 @@
 // Indexing kernels (index_select/index_add, gather/scatter_add; the adds use atomics, so their
-// float sums are not bit-reproducible run to run) and the counter-based random generator, which
-// is the same Philox function as the CPU's: a seed gives identical tensors on both devices.
+// float sums are not bit-reproducible run to run; f16/bf16 destinations accumulate in f32) and
+// the counter-based random generator, which is the same Philox function as the CPU's: a seed
+// gives identical tensors on both devices.
 #include "core/philox.hpp"
 #include "cuda/kernels.cuh"
 
@@ -20,23 +21,21 @@ __global__ void index_select_kernel(B* dst, const B* src, const void* index, boo
   }
 }
 
-// Hardware atomic adds; the 16-bit floats add in their own precision, as PyTorch's CUDA index_add_
-// does (an f32 accumulation buffer is the mixed-precision issue's to add).
+// Hardware atomic adds in the accumulation type: f32 and f64 add into dst itself; f16/bf16 add
+// into an f32 buffer (with_accumulator below), each source element converted in registers.
 __device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
 __device__ __forceinline__ void atomic_add(double* p, double v) { atomicAdd(p, v); }
-__device__ __forceinline__ void atomic_add(Half* p, Half v) {
-  atomicAdd(reinterpret_cast<__half*>(p), __ushort_as_half(v.bits));
-}
-__device__ __forceinline__ void atomic_add(BFloat16* p, BFloat16 v) {
-  atomicAdd(reinterpret_cast<__nv_bfloat16*>(p), __ushort_as_bfloat16(v.bits));
-}
+template <class T> __device__ __forceinline__ T widen(T v) { return v; }
+__device__ __forceinline__ float widen(Half v) { return __half2float(__ushort_as_half(v.bits)); }
+__device__ __forceinline__ float widen(BFloat16 v) { return __bfloat162float(__ushort_as_bfloat16(v.bits)); }
 
-template <class T>
-__global__ void index_add_kernel(T* dst, const T* src, const void* index, bool i64, int64_t nidx, int64_t n,
+// A is the accumulator's type: T for f32/f64, float for f16/bf16.
+template <class T, class A>
+__global__ void index_add_kernel(A* dst, const T* src, const void* index, bool i64, int64_t nidx, int64_t n,
                                  int64_t inner, int64_t total) {
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t i = e % inner, row = e / inner, j = row % nidx, o = row / nidx;
-    atomic_add(dst + (o * n + index_at(index, i64, j)) * inner + i, src[e]);
+    atomic_add(dst + (o * n + index_at(index, i64, j)) * inner + i, widen(src[e]));
   }
 }
 
@@ -62,10 +61,10 @@ __global__ void gather_kernel(B* dst, const B* src, const void* index, bool i64,
     dst[e] = src[target_offset(d, e, axis, index_at(index, i64, e))];
 }
 
-template <class T>
-__global__ void scatter_add_kernel(T* dst, const T* src, const void* index, bool i64, Dims d, int64_t axis, int64_t total) {
+template <class T, class A>
+__global__ void scatter_add_kernel(A* dst, const T* src, const void* index, bool i64, Dims d, int64_t axis, int64_t total) {
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x)
-    atomic_add(dst + target_offset(d, e, axis, index_at(index, i64, e)), src[e]);
+    atomic_add(dst + target_offset(d, e, axis, index_at(index, i64, e)), widen(src[e]));
 }
 
 template <class T>
@@ -95,13 +94,30 @@ Dims make_dims(const View& index, const std::vector<int64_t>& target_shape) {
   return d;
 }
 
+// Calls add(T{}, A* acc) for dst's dtype T with the accumulator acc that the atomic adds go to:
+// dst itself for f32/f64; for f16/bf16 an f32 copy of dst in scratch memory, written back into dst
+// (rounded once) after add. Half-precision atomics would round every partial sum: 4096 ones added
+// into one bf16 element stop at 256 (256 + 1 rounds back to 256), a frequent token's embedding
+// gradient loses most of its mass. The price is two passes over dst (widen, narrow) and 4 bytes of
+// scratch per element, against a sum that is right to f32 before its one rounding.
 template <class F>
-void dispatch_atomic(DType d, F&& f) {
-  if (d == DType::F32) f(float{});
-  else if (d == DType::F64) f(double{});
-  else if (d == DType::F16) f(Half{});
-  else if (d == DType::BF16) f(BFloat16{});
-  else fail(NX_ERR_DTYPE, current_api(), ": CUDA index_add/scatter_add support f32, f64, f16 and bf16, got ", dtype_name(d));
+void with_accumulator(const ExecContext& ctx, const View& dst, F&& add) {
+  auto in_f32 = [&](auto tag) {
+    Scratch acc(ctx, size_t(dst.numel()) * sizeof(float));
+    View wide{acc.ptr, dst.shape, contiguous_strides(dst.shape), DType::F32};
+    launch_copy(ctx, wide, dst);
+    add(tag, static_cast<float*>(acc.ptr));
+    launch_copy(ctx, dst, wide);
+  };
+  switch (dst.dtype) {
+    case DType::F32: add(float{}, static_cast<float*>(dst.data)); break;
+    case DType::F64: add(double{}, static_cast<double*>(dst.data)); break;
+    case DType::F16: in_f32(Half{}); break;
+    case DType::BF16: in_f32(BFloat16{}); break;
+    default:
+      fail(NX_ERR_DTYPE, current_api(), ": CUDA index_add/scatter_add support f32, f64, f16 and bf16, got ",
+           dtype_name(dst.dtype));
+  }
 }
 
 }  // namespace
@@ -122,12 +138,13 @@ void launch_index_add(const ExecContext& ctx, const View& dst, const View& src, 
                       int64_t n, int64_t inner) {
   const int64_t nidx = index.numel(), total = outer * nidx * inner;
   if (!total) return;
-  dispatch_atomic(dst.dtype, [&](auto tag) {
+  with_accumulator(ctx, dst, [&](auto tag, auto* acc) {
     using T = decltype(tag);
-    index_add_kernel<T><<<blocks_for(total), kThreads, 0, stream_of(ctx)>>>(static_cast<T*>(dst.data), static_cast<const T*>(src.data),
+    using A = std::remove_pointer_t<decltype(acc)>;
+    index_add_kernel<T, A><<<blocks_for(total), kThreads, 0, stream_of(ctx)>>>(acc, static_cast<const T*>(src.data),
         index.data, index.dtype == DType::I64, nidx, n, inner, total);
+    NX_CUDA_LAUNCH_CHECK();
   });
-  NX_CUDA_LAUNCH_CHECK();
 }
 
 void launch_gather(const ExecContext& ctx, const View& dst, const View& src, const View& index, int64_t axis) {
@@ -146,12 +163,13 @@ void launch_scatter_add(const ExecContext& ctx, const View& dst, const View& src
   const int64_t total = index.numel();
   if (!total) return;
   Dims d = make_dims(index, dst.shape);
-  dispatch_atomic(dst.dtype, [&](auto tag) {
+  with_accumulator(ctx, dst, [&](auto tag, auto* acc) {
     using T = decltype(tag);
-    scatter_add_kernel<T><<<blocks_for(total), kThreads, 0, stream_of(ctx)>>>(static_cast<T*>(dst.data), static_cast<const T*>(src.data),
+    using A = std::remove_pointer_t<decltype(acc)>;
+    scatter_add_kernel<T, A><<<blocks_for(total), kThreads, 0, stream_of(ctx)>>>(acc, static_cast<const T*>(src.data),
         index.data, index.dtype == DType::I64, d, axis, total);
+    NX_CUDA_LAUNCH_CHECK();
   });
-  NX_CUDA_LAUNCH_CHECK();
 }
 
 void launch_random(const ExecContext& ctx, const View& dst, uint64_t seed, uint64_t offset, bool normal) {

@@ -21,6 +21,8 @@ class Optimizer {
   virtual std::map<std::string, Tensor> state() const = 0;
   virtual void load_state(const std::map<std::string, Tensor>& state) = 0;
   int64_t steps = 0;
+  // The tensors it updates, in the order given (the gradient scaler unscales their gradients).
+  const std::vector<Tensor>& params() const { return params_; }
 
  protected:
   std::vector<Tensor> params_;

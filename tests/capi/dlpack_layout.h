@@ -129,7 +129,11 @@ static void test_dlpack_h_structs_cross_with_a_cast(void** state) {
   int64_t their_shape[1] = {3};
   DLManagedTensor dm;
   memset(&dm, 0, sizeof dm);
-  describe_f64_vector((nx_dl_tensor*)&dm.dl_tensor, theirs, their_shape);
+  nx_dl_tensor described;
+  describe_f64_vector(&described, theirs, their_shape);
+  /* bytes, not a cast: reading one struct type through a pointer to the other breaks C's
+   * aliasing rules, and at -O2 the reads below would see the memset's zeros */
+  memcpy(&dm.dl_tensor, &described, sizeof described);
   assert_true(dm.dl_tensor.data == theirs && dm.dl_tensor.device.device_type == kDLCPU && dm.dl_tensor.ndim == 1);
   assert_true(dm.dl_tensor.dtype.code == kDLFloat && dm.dl_tensor.dtype.bits == 64 && dm.dl_tensor.dtype.lanes == 1);
   assert_true(dm.dl_tensor.shape == their_shape && dm.dl_tensor.strides == NULL && dm.dl_tensor.byte_offset == 0);

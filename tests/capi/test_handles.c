@@ -98,6 +98,10 @@ static void free_comm(void* h) { nx_comm_free((nx_comm)h); }
 static nx_status use_ddp(void* h) { size_t n; return nx_ddp_bucket_count((nx_ddp)h, &n); }
 static void free_ddp(void* h) { nx_ddp_free((nx_ddp)h); }
 
+static void* make_grad_scaler(void) { nx_grad_scaler s = NULL; NX_OK_(nx_grad_scaler_create(&s, NULL)); return s; }
+static nx_status use_grad_scaler(void* h) { double v; return nx_grad_scaler_get_scale((nx_grad_scaler)h, &v); }
+static void free_grad_scaler(void* h) { nx_grad_scaler_free((nx_grad_scaler)h); }
+
 static const handle_kind kKinds[] = {
     {"tensor", NX_HANDLE_TENSOR, make_tensor_h, use_tensor, free_tensor, "t"},
     {"stream", NX_HANDLE_STREAM, make_stream, use_stream, free_stream, "stream", true},
@@ -110,6 +114,7 @@ static const handle_kind kKinds[] = {
     {"graph", NX_HANDLE_GRAPH, make_graph, use_graph, free_graph, "g"},
     {"communicator", NX_HANDLE_COMM, NULL, use_comm, free_comm, "comm"},
     {"nx_ddp", NX_HANDLE_DDP, NULL, use_ddp, free_ddp, "ddp"},
+    {"gradient scaler", NX_HANDLE_GRAD_SCALER, make_grad_scaler, use_grad_scaler, free_grad_scaler, "scaler"},
 };
 #define NKINDS (sizeof kKinds / sizeof kKinds[0])
 
@@ -197,6 +202,8 @@ static void test_live_counts(void** state) {
   (void)state;
   assert_int_equal(nx_live_handle_count((nx_handle_type)0), -1);
   assert_int_equal(nx_live_handle_count((nx_handle_type)99), -1);
+  assert_int_equal(nx_live_handle_count((nx_handle_type)(NX_HANDLE_GRAD_SCALER + 1)), -1);
+  assert_int_equal(nx_live_handle_count(NX_HANDLE_GRAD_SCALER), 0);
   const int64_t t0 = nx_live_handle_count(NX_HANDLE_TENSOR);
   assert_int_equal(t0, nx_live_handle_count(NX_HANDLE_TENSOR));
   nx_tensor a = small_tensor(), b = small_tensor();

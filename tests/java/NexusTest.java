@@ -182,6 +182,34 @@ public class NexusTest {
       for (Tensor p : params) p.close();
     }
 
+    // a gradient scaler iteration: scale, backward, step (returns whether it stepped), update
+    try (Tensor w = Nexus.tensor(new double[] {1, 2}, new long[] {2}, cpu)) {
+      Nexus.tensor_set_requires_grad(w, true);
+      GradScalerOptions so = new GradScalerOptions();
+      so.setInit_scale(8);
+      so.setGrowth_interval(1);
+      try (GradScaler scaler = Nexus.grad_scaler_create(so);
+           Optimizer opt = Nexus.sgd_create(new Tensor[] {w}, null);
+           Tensor loss = Nexus.sum(w, null, false, null);
+           Tensor scaled = Nexus.grad_scaler_scale(scaler, loss, null)) {
+        close(scaled.item(), 24, "scaled loss");
+        Nexus.backward(scaled, null, null, null);
+        Nexus.grad_scaler_unscale(scaler, opt, null);
+        try (Tensor g = w.grad()) {
+          close(Nexus.toDoubleArray(g)[0], 1, "unscaled gradient");
+        }
+        try {
+          Nexus.grad_scaler_unscale(scaler, opt, null);
+          check(false, "a second unscale must fail");
+        } catch (NexusException e) {
+          check(e.status() == Status.ERR_STATE, "status ERR_STATE");
+        }
+        check(Nexus.grad_scaler_step(scaler, opt, null), "a clean step steps");
+        Nexus.grad_scaler_update(scaler);
+        close(Nexus.grad_scaler_get_scale(scaler), 16, "the scale grows after growth_interval clean steps");
+      }
+    }
+
     // nx_adam_step_multi: four arrays of one length and an options struct (null: the defaults)
     try (Tensor p = Nexus.tensor(new double[] {1, 1}, new long[] {2}, cpu);
          Tensor g = Nexus.tensor(new double[] {0.5, 0.5}, new long[] {2}, cpu);

@@ -10,6 +10,9 @@ import torch.nn.functional as F
 import nexusgrad as ng
 
 RNG = np.random.default_rng(11)
+# The CUDA cases run where a GPU is (scripts/gpu_run.sh runs this file on the H200).
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(ng._nexus.nx_cuda_device_count() == 0,
+                                                                 reason="no CUDA device"))]
 
 
 def randn(*shape, dtype=np.float32):
@@ -55,20 +58,21 @@ def mlp_params():
     return {"w1": randn(32, 16) * 0.3, "b1": randn(32) * 0.1, "w2": randn(10, 32) * 0.3, "b2": randn(10) * 0.1}
 
 
-def test_bf16_training_step_matches_explicit_casts():
+@pytest.mark.parametrize("device", DEVICES)
+def test_bf16_training_step_matches_explicit_casts(device):
     """Loss and f32 master-weight gradients of linear -> gelu -> linear -> cross entropy, two
     micro-batches accumulating, against torch with the same casts written out. Tolerance: bf16
     rounds to 8 significant bits, so 2e-2 relative on the loss and 3e-2 of each gradient's scale."""
     p = mlp_params()
-    ours = {k: ng.tensor(v, requires_grad=True) for k, v in p.items()}
+    ours = {k: ng.tensor(v, device=device, requires_grad=True) for k, v in p.items()}
     ref = {k: torch.tensor(v, requires_grad=True) for k, v in p.items()}
     losses = []
     for _ in range(2):  # gradient accumulation over micro-batches
         x, y = randn(8, 16), RNG.integers(0, 10, 8)
-        with ng.autocast("cpu", dtype=ng.bfloat16):
-            h = ng.gelu(ng.linear(ng.tensor(x), ours["w1"], ours["b1"]))
+        with ng.autocast(device, dtype=ng.bfloat16):
+            h = ng.gelu(ng.linear(ng.tensor(x, device=device), ours["w1"], ours["b1"]))
             assert h.dtype == ng.bfloat16
-            loss = ng.cross_entropy(ng.linear(h, ours["w2"], ours["b2"]), ng.tensor(y))
+            loss = ng.cross_entropy(ng.linear(h, ours["w2"], ours["b2"]), ng.tensor(y, device=device))
             assert loss.dtype == ng.float32
         ng.backward(loss)
         bf = {k: v.bfloat16() for k, v in ref.items()}
@@ -82,7 +86,7 @@ def test_bf16_training_step_matches_explicit_casts():
         g = ours[k].grad()
         assert g.dtype == ng.float32  # gradients come back in the leaf's dtype
         want = ref[k].grad.numpy()
-        np.testing.assert_allclose(g.numpy(), want, atol=3e-2 * np.abs(want).max(), rtol=0)
+        np.testing.assert_allclose(g.to(device="cpu").numpy(), want, atol=3e-2 * np.abs(want).max(), rtol=0)
 
 
 def test_modules_run_unchanged_under_autocast():
@@ -96,3 +100,28 @@ def test_modules_run_unchanged_under_autocast():
     assert sorted(params) == ["bias", "weight"]
     for p in params.values():
         assert p.dtype == ng.float32 and p.grad().dtype == ng.float32
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("rope,alibi,swiglu", [(True, False, True), (False, True, False)])
+def test_gpt_trains_under_autocast_with_f32_master_weights(rope, alibi, swiglu, device):
+    """nx_gpt_create's model, unchanged, under CPU bf16 autocast: f32 logits-to-loss path, every
+    gradient f32 and finite, and the autocast loss within bf16 rounding of the f32 loss."""
+    ng.manual_seed(5)
+    gpt = ng.nn.GPT(vocab=64, context=16, dim=32, layers=2, heads=4, rope=rope, alibi=alibi, swiglu=swiglu,
+                    device=device)
+    tokens = ng.tensor(RNG.integers(0, 64, (2, 16)), device=device)
+    targets = ng.tensor(RNG.integers(0, 64, 32), device=device)
+    with ng.no_grad():
+        full = ng.cross_entropy(ng.reshape(gpt(tokens), [32, 64]), targets).item()
+    with ng.autocast(device, dtype=ng.bfloat16):
+        logits = gpt(tokens)
+        assert logits.dtype == ng.bfloat16
+        loss = ng.cross_entropy(ng.reshape(logits, [32, 64]), targets)
+    assert loss.dtype == ng.float32
+    assert abs(loss.item() - full) <= 2e-2 * abs(full)
+    ng.backward(loss)
+    for name, p in gpt.named_parameters():
+        g = p.grad()
+        assert p.dtype == ng.float32 and g is not None and g.dtype == ng.float32, name
+        assert np.isfinite(g.to(device="cpu").numpy()).all(), name

@@ -32,6 +32,7 @@ from .tensor import (Tensor, tensor, as_tensor, from_numpy, from_dlpack, no_grad
 from .functional import *  # noqa: E402,F401,F403
 from .functional import __all__ as _functional_all  # noqa: E402
 from . import nn  # noqa: E402
+from . import amp  # noqa: E402
 
 # PyTorch's dtype aliases (nexusgrad.bool, nexusgrad.float...), as attributes of the package.
 globals().update({"bool": bool_, "float": float32, "double": float64, "half": float16, "long": int64,
@@ -45,4 +46,4 @@ __all__ = ["Error", "InvalidArgumentError", "ShapeError", "DTypeError", "DeviceE
            "Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "no_grad", "enable_grad", "autocast",
            "set_grad_enabled", "is_grad_enabled", "manual_seed", "zeros", "ones", "full", "rand", "randn",
            "arange", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "empty",
-           "nn", *_functional_all]
+           "nn", "amp", *_functional_all]
