@@ -11,7 +11,9 @@
 namespace nx::cuda {
 namespace {
 
-template <class T> struct Vec16 { static constexpr int N = 16 / sizeof(T); T v[N]; };
+// 16 bytes of elements, aligned so that a load or store is one 128-bit access (without alignas,
+// a vector of 2-byte f16/bf16 structs compiles to eight 2-byte loads and runs at 0.6x the copy rate).
+template <class T> struct alignas(16) Vec16 { static constexpr int N = 16 / sizeof(T); T v[N]; };
 
 // The type an element is computed in: f16 and bf16 in f32 registers, every other dtype as itself.
 template <class T> struct ComputeOf { using type = T; };
@@ -25,6 +27,20 @@ template <class T> __device__ __forceinline__ T narrow(Compute<T> v) { return v;
 template <> __device__ __forceinline__ Half narrow<Half>(float v) { return Half{__half_as_ushort(__float2half_rn(v))}; }
 template <> __device__ __forceinline__ BFloat16 narrow<BFloat16>(float v) {
   return BFloat16{__bfloat16_as_ushort(__float2bfloat16_rn(v))};
+}
+// One element converted between two storage dtypes: through f32 registers among f32/f16/bf16
+// (one rounding), else through f64.
+template <class T> constexpr bool kF32Family = std::is_same_v<T, float> || std::is_same_v<T, Half> ||
+                                               std::is_same_v<T, BFloat16>;
+template <class D, class S>
+__device__ __forceinline__ D convert_elem(S s) {
+  if constexpr (kF32Family<D> && kF32Family<S>) {
+    return narrow<D>(float(widen(s)));
+  } else {
+    D d;
+    store_f64(&d, load_f64(&s));
+    return d;
+  }
 }
 // Elements of a runtime floating dtype, for the mixed-dtype binary kernel (the dtype is uniform
 // across a launch, so the switch does not diverge).
@@ -160,6 +176,21 @@ __global__ void copy_kernel(D* dst, const S* src, Geometry<2> g, int64_t n) {
   }
 }
 
+// A cast between contiguous tensors, 8 elements per step with aligned vector loads and stores.
+template <class T> struct alignas(sizeof(T) * 8 >= 16 ? 16 : sizeof(T) * 8) Pack8 { T v[8]; };
+template <class D, class S>
+__global__ void cast_contig_kernel(D* dst, const S* src, int64_t n) {
+  const int64_t n8 = n / 8;
+  GRID_STRIDE(i, n8) {
+    Pack8<S> in = reinterpret_cast<const Pack8<S>*>(src)[i];
+    Pack8<D> out;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) out.v[k] = convert_elem<D>(in.v[k]);
+    reinterpret_cast<Pack8<D>*>(dst)[i] = out;
+  }
+  GRID_STRIDE(j, n - n8 * 8) dst[n8 * 8 + j] = convert_elem<D>(src[n8 * 8 + j]);
+}
+
 template <class T>
 __global__ void copy_same_kernel(T* dst, const T* src, Geometry<2> g, int64_t n) {
   GRID_STRIDE(e, n) {
@@ -236,7 +267,12 @@ __global__ void binary_strided_kernel(BinaryOp op, T* out, const T* a, const T* 
 }
 
 // Operands of two floating dtypes (bf16 + f32 -> f32): each converted while loading, computed in
-// the output's type T (f32 or f64).
+// the output's type T (f32 or f64). All contiguous: plain indices, no geometry.
+template <class T>
+__global__ void binary_mixed_contig_kernel(BinaryOp op, T* out, const void* a, DType da, const void* b, DType db,
+                                           int64_t n) {
+  GRID_STRIDE(i, n) out[i] = binary_op<T>(op, load_as<T>(a, i, da), load_as<T>(b, i, db));
+}
 template <class T>
 __global__ void binary_mixed_kernel(BinaryOp op, T* out, const void* a, DType da, const void* b, DType db,
                                     Geometry<3> g, int64_t n) {
@@ -300,11 +336,17 @@ void launch_copy(const ExecContext& ctx, const View& dst, const View& src) {
       copy_same_kernel<B><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<B*>(dst.data), static_cast<const B*>(src.data), g, n);
     });
   } else {
+    const bool contig = contiguous(dst) && contiguous(src) && aligned16(dst.data) && aligned16(src.data);
     dispatch_dtype(dst.dtype, [&](auto dtag) {
       using D = decltype(dtag);
       dispatch_dtype(src.dtype, [&](auto stag) {
         using S = decltype(stag);
-        copy_kernel<D, S><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<D*>(dst.data), static_cast<const S*>(src.data), g, n);
+        if (contig)
+          cast_contig_kernel<D, S><<<blocks_for(n, 16), kThreads, 0, stream_of(ctx)>>>(
+              static_cast<D*>(dst.data), static_cast<const S*>(src.data), n);
+        else
+          copy_kernel<D, S><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<D*>(dst.data),
+                                                                            static_cast<const S*>(src.data), g, n);
       });
     });
   }
@@ -388,10 +430,15 @@ void launch_binary(const ExecContext& ctx, BinaryOp op, const View& dst, const V
   }
   if (a.dtype != dst.dtype || b.dtype != dst.dtype) {  // two floating dtypes: convert while loading
     auto g = make_geometry<3>(dst.shape, {&dst.strides, &a.strides, &b.strides});
+    const bool contig = contiguous(a) && contiguous(b);
     auto mixed = [&](auto tag) {
       using T = decltype(tag);
-      binary_mixed_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(op, static_cast<T*>(dst.data), a.data,
-                                                                            a.dtype, b.data, b.dtype, g, n);
+      if (contig)
+        binary_mixed_contig_kernel<T><<<blocks_for(n, 4), kThreads, 0, stream_of(ctx)>>>(
+            op, static_cast<T*>(dst.data), a.data, a.dtype, b.data, b.dtype, n);
+      else
+        binary_mixed_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(op, static_cast<T*>(dst.data), a.data,
+                                                                              a.dtype, b.data, b.dtype, g, n);
     };
     if (dst.dtype == DType::F32) mixed(float{});
     else if (dst.dtype == DType::F64) mixed(double{});

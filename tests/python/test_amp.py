@@ -85,7 +85,12 @@ def data(bad=False):
 
 def test_defaults_match_torch():
     s = GradScaler()
-    t = torch.cuda.amp.GradScaler.__init__.__defaults__  # (init_scale, growth, backoff, interval, enabled)
+    # torch's documented defaults, read from its signature by name (torch 2.x forwards
+    # torch.cuda.amp.GradScaler to torch.amp.GradScaler, whose first parameter is the device)
+    import inspect
+    cls = torch.amp.GradScaler if hasattr(getattr(torch, "amp", None), "GradScaler") else torch.cuda.amp.GradScaler
+    params = inspect.signature(cls).parameters
+    t = [params[k].default for k in ("init_scale", "growth_factor", "backoff_factor", "growth_interval", "enabled")]
     assert (s.get_scale(), s.get_growth_factor(), s.get_backoff_factor(), s.get_growth_interval(), s.is_enabled()) \
         == tuple(t)
     assert ng.amp.autocast is ng.autocast
