@@ -153,6 +153,9 @@ Tokenizer Tokenizer::load(const std::string& path) {
 TextBatches::TextBatches(std::vector<int64_t> tokens, int64_t batch, int64_t seq, uint64_t seed)
     : tokens_(std::move(tokens)), batch_(batch), seq_(seq), state_(seed * 6364136223846793005ULL + 1442695040888963407ULL) {
   if (batch <= 0 || seq <= 0) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": batch and seq must be positive");
+  int64_t elements;
+  if (__builtin_mul_overflow(batch, seq, &elements))
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": batch ", batch, " times seq ", seq, " overflows int64");
   if (int64_t(tokens_.size()) < seq + 1)
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": the corpus has ", tokens_.size(), " tokens, fewer than seq + 1 = ", seq + 1);
   // Non-overlapping windows, visited in a fresh random order every epoch.
@@ -190,6 +193,11 @@ void TextBatches::shard(int64_t rank, int64_t world) {
   if (world < 1 || rank < 0 || rank >= world)
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": rank ", rank, " and world size ", world,
          " do not fit (need world >= 1 and 0 <= rank < world)");
+  // batch * world is the global batch; its wrap to 0 once divided batches_per_epoch (issue 17).
+  int64_t global_batch;
+  if (__builtin_mul_overflow(batch_, world, &global_batch) || __builtin_mul_overflow(global_batch, seq_, &global_batch))
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": batch ", batch_, " times world size ", world, " times seq ", seq_,
+         " overflows int64");
   rank_ = rank;
   world_ = world;
 }

@@ -119,6 +119,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
 }
 
 static Tensor pool(const Tensor& x, int64_t kernel, int64_t stride, bool is_max) {
+  // Checked before the shape is read: a 3-d input used to index past its shape (issue 17).
+  if (x.dim() != 4)
+    fail(NX_ERR_SHAPE, current_api(), ": pooling needs x [N, C, H, W], got ", shape_str(x.shape()));
+  if (x.shape()[2] < kernel || x.shape()[3] < kernel)
+    fail(NX_ERR_SHAPE, current_api(), ": the ", kernel, "x", kernel, " pooling window does not fit in x ",
+         shape_str(x.shape()));
   const int64_t n = x.shape()[0], c = x.shape()[1];
   const int64_t ho = (x.shape()[2] - kernel) / stride + 1, wo = (x.shape()[3] - kernel) / stride + 1;
   Tensor cols = reshape(unfold2d(reshape(x, {n * c, 1, x.shape()[2], x.shape()[3]}), kernel, kernel, stride, 0),

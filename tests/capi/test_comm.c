@@ -182,6 +182,19 @@ static void test_sharded_loader_matches_one_big_batch(void** state) {
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_text_loader_shard(part[0], 3, 3), "nx_text_loader_shard", "rank 3 and world size 3");
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_text_loader_shard(part[0], 0, 0), "world size 0");
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_text_loader_shard(NULL, 0, 1), "loader is NULL");
+  /* a huge batch whose global batch wraps around int64 once sharded: refused, not a division by
+   * zero in batches_per_epoch (issue 17) */
+  nx_text_loader huge = NULL;
+  NX_OK_(nx_text_loader_create(&huge, tokens, (int64_t)1 << 61, 1, 5));
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_text_loader_shard(huge, 0, 8), "nx_text_loader_shard", "overflows int64");
+  int64_t huge_per_epoch = 0;
+  NX_OK_(nx_text_loader_batches_per_epoch(huge, &huge_per_epoch));
+  assert_int_equal(huge_per_epoch, 1);
+  nx_text_loader_free(huge);
+  nx_text_loader huge_window = SENTINEL;
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_text_loader_create(&huge_window, tokens, (int64_t)1 << 40, (int64_t)1 << 30, 5),
+             "nx_text_loader_create", "overflows int64");
+  assert_null(huge_window);
   for (int r = 0; r < W; ++r) nx_text_loader_free(part[r]);
   nx_text_loader_free(whole);
   nx_tensor_free(tokens);

@@ -439,6 +439,30 @@ static void test_last_error_is_thread_local(void** state) {
   nx_tensor_free(b);
 }
 
+/* Pooling reads H and W of a [N, C, H, W] input: a 3-d input used to read past its shape
+ * (issue 17); a window larger than the image is refused too. */
+static void test_pooling_shapes(void** state) {
+  (void)state;
+  nx_module pools[2] = {NULL, NULL};
+  NX_OK_(nx_max_pool2d_create(&pools[0], 2, 2));
+  NX_OK_(nx_avg_pool2d_create(&pools[1], 3, 1));
+  const int64_t s3[3] = {2, 4, 4}, small[4] = {1, 1, 2, 2};
+  nx_tensor x3 = NULL, xs = NULL, out = SENTINEL;
+  NX_OK_(nx_tensor_zeros(&x3, s3, 3, NX_F32, CPU, NULL));
+  NX_OK_(nx_tensor_zeros(&xs, small, 4, NX_F32, CPU, NULL));
+  for (int i = 0; i < 2; ++i) {
+    out = SENTINEL;
+    EXPECT_ERR(NX_ERR_SHAPE, nx_module_forward(&out, pools[i], x3, NULL), "nx_module_forward", "[N, C, H, W]", "[2,4,4]");
+    assert_null(out);
+  }
+  EXPECT_ERR(NX_ERR_SHAPE, nx_module_forward(&out, pools[1], xs, NULL), "nx_module_forward", "3x3", "does not fit");
+  assert_null(out);
+  nx_tensor_free(x3);
+  nx_tensor_free(xs);
+  nx_module_free(pools[0]);
+  nx_module_free(pools[1]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       NX_TEST(test_null_handles),
@@ -452,6 +476,7 @@ int main(void) {
       NX_TEST(test_bad_values),
       NX_TEST(test_fused_null_arguments),
       NX_TEST(test_other_objects),
+      NX_TEST(test_pooling_shapes),
       NX_TEST(test_last_error_is_thread_local),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
