@@ -684,11 +684,20 @@ typedef struct {
 /* Multi-head self-attention on [batch, seq, dim]. */
 NX_API nx_status nx_attention_create(nx_module* out, const nx_attention_config* config, nx_dtype dtype,
                                      nx_device device, nx_stream stream);
+/* The activation of a transformer block's MLP (when not swiglu). */
+typedef enum {
+  NX_ACTIVATION_GELU = 0,      /* exact (erf) GELU */
+  NX_ACTIVATION_GELU_TANH = 1, /* GPT-2's tanh approximation */
+  NX_ACTIVATION_RELU = 2,
+  NX_ACTIVATION_SILU = 3
+} nx_activation;
 typedef struct {
   uint32_t struct_size; /* sizeof(nx_transformer_config) */
   int64_t vocab, context, dim, layers, heads, kv_heads, ffn_hidden; /* ffn_hidden 0: 4 * dim */
   bool alibi, rope, swiglu, rms_norm, tie_embeddings;
   double dropout;
+  /* 1.1 (appended, rule 4: a struct_size without it means NX_ACTIVATION_GELU) */
+  nx_activation activation;
 } nx_transformer_config;
 /* Pre-norm block: x + attn(norm(x)), then x + ffn(norm(x)); uses dim, heads, kv_heads, ffn_hidden,
  * alibi, rope, swiglu, rms_norm, dropout of config. */

@@ -34,8 +34,9 @@ rc=$?
 set -e
 if [ "$rc" -ne 0 ]; then
   echo "abi_check: libnexus's ABI differs from abi/nexus.abi (abidiff status $rc, above). The API is" >&2
-  echo "append-only (nexus.h, rule 5): undo the change, or bump NX_ABI_VERSION and NX_VERSION_MAJOR and" >&2
-  echo "regenerate the baseline with scripts/abi_check.sh BUILD_DIR --update." >&2
+  echo "append-only (nexus.h, rule 5). A field appended to a struct_size struct is compatible: regenerate" >&2
+  echo "the baseline in the same commit (scripts/abi_check.sh BUILD_DIR --update). Anything else: undo it," >&2
+  echo "or bump NX_ABI_VERSION and NX_VERSION_MAJOR and regenerate the baseline." >&2
   exit 1
 fi
 echo "abi_check: the ABI of $lib matches abi/nexus.abi (added functions allowed)"

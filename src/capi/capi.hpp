@@ -69,6 +69,7 @@ Shape shape_arg(const int64_t* shape, size_t ndim, const char* what = "shape");
 // C callers may pass any int as an enum: these take the argument by reference and read it as an
 // int (loading an out-of-range value as the C++ enum type would be undefined behaviour).
 Device device_arg(const nx_device& device);
+nx_device_type device_type_arg(const nx_device_type& device_type);  // NX_CPU or NX_CUDA, else NX_ERR_DEVICE
 DType dtype_arg(const nx_dtype& dtype);
 // The int value of a C enum argument, read without an enum-typed load.
 template <class E>

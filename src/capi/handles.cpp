@@ -33,12 +33,17 @@ Shape shape_arg(const int64_t* shape, size_t ndim, const char* what) {
   return s;
 }
 
-Device device_arg(const nx_device& device) {
-  const int type = enum_value(device.type);
+nx_device_type device_type_arg(const nx_device_type& device_type) {
+  const int type = enum_value(device_type);
   if (type != NX_CPU && type != NX_CUDA)
     fail(NX_ERR_DEVICE, current_api(), ": unknown device type ", type, " (expected NX_CPU=1 or NX_CUDA=2)");
+  return nx_device_type(type);
+}
+
+Device device_arg(const nx_device& device) {
+  const nx_device_type type = device_type_arg(device.type);
   if (device.index < 0) fail(NX_ERR_DEVICE, current_api(), ": negative device index ", device.index);
-  Device d{nx_device_type(type), device.index};
+  Device d{type, device.index};
   backend(d);  // fails with NX_ERR_DEVICE when the device does not exist
   return d;
 }

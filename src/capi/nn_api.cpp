@@ -62,10 +62,26 @@ Placement placement(nx_dtype dtype, nx_device device, nx_stream stream) {
   return p;
 }
 
-// A required config struct (rule 4 of nexus.h: read through its struct_size).
+// A required config struct (rule 4 of nexus.h: read through its struct_size). The smallest size
+// accepted is the struct's size at 1.0: fields appended since keep their zero defaults.
+template <class C> constexpr size_t kConfigSize10 = sizeof(C);
+template <> constexpr size_t kConfigSize10<nx_transformer_config> = offsetof(nx_transformer_config, activation);
 template <class C>
 C config_arg(const C* c) {
-  return struct_arg(c, C{}, "config", /*required=*/true);
+  return struct_arg(c, C{}, "config", /*required=*/true, kConfigSize10<C>);
+}
+
+// The Activation name of an nx_activation (read as an int: any value may arrive from C).
+const char* activation_name(const nx_activation& a) {
+  switch (enum_value(a)) {
+    case NX_ACTIVATION_GELU: return "gelu";
+    case NX_ACTIVATION_GELU_TANH: return "gelu_tanh";
+    case NX_ACTIVATION_RELU: return "relu";
+    case NX_ACTIVATION_SILU: return "silu";
+    default:
+      fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": config->activation is ", enum_value(a),
+           ", not an nx_activation (0..3)");
+  }
 }
 
 nn::GPTConfig gpt_config(const nx_transformer_config& c) {
@@ -73,6 +89,7 @@ nn::GPTConfig gpt_config(const nx_transformer_config& c) {
   g.vocab = c.vocab; g.context = c.context; g.dim = c.dim; g.layers = c.layers; g.heads = c.heads;
   g.kv_heads = c.kv_heads; g.ffn_hidden = c.ffn_hidden; g.alibi = c.alibi; g.rope = c.rope; g.swiglu = c.swiglu;
   g.rms_norm = c.rms_norm; g.tie_embeddings = c.tie_embeddings; g.dropout = c.dropout;
+  g.activation = activation_name(c.activation);
   if (g.vocab <= 0 || g.context <= 0 || g.dim <= 0 || g.layers < 0 || g.heads <= 0 || g.dim % g.heads)
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": invalid transformer config (vocab ", g.vocab, ", context ", g.context,
          ", dim ", g.dim, ", layers ", g.layers, ", heads ", g.heads, "): sizes must be positive and dim divisible by heads");
@@ -190,6 +207,7 @@ nx_status nx_transformer_block_create(nx_module* out, const nx_transformer_confi
     nn::BlockConfig b;
     b.attn.dim = g.dim; b.attn.heads = g.heads; b.attn.kv_heads = g.kv_heads; b.attn.alibi = g.alibi; b.attn.rope = g.rope;
     b.ffn_hidden = g.ffn_hidden; b.swiglu = g.swiglu; b.rms_norm = g.rms_norm; b.dropout = g.dropout;
+    b.activation = g.activation;
     return std::make_shared<nn::TransformerBlock>(b, p.dtype, p.device);
   });
 }

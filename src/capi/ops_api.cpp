@@ -38,7 +38,7 @@ nx_status nx_adam_step_multi(const nx_tensor* params, const nx_tensor* grads, co
 
 nx_status nx_autocast_push(nx_device_type device_type, nx_dtype dtype, bool enabled) {
   return guard("nx_autocast_push", [&] {
-    autocast_push(AutocastScope{nx_device_type(enum_value(device_type)), dtype_arg(dtype), enabled});
+    autocast_push(AutocastScope{device_type_arg(device_type), dtype_arg(dtype), enabled});
   });
 }
 nx_status nx_autocast_pop(void) {
@@ -47,7 +47,7 @@ nx_status nx_autocast_pop(void) {
 nx_status nx_autocast_get_dtype(nx_device_type device_type, nx_dtype* out) {
   return guard("nx_autocast_get_dtype", [&] {
     check_out(out);
-    *out = nx_dtype(int(autocast_dtype(Device{nx_device_type(enum_value(device_type)), 0}).value_or(DType::F32)));
+    *out = nx_dtype(int(autocast_dtype(Device{device_type_arg(device_type), 0}).value_or(DType::F32)));
   });
 }
 

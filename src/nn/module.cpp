@@ -177,7 +177,7 @@ TransformerBlock::TransformerBlock(const BlockConfig& c, DType dtype, Device dev
     ffn = add_module("ffn", std::make_shared<SwiGLU>(d, hidden, dtype, device));
   } else {
     ffn = add_module("ffn", std::make_shared<Sequential>(std::vector<ModulePtr>{
-        std::make_shared<Linear>(d, hidden, true, dtype, device), std::make_shared<Activation>("gelu"),
+        std::make_shared<Linear>(d, hidden, true, dtype, device), std::make_shared<Activation>(cfg.activation),
         std::make_shared<Linear>(hidden, d, true, dtype, device)}));
   }
   drop = add_module("drop", std::make_shared<Dropout>(cfg.dropout));
@@ -209,6 +209,7 @@ GPT::GPT(const GPTConfig& c, DType dt, Device dev) : cfg(c), dtype(dt), device(d
   bc.attn.alibi = cfg.alibi;
   bc.attn.rope = cfg.rope;
   bc.ffn_hidden = cfg.ffn_hidden;
+  bc.activation = cfg.activation;
   bc.swiglu = cfg.swiglu;
   bc.rms_norm = cfg.rms_norm;
   bc.dropout = cfg.dropout;

@@ -166,6 +166,7 @@ struct BlockConfig {
   int64_t ffn_hidden = 0;
   bool swiglu = true, rms_norm = true;
   double dropout = 0.0, eps = 1e-5;
+  std::string activation = "gelu";  // the MLP's activation when not swiglu (an Activation name)
 };
 
 // Pre-norm transformer block: x + attn(norm(x)), then x + ffn(norm(x)).
@@ -185,6 +186,7 @@ struct GPTConfig {
   int64_t vocab = 256, context = 128, dim = 128, layers = 4, heads = 4, kv_heads = 0, ffn_hidden = 0;
   bool alibi = false, rope = true, swiglu = true, rms_norm = true, tie_embeddings = true;
   double dropout = 0.0;
+  std::string activation = "gelu";
 };
 
 // Decoder-only language model: token embedding (+ learned positions unless rope/alibi), blocks,

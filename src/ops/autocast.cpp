@@ -9,9 +9,6 @@ static thread_local AutocastState tls_autocast;
 void autocast_push(const AutocastScope& scope) {
   if (scope.dtype != DType::F16 && scope.dtype != DType::BF16)
     fail(NX_ERR_DTYPE, current_api(), ": autocast runs in f16 or bf16, got ", dtype_name(scope.dtype));
-  if (scope.device_type != NX_CPU && scope.device_type != NX_CUDA)
-    fail(NX_ERR_DEVICE, current_api(), ": unknown device type ", int(scope.device_type),
-         " (expected NX_CPU=1 or NX_CUDA=2)");
   tls_autocast.scopes.push_back(scope);
 }
 

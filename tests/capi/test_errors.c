@@ -463,6 +463,55 @@ static void test_pooling_shapes(void** state) {
   nx_module_free(pools[1]);
 }
 
+/* nx_transformer_config grew a field in 1.1 (activation): a struct of the 1.0 size is still read
+ * (rule 4) and means exact GELU; a smaller size, a larger one and a bad activation are refused. */
+static nx_tensor gpt_logits(const nx_transformer_config* cfg) {
+  nx_module gpt = NULL;
+  nx_random_set_seed(77);
+  NX_OK_(nx_gpt_create(&gpt, cfg, NX_F32, CPU, NULL));
+  const int64_t ids[4] = {1, 2, 3, 4}, shape[2] = {1, 4};
+  nx_tensor x = NULL, logits = NULL;
+  NX_OK_(nx_tensor_from_data(&x, ids, shape, 2, NX_I64, CPU, NULL));
+  NX_OK_(nx_module_forward(&logits, gpt, x, NULL));
+  nx_tensor_free(x);
+  nx_module_free(gpt);
+  return logits;
+}
+static void test_transformer_config_sizes(void** state) {
+  (void)state;
+  nx_transformer_config c = {sizeof c, 16, 8, 16, 1, 2, 0, 0, false, false, false, false, false, 0.0,
+                             NX_ACTIVATION_GELU};
+  nx_tensor gelu = gpt_logits(&c);
+  c.struct_size = (uint32_t)offsetof(nx_transformer_config, activation); /* a program built against 1.0 */
+  c.activation = (nx_activation)99;                                      /* beyond its struct: not read */
+  nx_tensor old = gpt_logits(&c);
+  c.struct_size = sizeof c;
+  c.activation = NX_ACTIVATION_GELU_TANH;
+  nx_tensor tanh_approx = gpt_logits(&c);
+  float a[64], b[64], t[64];
+  NX_OK_(nx_tensor_copy_to_host(gelu, a, sizeof a, NULL));
+  NX_OK_(nx_tensor_copy_to_host(old, b, sizeof b, NULL));
+  NX_OK_(nx_tensor_copy_to_host(tanh_approx, t, sizeof t, NULL));
+  double differs = 0;
+  for (int i = 0; i < 64; ++i) {
+    assert_true(a[i] == b[i]);
+    differs = fmax(differs, fabs((double)a[i] - t[i]));
+  }
+  assert_true(differs > 0 && differs < 1e-2); /* the tanh approximation, not another model */
+  nx_module m = SENTINEL;
+  c.activation = (nx_activation)9;
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_gpt_create(&m, &c, NX_F32, CPU, NULL), "nx_gpt_create",
+             "config->activation is 9");
+  assert_null(m);
+  c.struct_size = 8;
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_gpt_create(&m, &c, NX_F32, CPU, NULL), "config->struct_size is 8");
+  c.struct_size = sizeof c + 8;
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_gpt_create(&m, &c, NX_F32, CPU, NULL), "newer nexus.h");
+  nx_tensor_free(gelu);
+  nx_tensor_free(old);
+  nx_tensor_free(tanh_approx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       NX_TEST(test_null_handles),
@@ -477,6 +526,7 @@ int main(void) {
       NX_TEST(test_fused_null_arguments),
       NX_TEST(test_other_objects),
       NX_TEST(test_pooling_shapes),
+      NX_TEST(test_transformer_config_sizes),
       NX_TEST(test_last_error_is_thread_local),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

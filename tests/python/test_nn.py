@@ -179,3 +179,18 @@ def test_gpt_and_text():
     assert block(ng.randn(1, 5, 16)).shape == (1, 5, 16)
     attn = nn.MultiheadAttention(16, 4, kv_heads=2, causal=True)
     assert attn(ng.randn(2, 3, 16)).shape == (2, 3, 16)
+
+
+def test_gpt_activation_choice():
+    """nx_transformer_config.activation (1.1): GPT-2's tanh GELU is close to, not equal to, erf GELU."""
+    import nexusgrad as ng
+    tokens = ng.tensor([[1, 2, 3, 4]])
+    outs = {}
+    for act in ("gelu", "gelu_tanh", "relu", "silu"):
+        ng.manual_seed(4)
+        outs[act] = ng.nn.GPT(vocab=32, context=8, dim=16, layers=1, heads=2, activation=act)(tokens).numpy()
+    diff = abs(outs["gelu"] - outs["gelu_tanh"]).max()
+    assert 0 < diff < 1e-2
+    assert abs(outs["gelu"] - outs["relu"]).max() > diff
+    with pytest.raises(ValueError, match="activation must be one of"):
+        ng.nn.GPT(vocab=32, context=8, dim=16, layers=1, heads=2, activation="swish2")

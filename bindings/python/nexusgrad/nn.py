@@ -183,20 +183,28 @@ def MultiheadAttention(dim: int, heads: int, kv_heads: int = 0, causal: bool = F
     return Module(_C.nx_attention_create(c, d, dev, None))
 
 
-def _transformer_config(**kw: Any) -> Any:
+_ACTIVATIONS = {"gelu": "NX_ACTIVATION_GELU", "gelu_tanh": "NX_ACTIVATION_GELU_TANH", "relu": "NX_ACTIVATION_RELU",
+                "silu": "NX_ACTIVATION_SILU"}
+
+
+def _transformer_config(activation: str = "gelu", **kw: Any) -> Any:
     c = _C.nx_transformer_config()
     for k, v in kw.items():
         setattr(c, k, v)
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+    c.activation = getattr(_C, _ACTIVATIONS[activation])
     return c
 
 
 def TransformerBlock(dim: int, heads: int, kv_heads: int = 0, ffn_hidden: int = 0, alibi: bool = False,
                      rope: bool = False, swiglu: bool = False, rms_norm: bool = False, dropout: float = 0.0,
-                     dtype: Optional[DTypeLike] = None, device: DeviceLike = "cpu") -> Module:
-    """Pre-norm block: x + attn(norm(x)), then x + ffn(norm(x))."""
+                     dtype: Optional[DTypeLike] = None, device: DeviceLike = "cpu", activation: str = "gelu") -> Module:
+    """Pre-norm block: x + attn(norm(x)), then x + ffn(norm(x)); activation ("gelu", "gelu_tanh",
+    "relu", "silu") is the MLP's when not swiglu."""
     c = _transformer_config(vocab=1, context=1, dim=dim, layers=1, heads=heads, kv_heads=kv_heads,
                             ffn_hidden=ffn_hidden, alibi=alibi, rope=rope, swiglu=swiglu, rms_norm=rms_norm,
-                            dropout=float(dropout))
+                            dropout=float(dropout), activation=activation)
     d, dev = _place(dtype, device)
     return Module(_C.nx_transformer_block_create(c, d, dev, None))
 
@@ -209,10 +217,11 @@ class GPT(Module):
     def __init__(self, vocab: int, context: int, dim: int, layers: int, heads: int, kv_heads: int = 0,
                  ffn_hidden: int = 0, alibi: bool = False, rope: bool = False, swiglu: bool = False,
                  rms_norm: bool = False, tie_embeddings: bool = False, dropout: float = 0.0,
-                 dtype: Optional[DTypeLike] = None, device: DeviceLike = "cpu") -> None:
+                 dtype: Optional[DTypeLike] = None, device: DeviceLike = "cpu", activation: str = "gelu") -> None:
         c = _transformer_config(vocab=vocab, context=context, dim=dim, layers=layers, heads=heads,
                                 kv_heads=kv_heads, ffn_hidden=ffn_hidden, alibi=alibi, rope=rope, swiglu=swiglu,
-                                rms_norm=rms_norm, tie_embeddings=tie_embeddings, dropout=float(dropout))
+                                rms_norm=rms_norm, tie_embeddings=tie_embeddings, dropout=float(dropout),
+                                activation=activation)
         d, dev = _place(dtype, device)
         super().__init__(_C.nx_gpt_create(c, d, dev, None))
 
