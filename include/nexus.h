@@ -764,7 +764,8 @@ NX_API nx_status nx_optimizer_save(nx_optimizer opt, const char* path);
 NX_API nx_status nx_optimizer_load(nx_optimizer opt, const char* path);
 NX_API void nx_optimizer_free(nx_optimizer opt);
 /* Scales the gradients of params so that their global L2 norm is at most max_norm; writes the
- * norm before clipping to *total_norm (may be NULL). */
+ * norm before clipping to *total_norm (may be NULL). The norm and the scale are computed and
+ * applied on the gradients' device: with total_norm NULL the call does not wait for the GPU. */
 NX_API nx_status nx_clip_grad_norm(double* total_norm, const nx_tensor* params, size_t n, double max_norm,
                                    nx_stream stream);
 /* Learning-rate schedules (pure functions of the step). */

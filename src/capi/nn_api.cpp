@@ -392,8 +392,8 @@ nx_status nx_clip_grad_norm(double* total_norm, const nx_tensor* params, size_t 
     auto ps = tensors_arg(params, n, "params");
     if (!(max_norm > 0)) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": max_norm must be positive, got ", max_norm);
     if (!ps.empty()) check_stream(stream, ps[0].device());
-    double t = nn::clip_grad_norm(ps, max_norm);
-    if (total_norm) *total_norm = t;
+    Tensor t = nn::clip_grad_norm(ps, max_norm);
+    if (total_norm) *total_norm = item(t);  // the only host sync, and only when asked for
   });
 }
 double nx_lr_step(double base, int64_t step, int64_t step_size, double gamma) {

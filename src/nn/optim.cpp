@@ -141,19 +141,28 @@ void Adam::load_state(const std::map<std::string, Tensor>& s) {
   }
 }
 
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   GradModeGuard off(false);
-  double total = 0;
-  for (const auto& p : params)
-    if (p.impl()->grad) total += item(sum(square(cast(Tensor(p.impl()->grad), DType::F64)), {}, false));
-  total = std::sqrt(total);
-  if (total > max_norm) {
-    const double scale = max_norm / (total + 1e-6);
-    for (const auto& p : params)
-      if (p.impl()->grad) {
-        Tensor g(p.impl()->grad);
-        p.impl()->grad = mul_scalar(g, scale).impl_ptr();
-      }
+  // The norm and the clip factor stay on the gradients' device, and every gradient is multiplied
+  // by min(1, max_norm / (norm + 1e-6)) unconditionally, as torch.nn.utils.clip_grad_norm_ does:
+  // no value comes back to the host, so a training step does not wait here. Squares are summed in
+  // f32 (f64 for f64 gradients); f16/bf16 would overflow or underflow when squared.
+  Tensor total_sq;
+  for (const auto& p : params) {
+    if (!p.impl()->grad) continue;
+    Tensor g(p.impl()->grad);
+    Tensor sq = cast(sum(square(cast_if_needed(g, compute_dtype(g.dtype()))), {}, false), DType::F64);
+    if (total_sq.defined() && sq.device() != total_sq.device()) sq = to_device(sq, total_sq.device());
+    total_sq = total_sq.defined() ? add(total_sq, sq) : sq;
+  }
+  if (!total_sq.defined()) return zeros({}, DType::F64, Device{});
+  Tensor total = unary(UnaryOp::Sqrt, total_sq);
+  Tensor coef = clamp(div(full_like(total, max_norm), add_scalar(total, 1e-6)), 0.0, 1.0);
+  for (const auto& p : params) {
+    if (!p.impl()->grad) continue;
+    Tensor g(p.impl()->grad);  // a new gradient, not in place: gradients may share storage
+    Tensor c = cast(coef.device() == g.device() ? coef : to_device(coef, g.device()), g.dtype());
+    p.impl()->grad = mul(g, c).impl_ptr();
   }
   return total;
 }

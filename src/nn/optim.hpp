@@ -64,8 +64,9 @@ class Adam : public Optimizer {
   std::vector<size_t> fusable() const;
 };
 
-// Scales all gradients so that their global L2 norm is at most max_norm; returns the norm before.
-double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
+// Scales all gradients so that their global L2 norm is at most max_norm; returns the norm before,
+// as a 0-d f64 tensor on the gradients' device (reading it is the caller's choice: a host sync).
+Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 double lr_step(double base, int64_t step, int64_t step_size, double gamma);
 double lr_cosine_warmup(double base, int64_t step, int64_t warmup, int64_t total, double min_lr);
 
