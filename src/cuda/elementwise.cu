@@ -172,7 +172,7 @@ __global__ void copy_kernel(D* dst, const S* src, Geometry<2> g, int64_t n) {
   GRID_STRIDE(e, n) {
     int64_t off[2];
     g.offsets(e, off);
-    store_f64(dst + off[0], load_f64(src + off[1]));
+    dst[off[0]] = convert_elem<D>(src[off[1]]);
   }
 }
 
