@@ -1,5 +1,7 @@
-/* Flash attention benchmarks through the C API (bf16). Prints one JSON object per line; run by
- * bench/attention_bench.py next to torch's scaled_dot_product_attention on the same GPU.
+/* Flash attention benchmarks through the C API (bf16). Prints one JSON object per line.
+ * bench/attention_bench.py runs `decode` and `memory` from here; its grid runs ours through the
+ * Python module beside torch SDPA on the same tensors (this `grid` is the C API alone).
+ * Inputs and upstream gradients are random; q/k/v gradients accumulate across iterations.
  *   attention_bench grid     : batch x seq = 16k tokens, hidden 2048, head_dim 64/128, causal or not
  *   attention_bench decode   : batch 8, 32 heads, head_dim 128, one query against an 8k cache
  *   attention_bench memory   : peak device memory of forward+backward at 4k, 16k, 64k tokens */
@@ -26,26 +28,29 @@ static nx_tensor rnd(int64_t b, int64_t h, int64_t t, int64_t d, int grad) {
   return x;
 }
 
-/* seconds per call of fwd (and of fwd+bwd when backward) */
+/* seconds per call of fwd (and of fwd+bwd when backward): one warm-up call, then iters timed
+ * calls. backward uses one random upstream gradient (made in the warm-up, outside the timing) and
+ * lets the q/k/v gradients accumulate across calls, as over micro-batches. */
 static double run(nx_tensor q, nx_tensor k, nx_tensor v, int causal, int backward, int iters) {
-  nx_tensor o, loss, g;
+  nx_tensor o, g = NULL;
   double t0 = 0;
   for (int i = -1; i < iters; ++i) {
     if (i == 0) { CHECK(nx_stream_synchronize(S)); t0 = ex_now(); }
     CHECK(nx_flash_attention(&o, q, k, v, causal, false, 0.0, S));
     if (backward) {
-      int64_t shape[4];
-      CHECK(nx_tensor_shape(o, shape, 4));
-      CHECK(nx_tensor_ones(&g, shape, 4, NX_BF16, GPU, S));
+      if (!g) {
+        int64_t shape[4];
+        CHECK(nx_tensor_shape(o, shape, 4));
+        g = rnd(shape[0], shape[1], shape[2], shape[3], 0);
+      }
       CHECK(nx_backward(o, g, NULL, S));
-      nx_tensor_free(g);
-      CHECK(nx_tensor_zero_grad(q)); CHECK(nx_tensor_zero_grad(k)); CHECK(nx_tensor_zero_grad(v));
     }
     nx_tensor_free(o);
-    (void)loss;
   }
   CHECK(nx_stream_synchronize(S));
-  return (ex_now() - t0) / iters;
+  double t = (ex_now() - t0) / iters;
+  if (g) nx_tensor_free(g);
+  return t;
 }
 
 static void grid(void) {

@@ -1,41 +1,227 @@
 #!/usr/bin/env python3
-"""Runs bench/attention_bench (NexusGrad's flash attention through the C API) and torch's
-scaled_dot_product_attention (flash and cuDNN backends) on the same GPU in one command, and
-prints TFLOP/s and ratios. Usage: python3 bench/attention_bench.py BUILD/bench/attention_bench [what]"""
+"""Flash attention, NexusGrad against torch's scaled_dot_product_attention, in one process.
+
+What is measured (the performance method of ../shared/DESIGN.md):
+  grid    ours (nexusgrad.scaled_dot_product_attention, through the Python module: the public API
+          path with autograd and allocation) and torch SDPA with the FLASH_ATTENTION and the
+          CUDNN_ATTENTION backends (torch.nn.attention.sdpa_kernel), one after the other in this
+          process on the same tensors: q, k, v and the upstream gradient are made once per shape by
+          torch (bf16, randn) and shared with ours zero-copy by DLPack; ours and torch each get
+          their own leaf tensors (over that same memory) and their own .grad. Shapes: batch x seq =
+          16k tokens, hidden 2048, head_dim 64 and 128, seq 512 ... 16384, causal and not.
+          Forward: the output alone (inputs require grad, so the graph is recorded as in training).
+          Forward+backward: forward then .backward(random gradient), with the q/k/v gradients
+          ACCUMULATING across iterations (never zeroed between them, as over micro-batches), so the
+          accumulation into an existing .grad is part of the time. Each case is warmed up, then
+          timed with time.perf_counter around device-wide synchronizes, over enough iterations to
+          fill about --target seconds. TFLOP/s counts 4*b*h*t*t*d for the forward (halved when
+          causal) and 3.5x that for forward+backward (backward = 2.5x forward); ratios are ours over
+          each torch backend. A column gives max |ours - flash| of the forward output as a sanity
+          check. If ours raises for a shape, its error is printed on that row and the grid goes on.
+  decode  build-gpu/bench/attention_bench decode (C API): batch 8, 32 heads, head_dim 128, one
+          query against an 8k random KV cache, against a device copy of the same bytes.
+  memory  build-gpu/bench/attention_bench memory (C API, own process): peak device memory of
+          forward+backward at 4k, 16k, 64k tokens.
+
+usage (on the GPU machine, after scripts/gpu_run.sh build and the Python module in build-gpu-py):
+  PYTHONPATH=build-gpu-py/python python3 bench/attention_bench.py [grid|decode|memory|all]
+      [--nexus-bin build-gpu/bench/attention_bench] [--seqs 1024,4096] [--dims 128] [--target S]
+      [--json FILE]
+  python3 bench/attention_bench.py --smoke-cpu   (tiny CPU shapes: checks the script's API calls
+      where no GPU is present; torch's math attention stands in for the SDPA backends)
+"""
+import argparse
+import contextlib
 import json
+import math
+import os
 import subprocess
 import sys
 import time
 
 import torch
-from torch.nn.attention import SDPBackend, sdpa_kernel
 import torch.nn.functional as F
 
+try:  # torch >= 2.3; absent from old CPU-only torch used for --smoke-cpu
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+except ImportError:
+    SDPBackend = sdpa_kernel = None
 
-def timed(fn, iters):
+WHATS = ("grid", "decode", "memory", "all")
+TOKENS, HIDDEN = 16384, 2048
+SEQS, DIMS = (512, 1024, 2048, 4096, 8192, 16384), (64, 128)
+
+
+# ---------------------------------------------------------------- timing
+def make_sync(device):
+    import nexusgrad as ng
+
+    def sync():
+        if device == "cuda":
+            torch.cuda.synchronize()  # cudaDeviceSynchronize: every stream, ours included
+            ng.cuda.synchronize()
+    return sync
+
+
+def timed(fn, sync, target_s, warmup=2, max_iters=200):
+    """Seconds per call of fn: warm-up calls, one call to size the run, then enough calls to fill
+    about target_s, between synchronizes."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    t0 = time.perf_counter()
     fn()
-    torch.cuda.synchronize()
+    sync()
+    est = time.perf_counter() - t0
+    iters = int(max(1, min(max_iters, target_s / max(est, 1e-7))))
+    sync()
     t0 = time.perf_counter()
     for _ in range(iters):
         fn()
-    torch.cuda.synchronize()
+    sync()
     return (time.perf_counter() - t0) / iters
 
 
-def sdpa(b, h, t, d, causal, backend):
-    q, k, v = (torch.randn(b, h, t, d, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
-    g = torch.ones(b, h, t, d, device="cuda", dtype=torch.bfloat16)
-    with sdpa_kernel(backend):
-        fwd = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), 5)
-        both = timed(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal).backward(g), 3)
-    return fwd, both
+# ---------------------------------------------------------------- the peers
+def math_sdpa(q, k, v, is_causal=False):
+    """softmax(q k^T / sqrt(d)) v in f32 (the --smoke-cpu stand-in where torch has no SDPA)."""
+    s = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])
+    if is_causal:
+        t = q.shape[-2]
+        s = s.masked_fill(torch.ones(t, t, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return (torch.softmax(s, dim=-1) @ v.float()).to(q.dtype)
 
 
-def main():
-    what = sys.argv[2] if len(sys.argv) > 2 else "all"
-    proc = subprocess.run([sys.argv[1], what], check=True, capture_output=True, text=True)
-    rows = [json.loads(line) for line in proc.stdout.splitlines()]
-    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}")
+def peers(smoke):
+    """[(label, context-manager factory, attention function)]: the torch implementations beside ours."""
+    if not smoke:
+        if sdpa_kernel is None:
+            sys.exit("attention_bench: this torch has no torch.nn.attention.sdpa_kernel (torch >= 2.3 needed)")
+        sdpa = F.scaled_dot_product_attention
+        return [("flash", lambda: sdpa_kernel(SDPBackend.FLASH_ATTENTION), sdpa),
+                ("cudnn", lambda: sdpa_kernel(SDPBackend.CUDNN_ATTENTION), sdpa)]
+    fn = getattr(F, "scaled_dot_product_attention", math_sdpa)
+    return [("torch", contextlib.nullcontext, fn)]
+
+
+# ---------------------------------------------------------------- grid
+def one_shape(ng, b, h, t, d, causal, device, peer_list, sync, target_s):
+    """{'ours': (fwd_s, fwdbwd_s) or an exception, label: (fwd_s, fwdbwd_s) or exception..., 'err': float}"""
+    dt = torch.bfloat16
+    q0, k0, v0, g0 = (torch.randn(b, h, t, d, device=device, dtype=dt) for _ in range(4))
+    res = {}
+
+    # ours: leaves over the same memory (DLPack, zero-copy), its own .grad
+    try:
+        qn, kn, vn = (ng.from_dlpack(x).requires_grad_() for x in (q0, k0, v0))
+        gn = ng.from_dlpack(g0)
+        fwd = timed(lambda: ng.scaled_dot_product_attention(qn, kn, vn, is_causal=causal), sync, target_s)
+        for x in (qn, kn, vn):
+            x.zero_grad()  # start the case without a .grad; warm-up makes it, the timed calls add to it
+        both = timed(lambda: ng.scaled_dot_product_attention(qn, kn, vn, is_causal=causal).backward(gn),
+                     sync, target_s)
+        res["ours"] = (fwd, both)
+        ours_out = torch.from_dlpack(ng.scaled_dot_product_attention(qn, kn, vn, is_causal=causal))
+        sync()
+    except Exception as e:  # noqa: BLE001  (report it on the row and go on)
+        res["ours"] = e
+        ours_out = None
+    finally:
+        qn = kn = vn = gn = None
+
+    # torch: its own leaves over the same memory, its own .grad
+    qt, kt, vt = (x.detach().requires_grad_() for x in (q0, k0, v0))
+    for label, ctx, fn in peer_list:
+        try:
+            with ctx():
+                fwd = timed(lambda: fn(qt, kt, vt, is_causal=causal), sync, target_s)
+                for x in (qt, kt, vt):
+                    x.grad = None
+                both = timed(lambda: fn(qt, kt, vt, is_causal=causal).backward(g0), sync, target_s)
+                if "err" not in res and ours_out is not None:
+                    with torch.no_grad():
+                        ref = fn(q0, k0, v0, is_causal=causal)
+                    res["err"] = (ours_out.float() - ref.float()).abs().max().item()
+            res[label] = (fwd, both)
+        except Exception as e:  # noqa: BLE001
+            res[label] = e
+    return res
+
+
+def fmt_err(e):
+    msg = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {msg[0] if msg else ''}"[:160]
+
+
+def grid(args, smoke):
+    try:
+        import nexusgrad as ng
+    except ImportError as e:
+        sys.exit(f"attention_bench: cannot import nexusgrad ({e}); run with PYTHONPATH=build-gpu-py/python "
+                 "(scripts/gpu_run.sh builds it)")
+    device = "cpu" if smoke else "cuda"
+    if smoke:
+        tokens, hidden, seqs, dims = 256, 128, (64, 128), (32, 64)
+    else:
+        tokens, hidden, seqs, dims = TOKENS, HIDDEN, SEQS, DIMS
+    if args.seqs:
+        seqs = tuple(int(s) for s in args.seqs.split(","))
+    if args.dims:
+        dims = tuple(int(s) for s in args.dims.split(","))
+    peer_list = peers(smoke)
+    sync = make_sync(device)
+    labels = [p[0] for p in peer_list]
+    print(f"grid: bf16, batch x seq = {tokens} tokens, hidden {hidden}; TFLOP/s (fwd+bwd counts 3.5x the "
+          f"forward FLOPs); gradients accumulate across iterations; random inputs and upstream gradient, "
+          f"the same memory for ours and torch; err = max |ours - {labels[0]}| of the forward output")
+    half = lambda tag: (f"{'ours ' + tag:>9} " + " ".join(f"{lb:>7}" for lb in labels) + " "
+                        + " ".join(f"{'r/' + lb:>8}" for lb in labels))
+    print(f"{'shape':24} {half('fwd')} | {half('f+b')} | {'err':>7}")
+    rows = []
+    for d in dims:
+        for causal in (False, True):
+            for t in seqs:
+                h, b = hidden // d, max(1, tokens // t)
+                flops = 4.0 * b * h * t * t * d / (2.0 if causal else 1.0)
+                name = f"attn_d{d}_s{t}_{'causal' if causal else 'full'}"
+                res = one_shape(ng, b, h, t, d, causal, device, peer_list, sync, args.target)
+                row = {"name": name, "batch": b, "heads": h, "seq": t, "dim": d, "causal": int(causal),
+                       "flops": flops}
+
+                def tf(key, i, mult):
+                    r = res.get(key)
+                    return mult * flops / r[i] / 1e12 if isinstance(r, tuple) else float("nan")
+                cells = []
+                for i, mult, tag in ((0, 1.0, "fwd"), (1, 3.5, "fwdbwd")):
+                    ours = tf("ours", i, mult)
+                    theirs = [tf(lb, i, mult) for lb in labels]
+                    row[f"ours_{tag}_tflops"] = ours
+                    for lb, x in zip(labels, theirs):
+                        row[f"{lb}_{tag}_tflops"] = x
+                    cells.append(f"{ours:9.1f} " + " ".join(f"{x:7.1f}" for x in theirs) + " "
+                                 + " ".join(f"{ours / x if x == x and x > 0 else float('nan'):8.3f}" for x in theirs))
+                err = res.get("err", float("nan"))
+                row["err"] = err
+                line = f"{name:24} {cells[0]} | {cells[1]} | {err:7.1e}"
+                for key in ["ours"] + labels:
+                    if isinstance(res.get(key), Exception):
+                        row[f"{key}_error"] = fmt_err(res[key])
+                        line += f"  [{key} failed: {fmt_err(res[key])}]"
+                print(line, flush=True)
+                rows.append(row)
+    return rows
+
+
+# ---------------------------------------------------------------- decode, memory (the C binary)
+def c_bench(binary, what):
+    if not binary or not os.path.exists(binary):
+        print(f"{what}: skipped, no C binary at {binary!r} (build target attention_bench, or pass --nexus-bin)")
+        return []
+    proc = subprocess.run([binary, what], capture_output=True, text=True)
+    if proc.returncode != 0:
+        print(f"{what}: {binary} failed (exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
+        return []
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     for r in rows:
         if r["name"].startswith("memory"):
             print(f"memory seq {r['seq']:>6}: inputs {r['inputs_bytes'] / 2**20:8.1f} MiB, peak fwd+bwd "
@@ -45,21 +231,46 @@ def main():
             bw = r["bytes"] / r["seconds"]
             print(f"decode b8 h32 d128 cache 8k: {r['seconds'] * 1e6:.1f} us, {bw / 1e9:.0f} GB/s, "
                   f"{bw / r['copy_bytes_per_s']:.3f} of copy bandwidth ({r['copy_bytes_per_s'] / 1e9:.0f} GB/s)")
-    header = f"{'shape':28} {'ours fwd':>9} {'flash':>7} {'cudnn':>7} {'r/flash':>8} {'r/cudnn':>8} | " \
-             f"{'ours f+b':>9} {'flash':>7} {'cudnn':>7} {'r/flash':>8} {'r/cudnn':>8}"
-    grid = [r for r in rows if r["name"].startswith("attn")]
-    if grid:
-        print("TFLOP/s, bf16; fwd+bwd counts 3.5x the forward FLOPs")
-        print(header)
-    for r in grid:
-        f = r["flops"]
-        flash = sdpa(r["batch"], r["heads"], r["seq"], r["dim"], bool(r["causal"]), SDPBackend.FLASH_ATTENTION)
-        cudnn = sdpa(r["batch"], r["heads"], r["seq"], r["dim"], bool(r["causal"]), SDPBackend.CUDNN_ATTENTION)
-        ours = (f / r["fwd_s"] / 1e12, 3.5 * f / r["fwdbwd_s"] / 1e12)
-        fl = (f / flash[0] / 1e12, 3.5 * f / flash[1] / 1e12)
-        cu = (f / cudnn[0] / 1e12, 3.5 * f / cudnn[1] / 1e12)
-        print(f"{r['name']:28} {ours[0]:9.1f} {fl[0]:7.1f} {cu[0]:7.1f} {ours[0] / fl[0]:8.3f} {ours[0] / cu[0]:8.3f} | "
-              f"{ours[1]:9.1f} {fl[1]:7.1f} {cu[1]:7.1f} {ours[1] / fl[1]:8.3f} {ours[1] / cu[1]:8.3f}", flush=True)
+    sys.stdout.flush()
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", nargs="*", help="grid, decode, memory or all (default all); a path here is taken "
+                    "as --nexus-bin (the old command line)")
+    ap.add_argument("--nexus-bin", default="build-gpu/bench/attention_bench",
+                    help="the C benchmark for decode and memory (default %(default)s)")
+    ap.add_argument("--seqs", help="comma-separated sequence lengths for the grid (default all)")
+    ap.add_argument("--dims", help="comma-separated head dims for the grid (default 64,128)")
+    ap.add_argument("--target", type=float, default=0.25, help="seconds of timed calls per measurement")
+    ap.add_argument("--json", help="also write every row to this file")
+    ap.add_argument("--smoke-cpu", action="store_true", help="tiny CPU grid only, to check the script")
+    args = ap.parse_args()
+    what = "all"
+    for w in args.what:
+        if w in WHATS:
+            what = w
+        else:
+            args.nexus_bin = w
+    smoke = args.smoke_cpu
+    if smoke:
+        args.target = min(args.target, 0.02)
+        print(f"smoke (CPU): torch {torch.__version__}")
+    else:
+        if not torch.cuda.is_available():
+            sys.exit("attention_bench: no CUDA device (use --smoke-cpu to check the script on CPU)")
+        print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}")
+    rows = []
+    if not smoke and what in ("all", "memory"):
+        rows += c_bench(args.nexus_bin, "memory")
+    if not smoke and what in ("all", "decode"):
+        rows += c_bench(args.nexus_bin, "decode")
+    if smoke or what in ("all", "grid"):
+        rows += grid(args, smoke)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
 
 
 if __name__ == "__main__":

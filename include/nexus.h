@@ -154,6 +154,10 @@ NX_API nx_status nx_random_set_seed(uint64_t seed);
  * bit for bit, at some cost in speed. Process-wide. */
 NX_API nx_status nx_runtime_set_deterministic(bool enabled);
 NX_API nx_status nx_runtime_get_deterministic(bool* out);
+/* Times the host has waited for a device since the process started (stream and event
+ * synchronizes, device-to-host reads such as nx_tensor_item, the allocator emptying its cache):
+ * read it before and after a training step to see that the step runs without a host round trip. */
+NX_API nx_status nx_runtime_get_host_syncs(uint64_t* out);
 /* Number of live handles of one type (created and not yet freed), for leak checks; -1 for a
  * value that is not an nx_handle_type. */
 NX_API int64_t nx_live_handle_count(nx_handle_type type);
@@ -345,6 +349,12 @@ NX_API nx_status nx_add_relu(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream
 NX_API nx_status nx_bias_gelu(nx_tensor* out, nx_tensor x, nx_tensor bias, bool approximate_tanh,
                               nx_stream stream);
 NX_API nx_status nx_mul_tanh(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
+/* Activation gradients in one fused kernel (what the backward of nx_gelu, nx_bias_gelu, nx_silu
+ * and nx_swiglu runs), with broadcasting and gradients of their own: grad * gelu'(x) (exact, or
+ * the tanh approximation); grad * silu'(x). f16/bf16 compute in f32 registers. */
+NX_API nx_status nx_gelu_backward(nx_tensor* out, nx_tensor grad, nx_tensor x,
+                                  bool approximate_tanh, nx_stream stream);
+NX_API nx_status nx_silu_backward(nx_tensor* out, nx_tensor grad, nx_tensor x, nx_stream stream);
 /* In-place: modify x's storage and bump its version counter. Autodiff detects when a tensor it
  * saved for backward was changed this way and fails backward with NX_ERR_STATE. x must not be a
  * leaf that requires grad (NX_ERR_STATE). b broadcasts to x's shape. */

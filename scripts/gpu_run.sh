@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (see ../shared/gpu/README.md): build the CUDA configuration, run the GPU
 # tests, compute-sanitizer and the CUDA benchmarks; logs go to $OUT (or ./gpu-out).
-# usage: scripts/gpu_run.sh [targets...]   (build test sanitize bench attention fused parity_attn harness opbench gpt dist)   (default: everything GPU-related; `dist` runs the multi-GPU
+# usage: scripts/gpu_run.sh [targets...]   (build test sanitize bench attention fused parity_attn harness opbench gpt dist train124m profile amp_curve)   (default: everything GPU-related; `dist` runs the multi-GPU
 # tests, a 2-rank train_gpt and bench/dist_bench.sh, and is not in the default)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ if [[ $steps == *build* ]]; then
   log "build"
   cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90a -DNEXUS_TORCH_PYTHON="$(command -v python3)" \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests cuda_bench fused_bench attention_bench dist_bench quickstart train_gpt} > "$out/build.log" 2>&1 \
+  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests cuda_bench fused_bench attention_bench dist_bench train_gpt2 quickstart train_gpt} > "$out/build.log" 2>&1 \
     || { grep -E 'error' -A3 "$out/build.log" | head -60; exit 1; }
 fi
 if [[ $steps == *test* ]]; then
@@ -45,8 +45,12 @@ if [[ $steps == *bench* ]]; then
   python3 bench/cuda_bench.py build-gpu/bench/cuda_bench --json "$out/cuda_bench.json" 2>&1 | tee "$out/cuda_bench.txt"
 fi
 if [[ $steps == *attention* ]]; then
+  # grid: ours through the Python module beside torch SDPA flash and cuDNN, same tensors, one process;
+  # decode and memory: the C binary build-gpu/bench/attention_bench (from the build step)
   log "attention bench"
-  timeout ${ATTN_TIMEOUT:-420} python3 bench/attention_bench.py build-gpu/bench/attention_bench ${ATTN_WHAT:-all} 2>&1 | tee "$out/attention_bench.txt"
+  build_python_module
+  PYTHONPATH=build-gpu-py/python timeout ${ATTN_TIMEOUT:-420} python3 bench/attention_bench.py ${ATTN_WHAT:-all} \
+    --nexus-bin build-gpu/bench/attention_bench --json "$out/attention_bench.json" 2>&1 | tee "$out/attention_bench.txt"
 fi
 if [[ $steps == *fused* ]]; then
   # fused kernels (issue #7 part 5): their CPU-vs-CUDA tests, then the benchmark against torch
@@ -92,6 +96,34 @@ if [[ $steps == *gpt* ]]; then
   log "train_gpt on the GPU"
   scripts/get_data.sh >/dev/null 2>&1 || true
   [ -s data/mobydick.txt ] && timeout ${GPT_TIMEOUT:-300} build-gpu/train_gpt data/mobydick.txt "${GPT_STEPS:-1500}" "$out/gpt" 2> "$out/gpt_progress.txt" | tee "$out/train_gpt.txt"
+fi
+if [[ $steps == *train124m* ]]; then
+  # GPT-2 124M training step (issue 15): ours (bench/train_gpt2.c) beside torch eager, and
+  # torch.compile with TRAIN_COMPILE=1, for TRAIN_MODES x TRAIN_BATCHES
+  log "GPT-2 124M train step vs torch"
+  timeout ${TRAIN_TIMEOUT:-500} python3 bench/train_gpt2.py --nexus build-gpu/bench/train_gpt2 \
+    --modes ${TRAIN_MODES:-f32,bf16} --batches ${TRAIN_BATCHES:-8,16} ${TRAIN_COMPILE:+--compile} 2>&1 \
+    | tee "$out/train_gpt2.txt" | tail -12 | tee -a "$out/summary.txt"
+fi
+if [[ $steps == *profile* ]]; then
+  # where the GPT-2 step's GPU time goes, ours and torch's, kernel by kernel (torch.profiler/CUPTI)
+  log "GPT-2 124M step kernel profile"
+  build_python_module
+  for mode in ${PROFILE_MODES:-f32 bf16}; do
+    PYTHONPATH=build-gpu-py/python timeout 300 python3 bench/gpt2_profile.py $mode ${PROFILE_BATCH:-8} \
+      > "$out/gpt2_profile_$mode.txt" 2>&1
+    grep '^==' "$out/gpt2_profile_$mode.txt" | tee -a "$out/summary.txt"
+  done
+fi
+if [[ $steps == *amp_curve* ]]; then
+  # bf16 autocast training of a small GPT, ours and torch's from the same initial weights (issue 15)
+  log "bf16 loss curves vs torch"
+  build_python_module
+  scripts/get_data.sh >/dev/null 2>&1 || true
+  PYTHONPATH=build-gpu-py/python timeout 400 python3 bench/gpt_bf16_parity.py data/mobydick.txt "$out" ${AMP_STEPS:-200} \
+    > "$out/gpt_bf16_parity.txt" 2>&1
+  echo "exit $?" | tee -a "$out/summary.txt"
+  tail -3 "$out/gpt_bf16_parity.txt" | tee -a "$out/summary.txt"
 fi
 if [[ $steps == *dist* ]]; then
   log "dist: tests (Dist.*) on $(nvidia-smi -L | wc -l) GPU(s)"

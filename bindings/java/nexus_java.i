@@ -316,6 +316,7 @@ NX_JAVA_OUT_HANDLE(nx_grad_scaler)
 %enddef
 NX_JAVA_OUT_VALUE(size_t, 0, jlong)
 NX_JAVA_OUT_VALUE(int64_t, 0, jlong)
+NX_JAVA_OUT_VALUE(uint64_t, 0, jlong)
 NX_JAVA_OUT_VALUE(int32_t, 0, jint)
 NX_JAVA_OUT_VALUE(bool, false, jboolean)
 NX_JAVA_OUT_VALUE(double, 0.0, jdouble)

@@ -87,6 +87,7 @@ void export_tensor(M** out, nx_tensor t) {
   const Tensor& x = unwrap(t, "t");
   auto ctx = std::make_unique<ExportCtx<M>>();
   ctx->storage = x.impl()->storage;
+  ctx->storage->mark_shared();  // the consumer may write it
   ctx->shape = x.shape();
   ctx->strides = x.strides();
   nx_dl_tensor& dl = ctx->managed.dl_tensor;
@@ -191,6 +192,7 @@ void import_tensor(nx_tensor* out, M* managed) {
   raw->device = dev;
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
+  impl->storage->mark_shared();  // the producer may still write it
   impl->shape = std::move(shape);
   impl->strides = std::move(strides);
   impl->offset = 0;

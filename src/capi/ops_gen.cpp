@@ -505,6 +505,26 @@ nx_status nx_mul_tanh(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream
     *out = wrap(binary(BinaryOp::MulTanh, a_, b_));
   });
 }
+nx_status nx_gelu_backward(nx_tensor* out, nx_tensor grad, nx_tensor x, bool approximate_tanh, nx_stream stream) {
+  clear_out(out);
+  return guard("nx_gelu_backward", [&] {
+    check_out(out);
+    const Tensor& grad_ = unwrap(grad, "grad");
+    const Tensor& x_ = unwrap(x, "x");
+    check_stream(stream, grad_.device());
+    *out = wrap(binary(approximate_tanh ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward, grad_, x_));
+  });
+}
+nx_status nx_silu_backward(nx_tensor* out, nx_tensor grad, nx_tensor x, nx_stream stream) {
+  clear_out(out);
+  return guard("nx_silu_backward", [&] {
+    check_out(out);
+    const Tensor& grad_ = unwrap(grad, "grad");
+    const Tensor& x_ = unwrap(x, "x");
+    check_stream(stream, grad_.device());
+    *out = wrap(binary(BinaryOp::SiluBackward, grad_, x_));
+  });
+}
 nx_status nx_add_(nx_tensor x, nx_tensor b, nx_stream stream) {
   return guard("nx_add_", [&] {
     const Tensor& x_ = unwrap(x, "x");

@@ -31,7 +31,8 @@ struct ExecContext {
 
 // The elementwise op codes, generated from the op registry (src/ops/ops.yaml) with their names.
 // Step is x > 0; AddRelu .. SiluMul are fused: relu(a+b), a*tanh(b), gelu(a+b), gelu_tanh(a+b),
-// and SwiGLU's gate silu(a) * b.
+// and SwiGLU's gate silu(a) * b; GeluBackward, GeluTanhBackward, SiluBackward are a * f'(b), the
+// activations' gradients.
 #include "core/kernels.inc"
 #include "core/op_enums.inc"
 #define NX_ENUM_ENTRY(Enum, ...) Enum,
@@ -148,5 +149,9 @@ struct BackendRegistrar {
 // nx_runtime_set_deterministic: kernels avoid atomics whose order changes the last bits of a result.
 void set_deterministic(bool on);
 bool deterministic();
+// Host waits on a device (stream or event synchronizes, device-to-host reads), counted process-wide
+// for nx_runtime_get_host_syncs: a training step's hot path should do none.
+void count_host_sync();
+uint64_t host_syncs();
 
 }  // namespace nx

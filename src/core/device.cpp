@@ -50,5 +50,8 @@ ExecContext exec_context(Device device) { return ExecContext{device, current_str
 static std::atomic<bool> g_deterministic{false};
 void set_deterministic(bool on) { g_deterministic = on; }
 bool deterministic() { return g_deterministic; }
+static std::atomic<uint64_t> g_host_syncs{0};
+void count_host_sync() { g_host_syncs.fetch_add(1, std::memory_order_relaxed); }
+uint64_t host_syncs() { return g_host_syncs.load(std::memory_order_relaxed); }
 
 }  // namespace nx

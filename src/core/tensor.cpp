@@ -12,6 +12,20 @@ Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev) {
   data = backend(dev).allocate(exec_context(dev), n);
 }
 Storage::~Storage() { backend(device).deallocate(data, nbytes); }
+void Storage::set_value_range(int64_t lo, int64_t hi) {
+  std::lock_guard<std::mutex> lock(range_mutex_);
+  range_lo_ = lo, range_hi_ = hi, range_version_ = version.load();
+}
+void Storage::mark_shared() {
+  std::lock_guard<std::mutex> lock(range_mutex_);
+  shared_ = true;
+}
+bool Storage::value_range(int64_t* lo, int64_t* hi) const {
+  std::lock_guard<std::mutex> lock(range_mutex_);
+  if (shared_ || range_version_ != version.load()) return false;
+  *lo = range_lo_, *hi = range_hi_;
+  return true;
+}
 
 int64_t numel_of(const Shape& shape) {
   for (int64_t s : shape)

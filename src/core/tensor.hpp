@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/dtype.hpp"
@@ -30,10 +31,24 @@ struct Storage {
   size_t nbytes = 0;
   Device device;
   std::atomic<uint64_t> version{0};  // bumped by every in-place write; checked by autodiff
+  // Bounds of an integer storage's values known without reading the device (an upload from the
+  // host scans them; an index op that checked a whole storage records them), valid while
+  // `version` is unchanged: index ops then skip their range check, a host round trip on a GPU.
+  void set_value_range(int64_t lo, int64_t hi);
+  bool value_range(int64_t* lo, int64_t* hi) const;
+  // Others may now write the memory without bumping `version` (a DLPack export, a raw pointer
+  // handed out): no value range is trusted from then on.
+  void mark_shared();
   Storage(size_t nbytes, Device device);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
+
+ private:
+  mutable std::mutex range_mutex_;
+  int64_t range_lo_ = 0, range_hi_ = -1;
+  uint64_t range_version_ = UINT64_MAX;  // no range known
+  bool shared_ = false;
 };
 
 struct Node;

@@ -28,6 +28,10 @@ void xent_forward_cpu(const View& loss, const View& lse, const View& logits, con
 void xent_backward_cpu(const View& dlogits, const View& logits, const View& target, const View& lse, const View& scale,
                        int64_t rows, int64_t cols, int64_t ignore_index);
 void adam_multi_cpu(const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& p);
+// reduce.cpp
+void reduce_rows_cpu(ReduceOp op, const View& dst, const View& src, int64_t rows, int64_t cols);
+void reduce_middle_cpu(ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n, int64_t inner);
+void softmax_rows_cpu(const View& dst, const View& src, int64_t rows, int64_t cols, bool log);
 
 namespace {
 
@@ -309,91 +313,12 @@ class CpuBackend final : public Backend {
 
   void reduce_rows(const ExecContext&, ReduceOp op, const View& dst, const View& src, int64_t rows,
                    int64_t cols) override {
-    dispatch_dtype(src.dtype, [&](auto tag) {
-      using T = decltype(tag);
-      const T* s = static_cast<const T*>(src.data);
-      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-        // One long row (a full sum): threads sum fixed chunks, combined in a fixed order, so the
-        // result does not depend on the thread count.
-        if (op == ReduceOp::Sum && rows == 1 && cols >= 4 * kParallelGrain) {
-          const int64_t chunk = kParallelGrain, nchunks = (cols + chunk - 1) / chunk;
-          std::vector<double> part(static_cast<size_t>(nchunks));
-#pragma omp parallel for schedule(static)
-          for (int64_t c = 0; c < nchunks; ++c) {
-            const int64_t len = std::min(chunk, cols - c * chunk);
-            if constexpr (std::is_same_v<T, float>) part[size_t(c)] = simd().sum_f32(s + c * chunk, len);
-            else part[size_t(c)] = simd().sum_f64(s + c * chunk, len);
-          }
-          double total = 0;
-          for (double v : part) total += v;
-          dispatch_dtype(dst.dtype, [&](auto dtag) { using D = decltype(dtag); static_cast<D*>(dst.data)[0] = from_f64<D>(total); });
-          return;
-        }
-      }
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain && rows > 1)
-      for (int64_t r = 0; r < rows; ++r) reduce_one<T>(op, dst, r, s + r * cols, cols);
-    });
-  }
-
-  template <class T>
-  static void reduce_one(ReduceOp op, const View& dst, int64_t r, const T* x, int64_t n) {
-    if (op == ReduceOp::ArgMax) {
-      int64_t best = 0;
-      double bv = n ? to_f64(x[0]) : 0;
-      for (int64_t i = 1; i < n && bv == bv; ++i) {
-        double v = to_f64(x[i]);
-        if (v > bv || v != v) { bv = v; best = i; }
-      }
-      static_cast<int64_t*>(dst.data)[r] = best;
-      return;
-    }
-    double acc;
-    if (op == ReduceOp::Sum) {
-      if constexpr (std::is_same_v<T, float>) acc = simd().sum_f32(x, n);
-      else if constexpr (std::is_same_v<T, double>) acc = simd().sum_f64(x, n);
-      else { acc = 0; for (int64_t i = 0; i < n; ++i) acc += to_f64(x[i]); }
-    } else {
-      acc = op == ReduceOp::Max ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-      for (int64_t i = 0; i < n; ++i) {
-        double v = to_f64(x[i]);
-        if (v != v) { acc = v; break; }
-        acc = op == ReduceOp::Max ? std::max(acc, v) : std::min(acc, v);
-      }
-    }
-    if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t> || std::is_same_v<T, bool>) {
-      if (op == ReduceOp::Sum) { int64_t s = 0; for (int64_t i = 0; i < n; ++i) s += int64_t(x[i]);
-        if (dst.dtype == DType::I64) { static_cast<int64_t*>(dst.data)[r] = s; return; } }
-    }
-    dispatch_dtype(dst.dtype, [&](auto dtag) { using D = decltype(dtag); static_cast<D*>(dst.data)[r] = from_f64<D>(acc); });
+    reduce_rows_cpu(op, dst, src, rows, cols);
   }
 
   void reduce_middle(const ExecContext&, ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n,
                      int64_t inner) override {
-    dispatch_dtype(src.dtype, [&](auto tag) {
-      using T = decltype(tag);
-      const T* s = static_cast<const T*>(src.data);
-#pragma omp parallel for schedule(static) if (outer * n * inner >= kParallelGrain && outer > 1)
-      for (int64_t o = 0; o < outer; ++o) {
-        std::vector<double> acc(size_t(inner), op == ReduceOp::Sum ? 0.0
-                                : op == ReduceOp::Max ? -std::numeric_limits<double>::infinity()
-                                                      : std::numeric_limits<double>::infinity());
-        for (int64_t j = 0; j < n; ++j) {
-          const T* row = s + (o * n + j) * inner;
-          for (int64_t i = 0; i < inner; ++i) {
-            double v = to_f64(row[i]);
-            double& a = acc[size_t(i)];
-            if (op == ReduceOp::Sum) a += v;
-            else if (v != v || a != a) a = a != a ? a : v;
-            else a = op == ReduceOp::Max ? std::max(a, v) : std::min(a, v);
-          }
-        }
-        dispatch_dtype(dst.dtype, [&](auto dtag) {
-          using D = decltype(dtag);
-          D* d = static_cast<D*>(dst.data) + o * inner;
-          for (int64_t i = 0; i < inner; ++i) d[i] = from_f64<D>(acc[size_t(i)]);
-        });
-      }
-    });
+    reduce_middle_cpu(op, dst, src, outer, n, inner);
   }
 
   void matmul(const ExecContext&, const View& dst, const View& a, const View& b) override {
@@ -419,18 +344,7 @@ class CpuBackend final : public Backend {
 
   void softmax_rows(const ExecContext&, const View& dst, const View& src, int64_t rows, int64_t cols,
                     bool log) override {
-    const auto& t = simd();
-    if (dst.dtype == DType::F32) {
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain && rows > 1)
-      for (int64_t r = 0; r < rows; ++r)
-        t.softmax_f32(static_cast<float*>(dst.data) + r * cols, static_cast<const float*>(src.data) + r * cols, cols, log);
-    } else if (dst.dtype == DType::F64) {
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain && rows > 1)
-      for (int64_t r = 0; r < rows; ++r)
-        t.softmax_f64(static_cast<double*>(dst.data) + r * cols, static_cast<const double*>(src.data) + r * cols, cols, log);
-    } else {
-      fail(NX_ERR_DTYPE, current_api(), ": softmax supports f32 and f64 kernels, got ", dtype_name(dst.dtype));
-    }
+    softmax_rows_cpu(dst, src, rows, cols, log);
   }
 
   static int64_t index_at(const View& index, int64_t i) {

@@ -156,6 +156,23 @@ template <class T> inline T vsoftplus(T x) {
   return x > T(20) ? x : sp;
 }
 
+// Activation derivatives for the fused backward ops (grad * f'(x)), in torch's gelu_backward and
+// silu_backward formulas, so that infinities and NaN give what torch gives.
+template <class T> inline T gelu_derivative(T v) {
+  T cdf = T(0.5) * (T(1) + verf(v * T(0.70710678118654752440)));
+  T pdf = T(0.39894228040143267794) * vexp(T(-0.5) * v * v);
+  return cdf + v * pdf;
+}
+template <class T> inline T gelu_tanh_derivative(T v) {
+  const T beta = T(0.79788456080286535588), kappa = T(0.044715);
+  T t = vtanh(beta * (v + kappa * v * v * v));
+  return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * beta * (T(1) + T(3) * kappa * v * v);
+}
+template <class T> inline T silu_derivative(T v) {
+  T s = vsigmoid(v);
+  return s * (T(1) + v * (T(1) - s));
+}
+
 template <class T, class F>
 inline void map1(T* out, const T* x, int64_t sx, int64_t n, F f) {
   if (sx == 1) {
@@ -270,6 +287,11 @@ void binary_kernel(BinaryOp op, T* out, const T* a, int64_t sa, const T* b, int6
       break;
     case BinaryOp::MulTanh: map2(out, a, sa, b, sb, n, [](T x, T y) { return x * vtanh(y); }); break;
     case BinaryOp::SiluMul: map2(out, a, sa, b, sb, n, [](T x, T y) { return x * vsigmoid(x) * y; }); break;
+    case BinaryOp::GeluBackward: map2(out, a, sa, b, sb, n, [](T g, T x) { return g * gelu_derivative(x); }); break;
+    case BinaryOp::GeluTanhBackward:
+      map2(out, a, sa, b, sb, n, [](T g, T x) { return g * gelu_tanh_derivative(x); });
+      break;
+    case BinaryOp::SiluBackward: map2(out, a, sa, b, sb, n, [](T g, T x) { return g * silu_derivative(x); }); break;
     default: break;  // comparisons are handled by the generic path
   }
 }

@@ -117,6 +117,7 @@ void reset_peak(int device) {
 void empty_cache(int device) {
   DeviceCache& c = cache(device);
   NX_CUDA_CHECK(cudaSetDevice(device));
+  count_host_sync();
   NX_CUDA_CHECK(cudaDeviceSynchronize());  // blocks may still be read by queued kernels
   std::lock_guard<std::mutex> lock(c.mutex);
   c.release_free_blocks();

@@ -90,6 +90,7 @@ class CudaBackend final : public Backend {
   void deallocate(void* p, size_t) override { device_free(device_, p); }
   void synchronize(const ExecContext& ctx) override {
     use_device(device_);
+    count_host_sync();
     NX_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
   }
   void upload(const ExecContext& ctx, void* dst, const void* src, size_t n) override {
@@ -103,6 +104,7 @@ class CudaBackend final : public Backend {
     use_device(device_);
     if (!n) return;
     NX_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, stream_of(ctx)));
+    count_host_sync();
     NX_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
   }
   bool native_half_matmul() const override { return true; }
@@ -154,6 +156,7 @@ void stream_destroy(int device, void* s) {
 void stream_synchronize(int device, void* s) {
   check_device(device);
   use_device(device);
+  count_host_sync();
   NX_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(s)));
 }
 void* event_create(int device) {
@@ -167,7 +170,10 @@ void event_record(void* e, void* s) { NX_CUDA_CHECK(cudaEventRecord(static_cast<
 void stream_wait_event(void* s, void* e) {
   NX_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(s), static_cast<cudaEvent_t>(e), 0));
 }
-void event_synchronize(void* e) { NX_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e))); }
+void event_synchronize(void* e) {
+  count_host_sync();
+  NX_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e)));
+}
 void event_destroy(void* e) {
   if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
 }

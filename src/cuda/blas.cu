@@ -3,7 +3,9 @@
 // view) operand with op T; only operands with no unit stride are copied. TF32 is opt-in.
 #include <cublas_v2.h>
 
+#include <memory>
 #include <unordered_map>
+#include <vector>
 
 #include "core/cuda_iface.hpp"
 #include "cuda/kernels.cuh"
@@ -78,14 +80,88 @@ cudaDataType_t cuda_type(DType d) {
 void set_tf32(bool enabled) { g_tf32 = enabled; }
 bool tf32_enabled() { return g_tf32; }
 
+namespace {
+
+// One (strided-batched) product C = A B in cuBLAS's column-major terms, C^T [n, m] = B^T A^T,
+// with C's leading dimension ldc.
+void gemm(const ExecContext& ctx, const Operand& oa, const Operand& ob, void* c, int64_t ldc, int64_t c_batch_stride,
+          int64_t batch, int64_t m, int64_t n, int64_t k, DType dtype) {
+  cublasHandle_t h = handle(current_device());
+  check_cublas(cublasSetStream(h, stream_of(ctx)), "cublasSetStream");
+  const cudaDataType_t t = cuda_type(dtype);
+  cublasComputeType_t compute = dtype == DType::F64 ? CUBLAS_COMPUTE_64F
+                                : (dtype == DType::F32 && g_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  const double alpha64 = 1.0, beta64 = 0.0;
+  const float alpha32 = 1.0f, beta32 = 0.0f;
+  const void* alpha = dtype == DType::F64 ? static_cast<const void*>(&alpha64) : static_cast<const void*>(&alpha32);
+  const void* beta = dtype == DType::F64 ? static_cast<const void*>(&beta64) : static_cast<const void*>(&beta32);
+  check_cublas(cublasGemmStridedBatchedEx(h, ob.op, oa.op, int(n), int(m), int(k), alpha, ob.ptr, t, int(ob.ld),
+                                          ob.batch_stride, oa.ptr, t, int(oa.ld), oa.batch_stride, beta, c, t, int(ldc),
+                                          c_batch_stride, int(batch), compute, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmStridedBatchedEx");
+}
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+bool aligned(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+// cuBLAS runs its Hopper tensor-core kernels only when m, n, k and every leading dimension are
+// multiples of 16 bytes; otherwise it falls back to old kernels several times slower. GPT-2's
+// vocabulary of 50257 hits exactly that: [8192, 768] x [768, 50257] in bf16 takes 6.7 ms as it is
+// and 0.9 ms padded to 50264 (H200, docs/benchmarks.md; padding the leading dimension alone does
+// not help). So a large single product with such a dimension runs on padded copies: each operand
+// keeps its orientation with its dimensions rounded up (zeros in the padded part of the
+// contraction, which add nothing), and the result comes back from a padded scratch buffer. The
+// copies are pitched 2-D copies, one pass over the operands, a fraction of what the slow kernels lose.
+bool padded_matmul(const ExecContext& ctx, const View& dst, const View& a, const View& b) {
+  const int64_t batch = dst.shape[0], m = dst.shape[1], n = dst.shape[2], k = a.shape[2];
+  const int64_t es = int64_t(dtype_size(a.dtype)), al = 16 / es;
+  if (batch != 1 || a.dtype == DType::F64 || double(m) * double(n) * double(k) < double(1 << 30)) return false;
+  Operand oa{}, ob{};
+  if (!describe(a.data, m, k, a.strides[1], a.strides[2], a.strides[0], &oa) ||
+      !describe(b.data, k, n, b.strides[1], b.strides[2], b.strides[0], &ob))
+    return false;
+  const int64_t mp = round_up(m, al), np = round_up(n, al), kp = round_up(k, al);
+  const bool a_bad = mp != m || kp != k || oa.ld % al != 0 || !aligned(oa.ptr);
+  const bool b_bad = kp != k || np != n || ob.ld % al != 0 || !aligned(ob.ptr);
+  const bool c_bad = mp != m || np != n || !aligned(dst.data);
+  if (!a_bad && !b_bad && !c_bad) return false;
+  const cudaStream_t stream = stream_of(ctx);
+  std::vector<std::unique_ptr<Scratch>> buffers;
+  // o as a [rows_p, cols_p] operand of the same orientation (op N: row-major lines of cols).
+  auto repack = [&](const Operand& o, int64_t rows, int64_t cols, int64_t rows_p, int64_t cols_p) {
+    const bool row_major = o.op == CUBLAS_OP_N;
+    const int64_t lines = row_major ? rows : cols, width = row_major ? cols : rows;
+    const int64_t lines_p = row_major ? rows_p : cols_p, ld = row_major ? cols_p : rows_p;
+    buffers.push_back(std::make_unique<Scratch>(ctx, size_t(lines_p * ld * es)));
+    void* buf = buffers.back()->ptr;
+    if (kp != k) NX_CUDA_CHECK(cudaMemsetAsync(buf, 0, size_t(lines_p * ld * es), stream));  // the zeros of the contraction
+    NX_CUDA_CHECK(cudaMemcpy2DAsync(buf, size_t(ld * es), o.ptr, size_t(o.ld * es), size_t(width * es), size_t(lines),
+                                    cudaMemcpyDeviceToDevice, stream));
+    return Operand{buf, o.op, ld, lines_p * ld};
+  };
+  if (a_bad) oa = repack(oa, m, k, mp, kp);
+  if (b_bad) ob = repack(ob, k, n, kp, np);
+  if (!c_bad) {
+    gemm(ctx, oa, ob, dst.data, n, m * n, 1, mp, np, kp, a.dtype);
+    return true;
+  }
+  Scratch c(ctx, size_t(mp * np * es));
+  gemm(ctx, oa, ob, c.ptr, np, mp * np, 1, mp, np, kp, a.dtype);
+  NX_CUDA_CHECK(cudaMemcpy2DAsync(dst.data, size_t(n * es), c.ptr, size_t(np * es), size_t(n * es), size_t(m),
+                                  cudaMemcpyDeviceToDevice, stream));
+  return true;
+}
+
+}  // namespace
+
 void launch_matmul(const ExecContext& ctx, const View& dst, const View& a, const View& b) {
   const int64_t batch = dst.shape[0], m = dst.shape[1], n = dst.shape[2], k = a.shape[2];
-  const int device = current_device();
   const size_t es = dtype_size(a.dtype);
   if (k == 0) {
     launch_fill(ctx, dst, 0.0);
     return;
   }
+  if (padded_matmul(ctx, dst, a, b)) return;
   // Operands without a unit stride are copied to contiguous scratch first.
   std::unique_ptr<Scratch> a_copy, b_copy;
   auto contiguous_copy = [&](const View& v, std::unique_ptr<Scratch>& holder) {
@@ -104,20 +180,7 @@ void launch_matmul(const ExecContext& ctx, const View& dst, const View& a, const
     bv = contiguous_copy(b, b_copy);
     describe(bv.data, k, n, bv.strides[1], bv.strides[2], bv.strides[0], &ob);
   }
-  cublasHandle_t h = handle(device);
-  check_cublas(cublasSetStream(h, stream_of(ctx)), "cublasSetStream");
-  const cudaDataType_t t = cuda_type(a.dtype);
-  cublasComputeType_t compute = a.dtype == DType::F64 ? CUBLAS_COMPUTE_64F
-                                : (a.dtype == DType::F32 && g_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
-  const double alpha64 = 1.0, beta64 = 0.0;
-  const float alpha32 = 1.0f, beta32 = 0.0f;
-  const void* alpha = a.dtype == DType::F64 ? static_cast<const void*>(&alpha64) : static_cast<const void*>(&alpha32);
-  const void* beta = a.dtype == DType::F64 ? static_cast<const void*>(&beta64) : static_cast<const void*>(&beta32);
-  // Column-major: C^T [n, m] = B^T [n, k] * A^T [k, m]
-  check_cublas(cublasGemmStridedBatchedEx(h, ob.op, oa.op, int(n), int(m), int(k), alpha, ob.ptr, t, int(ob.ld),
-                                          ob.batch_stride, oa.ptr, t, int(oa.ld), oa.batch_stride, beta, dst.data, t,
-                                          int(n), m * n, int(batch), compute, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmStridedBatchedEx");
+  gemm(ctx, oa, ob, dst.data, n, m * n, batch, m, n, k, a.dtype);
 }
 
 }  // namespace nx::cuda

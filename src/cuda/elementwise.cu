@@ -3,7 +3,9 @@
 // the output's shape. Contiguous inputs take a vectorized path: 16-byte loads and stores, a
 // grid-stride loop, so bandwidth-bound ops run near the copy rate. f16/bf16 elements are widened
 // to f32 in registers and narrowed on the store (no f32 copy of a tensor, no cast kernel); a
-// binary op on two floating dtypes (bf16 + f32) converts each operand while loading it.
+// binary op on two floating dtypes (bf16 + f32) converts each operand while loading it. A binary op
+// of a contiguous operand and one broadcast along leading dimensions (a bias row) indexes the
+// latter as i % inner instead of through the strided geometry.
 #include <cmath>
 
 #include "cuda/kernels.cuh"
@@ -115,6 +117,26 @@ __device__ __forceinline__ T unary_op(UnaryOp op, T x, T p0, T p1) {
   return T(0);
 }
 
+// Activation derivatives for the fused backward ops (grad * f'(x)), in torch's gelu_backward and
+// silu_backward formulas, so that infinities and NaN give what torch gives.
+template <class T>
+__device__ __forceinline__ T gelu_derivative(T x) {
+  T cdf = T(0.5) * (T(1) + erf(x * T(0.70710678118654752440)));
+  T pdf = T(0.39894228040143267794) * exp(T(-0.5) * x * x);
+  return cdf + x * pdf;
+}
+template <class T>
+__device__ __forceinline__ T gelu_tanh_derivative(T x) {
+  const T beta = T(0.79788456080286535588), kappa = T(0.044715);
+  T t = tanh(beta * (x + kappa * x * x * x));
+  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * beta * (T(1) + T(3) * kappa * x * x);
+}
+template <class T>
+__device__ __forceinline__ T silu_derivative(T x) {
+  T s = T(1) / (T(1) + exp(-x));
+  return s * (T(1) + x * (T(1) - s));
+}
+
 template <class T>
 __device__ __forceinline__ T binary_op(BinaryOp op, T a, T b) {
   switch (op) {
@@ -146,6 +168,9 @@ __device__ __forceinline__ T binary_op(BinaryOp op, T a, T b) {
       }
       case BinaryOp::MulTanh: return a * tanh(b);
       case BinaryOp::SiluMul: return a / (T(1) + exp(-a)) * b;
+      case BinaryOp::GeluBackward: return a * gelu_derivative(b);
+      case BinaryOp::GeluTanhBackward: return a * gelu_tanh_derivative(b);
+      case BinaryOp::SiluBackward: return a * silu_derivative(b);
       default: break;
     }
   }
@@ -283,6 +308,61 @@ __global__ void binary_mixed_kernel(BinaryOp op, T* out, const void* a, DType da
   }
 }
 
+// The common broadcast (a bias [N] against [M, N], [1, T, D] against [B, T, D]): `full` is
+// contiguous with the output's shape, `bcast` contiguous over trailing dimensions of `inner`
+// elements and broadcast over the leading ones, so output element i reads bcast[i % inner];
+// bcast_first says which operand of op it is. Each thread keeps its position in bcast and moves it
+// by the grid stride's remainder: no division inside the loop.
+__device__ __forceinline__ int64_t advance_mod(int64_t j, int64_t step, int64_t inner) {
+  j += step;
+  return j >= inner ? j - inner : j;
+}
+// 16-byte loads and stores of out and full like binary_contig_kernel; bcast's elements as one
+// vector too when whole vectors of it line up (kVectorBroadcast: inner a multiple of the vector
+// width, bcast aligned), else one by one (they are few, and read from cache).
+template <class T, bool kVectorBroadcast>
+__global__ void binary_bcast_kernel(BinaryOp op, T* out, const T* full, const T* bcast, bool bcast_first, int64_t n,
+                                    int64_t inner) {
+  using V = Vec16<T>;
+  const int64_t nv = n / V::N;
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t step = stride * V::N % inner;
+  int64_t j = first * V::N % inner;
+  for (int64_t i = first; i < nv; i += stride, j = advance_mod(j, step, inner)) {
+    V vf = reinterpret_cast<const V*>(full)[i], vb;
+    if constexpr (kVectorBroadcast) {
+      vb = *reinterpret_cast<const V*>(bcast + j);
+    } else {
+      int64_t jk = j;
+#pragma unroll
+      for (int k = 0; k < V::N; ++k, jk = jk + 1 == inner ? 0 : jk + 1) vb.v[k] = bcast[jk];
+    }
+#pragma unroll
+    for (int k = 0; k < V::N; ++k) {
+      T x = bcast_first ? vb.v[k] : vf.v[k], y = bcast_first ? vf.v[k] : vb.v[k];
+      vf.v[k] = binary_elem(op, x, y);
+    }
+    reinterpret_cast<V*>(out)[i] = vf;
+  }
+  GRID_STRIDE(t, n - nv * V::N) {
+    const int64_t e = nv * V::N + t;
+    T f = full[e], b = bcast[e % inner];
+    out[e] = binary_elem(op, bcast_first ? b : f, bcast_first ? f : b);
+  }
+}
+// The same broadcast with operands of two floating dtypes, converted while loading.
+template <class T>
+__global__ void binary_mixed_bcast_kernel(BinaryOp op, T* out, const void* full, DType dfull, const void* bcast,
+                                          DType dbcast, bool bcast_first, int64_t n, int64_t inner) {
+  const int64_t first = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
+  const int64_t step = stride % inner;
+  int64_t j = first % inner;
+  for (int64_t i = first; i < n; i += stride, j = advance_mod(j, step, inner)) {
+    T f = load_as<T>(full, i, dfull), b = load_as<T>(bcast, j, dbcast);
+    out[i] = binary_op<T>(op, bcast_first ? b : f, bcast_first ? f : b);
+  }
+}
+
 template <class T>
 __global__ void compare_kernel(BinaryOp op, bool* out, const T* a, const T* b, Geometry<3> g, int64_t n) {
   GRID_STRIDE(e, n) {
@@ -313,6 +393,37 @@ bool contiguous(const View& v) {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
+// How a binary op's operands fit binary_bcast_kernel: `full` contiguous with the output's shape and
+// `bcast` broadcast along the leading dimensions (inner > 0), or not at all (inner == 0).
+struct TrailingBroadcast {
+  const View* full = nullptr;
+  const View* bcast = nullptr;
+  bool bcast_first = false;
+  int64_t inner = 0;
+};
+// The element count of v's trailing dimensions when v is contiguous over them and has stride 0
+// over every leading dimension (a [N] bias viewed as [M, N]: N); 0 when v is not laid out so.
+int64_t broadcast_inner(const View& v) {
+  int64_t inner = 1;
+  size_t d = v.shape.size();
+  for (; d > 0 && (v.shape[d - 1] == 1 || v.strides[d - 1] == inner); --d) inner *= v.shape[d - 1];
+  for (; d > 0; --d)
+    if (v.shape[d - 1] != 1 && v.strides[d - 1] != 0) return 0;
+  return inner;
+}
+TrailingBroadcast trailing_broadcast(const View& a, const View& b) {
+  TrailingBroadcast tb;
+  if (contiguous(a) && (tb.inner = broadcast_inner(b)) > 0) {
+    tb.full = &a;
+    tb.bcast = &b;
+  } else if (contiguous(b) && (tb.inner = broadcast_inner(a)) > 0) {
+    tb.full = &b;
+    tb.bcast = &a;
+    tb.bcast_first = true;
+  }
+  return tb;
+}
+
 // Same-size integer types for moving elements whose arithmetic does not matter.
 template <size_t Bytes> struct Bits;
 template <> struct Bits<1> { using type = uint8_t; };
@@ -331,6 +442,7 @@ void launch_copy(const ExecContext& ctx, const View& dst, const View& src) {
       NX_CUDA_CHECK(cudaMemcpyAsync(dst.data, src.data, size_t(n) * dtype_size(dst.dtype), cudaMemcpyDeviceToDevice, stream_of(ctx)));
       return;
     }
+    if (copy_rows_vectorized(ctx, dst, src, g)) return;
     dispatch_bits(dtype_size(dst.dtype), [&](auto tag) {
       using B = decltype(tag);
       copy_same_kernel<B><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<B*>(dst.data), static_cast<const B*>(src.data), g, n);
@@ -406,8 +518,17 @@ static void binary_typed(const ExecContext& ctx, BinaryOp op, const View& dst, c
   T* out = static_cast<T*>(dst.data);
   const T* pa = static_cast<const T*>(a.data);
   const T* pb = static_cast<const T*>(b.data);
+  const TrailingBroadcast tb = trailing_broadcast(a, b);
   if (contiguous(a) && contiguous(b) && aligned16(out) && aligned16(pa) && aligned16(pb)) {
     binary_contig_kernel<T><<<blocks_for(n, Vec16<T>::N * 2), kThreads, 0, stream_of(ctx)>>>(op, out, pa, pb, n);
+  } else if (tb.inner && aligned16(out) && aligned16(tb.full->data)) {
+    const T* full = static_cast<const T*>(tb.full->data);
+    const T* bcast = static_cast<const T*>(tb.bcast->data);
+    const unsigned blocks = blocks_for(n, Vec16<T>::N * 2);
+    if (tb.inner % Vec16<T>::N == 0 && aligned16(bcast))
+      binary_bcast_kernel<T, true><<<blocks, kThreads, 0, stream_of(ctx)>>>(op, out, full, bcast, tb.bcast_first, n, tb.inner);
+    else
+      binary_bcast_kernel<T, false><<<blocks, kThreads, 0, stream_of(ctx)>>>(op, out, full, bcast, tb.bcast_first, n, tb.inner);
   } else {
     auto g = make_geometry<3>(dst.shape, {&dst.strides, &a.strides, &b.strides});
     binary_strided_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(op, out, pa, pb, g, n);
@@ -431,11 +552,16 @@ void launch_binary(const ExecContext& ctx, BinaryOp op, const View& dst, const V
   if (a.dtype != dst.dtype || b.dtype != dst.dtype) {  // two floating dtypes: convert while loading
     auto g = make_geometry<3>(dst.shape, {&dst.strides, &a.strides, &b.strides});
     const bool contig = contiguous(a) && contiguous(b);
+    const TrailingBroadcast tb = trailing_broadcast(a, b);
     auto mixed = [&](auto tag) {
       using T = decltype(tag);
       if (contig)
         binary_mixed_contig_kernel<T><<<blocks_for(n, 4), kThreads, 0, stream_of(ctx)>>>(
             op, static_cast<T*>(dst.data), a.data, a.dtype, b.data, b.dtype, n);
+      else if (tb.inner)
+        binary_mixed_bcast_kernel<T><<<blocks_for(n, 4), kThreads, 0, stream_of(ctx)>>>(
+            op, static_cast<T*>(dst.data), tb.full->data, tb.full->dtype, tb.bcast->data, tb.bcast->dtype,
+            tb.bcast_first, n, tb.inner);
       else
         binary_mixed_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(op, static_cast<T*>(dst.data), a.data,
                                                                               a.dtype, b.data, b.dtype, g, n);

@@ -1,8 +1,8 @@
 // Multi-tensor Adam(W): one launch updates every (param, grad, m, v) of a step. The host builds
 // a table of slots (pointers, size, per-tensor bias corrections) and of chunks (slot, first
 // element; kChunk elements each), copies it to device memory through a pinned staging buffer
-// (a pageable copy would synchronize the stream, stalling the host until the backward is done),
-// and launches one block per chunk. Per element, in torch.optim's order:
+// (a pageable copy would synchronize the stream, stalling the host until the backward is done)
+// and keeps it there for the next steps, and launches one block per chunk. Per element, in torch.optim's order:
 //   g += wd p (Adam) | p *= 1 - lr wd (AdamW); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 //   p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps)
 #include <cmath>
@@ -41,8 +41,10 @@ __device__ __forceinline__ void adam_one(T& p, T g_in, T& m, T& v, const AdamPar
   p = from_acc<T>(w - step * (mm / (sqrt(vv) * isb + A(hp.eps))));
 }
 
+// step_size > 0: every slot's bias corrections (the table's are then zero); otherwise per slot.
 template <class T>
-__global__ void adam_multi_kernel(const DevSlot* slots, const DevChunk* chunks, AdamParams hp) {
+__global__ void adam_multi_kernel(const DevSlot* slots, const DevChunk* chunks, AdamParams hp, double step_size,
+                                  double inv_sqrt_bc2) {
   using A = typename AccT<T>::type;
   const DevChunk c = chunks[blockIdx.x];
   const DevSlot s = slots[c.slot];
@@ -50,7 +52,7 @@ __global__ void adam_multi_kernel(const DevSlot* slots, const DevChunk* chunks, 
   T *p = static_cast<T*>(s.p) + c.begin, *m = static_cast<T*>(s.m) + c.begin, *v = static_cast<T*>(s.v) + c.begin;
   const T* g = static_cast<const T*>(s.g) + c.begin;
   const int64_t len = end - c.begin;
-  const A step = A(s.step_size), isb = A(s.inv_sqrt_bc2);
+  const A step = A(step_size > 0 ? step_size : s.step_size), isb = A(step_size > 0 ? inv_sqrt_bc2 : s.inv_sqrt_bc2);
   constexpr int N = Pack<T>::N;
   const bool aligned = ((reinterpret_cast<uintptr_t>(p) | reinterpret_cast<uintptr_t>(g) | reinterpret_cast<uintptr_t>(m) |
                          reinterpret_cast<uintptr_t>(v)) & 15) == 0;
@@ -72,11 +74,16 @@ __global__ void adam_multi_kernel(const DevSlot* slots, const DevChunk* chunks, 
 
 // Pinned host memory for the tables, reused across steps; `done` marks the end of the last copy
 // out of it, so it is rewritten only once the device has read it.
+// The last table uploaded, kept on the device: a training loop steps the same parameters every
+// time, so from the second step on the table is reused and the step uploads nothing (the bias
+// corrections, the same for every slot then, go as kernel arguments). No host wait, no copy.
 struct Staging {
   std::mutex mu;
   void* host = nullptr;
   size_t cap = 0;
   cudaEvent_t done = nullptr;
+  std::vector<char> table_bytes;  // what `table` holds
+  std::unique_ptr<Scratch> table;
 };
 Staging& staging(int device) {
   static std::mutex m;
@@ -100,13 +107,21 @@ void launch_adam_multi(const ExecContext& ctx, const std::vector<AdamSlot>& slot
   }
   if (dc.empty()) return;
   if (dc.size() > 2147483647u) fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": too many chunks in one Adam step");
+  // One step size for all slots (the usual case: every parameter has taken as many steps).
+  double step_size = ds[0].step_size, inv_sqrt_bc2 = ds[0].inv_sqrt_bc2;
+  for (const DevSlot& d : ds)
+    if (d.step_size != step_size || d.inv_sqrt_bc2 != inv_sqrt_bc2) step_size = 0;
+  if (step_size > 0)
+    for (DevSlot& d : ds) d.step_size = d.inv_sqrt_bc2 = 0;
   const size_t slot_bytes = ds.size() * sizeof(DevSlot), bytes = slot_bytes + dc.size() * sizeof(DevChunk);
-  Scratch table(ctx, bytes);
-  {
-    Staging& st = staging(ctx.device.index);
-    std::lock_guard<std::mutex> lock(st.mu);
+  std::vector<char> wanted(bytes);
+  std::memcpy(wanted.data(), ds.data(), slot_bytes);
+  std::memcpy(wanted.data() + slot_bytes, dc.data(), dc.size() * sizeof(DevChunk));
+  Staging& st = staging(ctx.device.index);
+  std::lock_guard<std::mutex> lock(st.mu);
+  if (st.table_bytes != wanted) {
     if (!st.done) NX_CUDA_CHECK(cudaEventCreateWithFlags(&st.done, cudaEventDisableTiming));
-    NX_CUDA_CHECK(cudaEventSynchronize(st.done));  // the previous table has left the buffer
+    wait_for_event(st.done);  // the previous copy has left the pinned buffer
     if (st.cap < bytes) {
       if (st.host) NX_CUDA_CHECK(cudaFreeHost(st.host));
       st.host = nullptr;
@@ -114,16 +129,20 @@ void launch_adam_multi(const ExecContext& ctx, const std::vector<AdamSlot>& slot
       NX_CUDA_CHECK(cudaMallocHost(&st.host, bytes * 2));
       st.cap = bytes * 2;
     }
-    std::memcpy(st.host, ds.data(), slot_bytes);
-    std::memcpy(static_cast<char*>(st.host) + slot_bytes, dc.data(), dc.size() * sizeof(DevChunk));
-    NX_CUDA_CHECK(cudaMemcpyAsync(table.ptr, st.host, bytes, cudaMemcpyHostToDevice, stream_of(ctx)));
+    std::memcpy(st.host, wanted.data(), bytes);
+    st.table_bytes.clear();
+    st.table = std::make_unique<Scratch>(ctx, bytes);  // the old one is freed in stream order
+    NX_CUDA_CHECK(cudaMemcpyAsync(st.table->ptr, st.host, bytes, cudaMemcpyHostToDevice, stream_of(ctx)));
     NX_CUDA_CHECK(cudaEventRecord(st.done, stream_of(ctx)));
+    st.table_bytes = std::move(wanted);
   }
-  const DevSlot* d_slots = static_cast<const DevSlot*>(table.ptr);
-  const DevChunk* d_chunks = reinterpret_cast<const DevChunk*>(static_cast<const char*>(table.ptr) + slot_bytes);
+  const void* table = st.table->ptr;
+  const DevSlot* d_slots = static_cast<const DevSlot*>(table);
+  const DevChunk* d_chunks = reinterpret_cast<const DevChunk*>(static_cast<const char*>(table) + slot_bytes);
   dispatch_float(dtype, [&](auto tag) {
     using T = decltype(tag);
-    adam_multi_kernel<T><<<unsigned(dc.size()), kThreads, 0, stream_of(ctx)>>>(d_slots, d_chunks, hp);
+    adam_multi_kernel<T><<<unsigned(dc.size()), kThreads, 0, stream_of(ctx)>>>(d_slots, d_chunks, hp, step_size,
+                                                                                 inv_sqrt_bc2);
     NX_CUDA_LAUNCH_CHECK();
   });
 }

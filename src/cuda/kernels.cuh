@@ -15,6 +15,12 @@ bool attention_wgmma(const ExecContext& ctx, const AttentionParams& p, const Vie
 bool attention_backward_wgmma(const ExecContext& ctx, const AttentionParams& p, const View& q, const View& k,
                               const View& v, const View& dout, const float* lse, const float* delta, const View& dq,
                               const View& dk, const View& dv);
+// A same-size copy with 16-byte vectors when both views' innermost run (g.inner) is contiguous
+// and every row starts 16-byte aligned; false (nothing launched) otherwise (copy_rows.cu).
+bool copy_rows_vectorized(const ExecContext& ctx, const View& dst, const View& src, const Geometry<2>& g);
+// Blocks until event has completed; counted as a host sync (nx_runtime_get_host_syncs) only when
+// the device had not reached it yet, i.e. when the host really waited (staging.cu).
+void wait_for_event(cudaEvent_t event);
 // Host-to-device copy through pinned staging blocks on ctx's stream; returns before the GPU copy
 // ends (staging.cu).
 void staged_upload(const ExecContext& ctx, void* dst, const void* src, size_t n);

@@ -11,6 +11,14 @@
 #include "cuda/kernels.cuh"
 
 namespace nx::cuda {
+
+void wait_for_event(cudaEvent_t event) {
+  const cudaError_t state = cudaEventQuery(event);
+  if (state == cudaSuccess) return;
+  if (state != cudaErrorNotReady) NX_CUDA_CHECK(state);
+  count_host_sync();
+  NX_CUDA_CHECK(cudaEventSynchronize(event));
+}
 namespace {
 
 constexpr size_t kBlockBytes = size_t(8) << 20;  // a chunk: large enough for full PCIe/NVLink speed
@@ -43,7 +51,7 @@ struct StagingPool {
       return blocks.back();
     }
     PinnedBlock& b = blocks[next++ % blocks.size()];
-    NX_CUDA_CHECK(cudaEventSynchronize(b.done));
+    wait_for_event(b.done);  // the previous copy has left the pinned buffer
     return b;
   }
 };

@@ -237,7 +237,11 @@ Tensor GPT::forward_cached(const Tensor& tokens, std::vector<KVCache>* caches) {
   if (pos && start + t > cfg.context)
     fail(NX_ERR_SHAPE, current_api(), ": sequence of ", start + t, " positions exceeds the context of ", cfg.context);
   Tensor x = tok->forward(tokens);
-  if (pos) x = add(x, pos->forward(arange(double(start), double(start + t), 1, DType::I64, tokens.device())));
+  if (pos) {
+    if (!positions_.defined() || positions_.device() != tokens.device())
+      positions_ = arange(0, double(cfg.context), 1, DType::I64, tokens.device());
+    x = add(x, pos->forward(slice(positions_, 0, start, start + t, 1)));
+  }
   for (size_t i = 0; i < blocks.size(); ++i) x = blocks[i]->forward_cached(x, caches ? &(*caches)[i] : nullptr);
   x = norm->forward(x);
   return head ? head->forward(x) : matmul(x, transpose(*tok->weight, 0, 1));

@@ -206,6 +206,11 @@ class GPT : public Module {
   std::shared_ptr<Linear> head;  // null when tied
   DType dtype;
   Device device;
+
+ private:
+  // 0 .. context-1 on the device the tokens came from, made once: a step then slices it instead of
+  // uploading a new arange (an upload per step waits on the staging buffer).
+  Tensor positions_;
 };
 
 struct SampleOptions {

@@ -1,5 +1,6 @@
 #include "nn/optim.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace nx::nn {
@@ -63,46 +64,51 @@ Adam::Adam(std::vector<Tensor> params, double lr_, double b1, double b2, double 
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": betas must be in [0, 1), got ", b1, ", ", b2);
 }
 
-// The parameters with a gradient, when they can go through the multi-tensor kernel: one
-// device, one dtype, contiguous params, grads and moments of the param's dtype. Empty otherwise.
-std::vector<size_t> Adam::fusable() const {
-  std::vector<size_t> idx;
+// The parameters with a gradient that can go through the multi-tensor kernel, grouped by device
+// and dtype (one launch per group): a contiguous parameter whose gradient has its dtype and shape.
+// A strided gradient (a tied weight's, from a transposed matmul) is copied to a contiguous one
+// rather than sending every parameter down the per-op path.
+std::vector<std::vector<size_t>> Adam::fusable_groups() const {
+  std::vector<std::vector<size_t>> groups;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = grad_of(i);
-    if (!g.defined()) continue;
     const Tensor& p = params_[i];
-    const Tensor& first = params_[idx.empty() ? i : idx[0]];
-    auto fits = [&](const Tensor& t) { return !t.defined() || (t.dtype() == p.dtype() && t.is_contiguous() && t.shape() == p.shape() && t.device() == p.device()); };
-    if (p.device() != first.device() || p.dtype() != first.dtype() || !p.is_contiguous() || !fits(g) || !fits(m_[i]) ||
-        !fits(v_[i]) || m_[i].defined() != v_[i].defined())
-      return {};
-    idx.push_back(i);
+    if (!g.defined() || !p.is_contiguous() || g.dtype() != p.dtype() || g.shape() != p.shape() ||
+        g.device() != p.device() || (m_[i].defined() && !(m_[i].is_contiguous() && v_[i].is_contiguous())))
+      continue;
+    auto same = [&](const std::vector<size_t>& grp) {
+      return params_[grp[0]].device() == p.device() && params_[grp[0]].dtype() == p.dtype();
+    };
+    auto it = std::find_if(groups.begin(), groups.end(), same);
+    if (it == groups.end()) groups.push_back({i});
+    else it->push_back(i);
   }
-  return idx;
+  return groups;
 }
 
 void Adam::step() {
   GradModeGuard off(false);
   ++steps;
-  std::vector<size_t> idx = fusable();
-  if (!idx.empty()) {
+  std::vector<bool> done(params_.size(), false);
+  for (const auto& idx : fusable_groups()) {
     std::vector<Tensor> ps, gs, ms, vs;
     std::vector<int64_t> ts;
     for (size_t i : idx) {
       if (t_[i] == 0 && m_[i].defined()) t_[i] = steps - 1;  // state loaded from a file without "step.<i>"
       if (!m_[i].defined()) { m_[i] = zeros_like(params_[i]); v_[i] = zeros_like(params_[i]); }
+      Tensor g = grad_of(i);
       ps.push_back(params_[i]);
-      gs.push_back(grad_of(i));
+      gs.push_back(g.is_contiguous() ? g : contiguous(g));
       ms.push_back(m_[i]);
       vs.push_back(v_[i]);
       ts.push_back(++t_[i]);
+      done[i] = true;
     }
     adam_step_multi(ps, gs, ms, vs, ts, AdamParams{lr, beta1, beta2, eps, weight_decay, decoupled});
-    return;
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = grad_of(i);
-    if (!g.defined()) continue;
+    if (!g.defined() || done[i]) continue;
     if (t_[i] == 0 && m_[i].defined()) t_[i] = steps - 1;  // state loaded from a file without "step.<i>"
     const int64_t t = ++t_[i];
     const double bc1 = 1 - std::pow(beta1, double(t)), bc2 = 1 - std::pow(beta2, double(t));

@@ -61,7 +61,7 @@ class Adam : public Optimizer {
   // Steps taken by each parameter (torch.optim's per-parameter state['step']): a parameter
   // without a gradient at some step is skipped, and its bias corrections do not advance.
   std::vector<int64_t> t_;
-  std::vector<size_t> fusable() const;
+  std::vector<std::vector<size_t>> fusable_groups() const;
 };
 
 // Scales all gradients so that their global L2 norm is at most max_norm; returns the norm before,

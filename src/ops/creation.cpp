@@ -59,6 +59,20 @@ static Tensor random_tensor(const Shape& shape, DType dtype, Device device, bool
 Tensor rand(const Shape& shape, DType dtype, Device device) { return random_tensor(shape, dtype, device, false); }
 Tensor randn(const Shape& shape, DType dtype, Device device) { return random_tensor(shape, dtype, device, true); }
 
+// Token ids and other indices uploaded from the host: their bounds cost one scan here, and save
+// every index op on the device a range check that reads two scalars back (a host sync).
+static void record_uploaded_range(const Tensor& host, const Tensor& out) {
+  if ((host.dtype() != DType::I64 && host.dtype() != DType::I32) || host.numel() == 0) return;
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
+  const int64_t count = host.numel();
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t v = host.dtype() == DType::I64 ? host.data_as<int64_t>()[i] : host.data_as<int32_t>()[i];
+    lo = v < lo ? v : lo;
+    hi = v > hi ? v : hi;
+  }
+  out.impl()->storage->set_value_range(lo, hi);
+}
+
 Tensor to_device(const Tensor& t, Device device) {
   if (t.device() == device) return t;
   Backend& dst_be = backend(device);  // fails with a clear message when the device is unavailable
@@ -71,6 +85,7 @@ Tensor to_device(const Tensor& t, Device device) {
   const size_t n = t.nbytes();
   if (t.device().is_cpu()) {
     dst_be.upload(exec_context(device), out.data(), src.data(), n);
+    record_uploaded_range(src, out);
   } else if (device.is_cpu()) {
     backend(t.device()).download(exec_context(t.device()), out.data(), src.data(), n);
   } else {  // between two GPUs: staged through the host

@@ -43,25 +43,10 @@ Tensor unary_vjp(UnaryOp op, const Tensor& x, const Tensor& g, double p0, double
       return where(binary(BinaryOp::Le, x, zeros_like(x)), zeros_like(g), g);
     case UnaryOp::LeakyRelu:
       return mul(g, add_scalar(mul_scalar(u(UnaryOp::Step, x), 1.0 - p0), p0));
-    case UnaryOp::Gelu: {
-      // Phi(x) + x phi(x)
-      Tensor cdf = mul_scalar(add_scalar(u(UnaryOp::Erf, mul_scalar(x, M_SQRT1_2)), 1.0), 0.5);
-      Tensor pdf = mul_scalar(exp(mul_scalar(square(x), -0.5)), 0.3989422804014327);
-      return mul(g, add(cdf, mul(x, pdf)));
-    }
-    case UnaryOp::GeluTanh: {
-      const double c = 0.7978845608028654, k = 0.044715;
-      Tensor inner = mul_scalar(add(x, mul_scalar(pow_scalar(x, 3.0), k)), c);
-      Tensor t = u(UnaryOp::Tanh, inner);
-      Tensor left = mul_scalar(add_scalar(t, 1.0), 0.5);
-      Tensor dinner = mul_scalar(add_scalar(mul_scalar(square(x), 3.0 * k), 1.0), c);
-      Tensor right = mul(mul_scalar(mul(x, add_scalar(neg(square(t)), 1.0)), 0.5), dinner);
-      return mul(g, add(left, right));
-    }
-    case UnaryOp::Silu: {
-      Tensor s = u(UnaryOp::Sigmoid, x);
-      return mul(g, mul(s, add_scalar(mul(x, add_scalar(neg(s), 1.0)), 1.0)));
-    }
+    // one fused kernel each (BinaryOp::*Backward) instead of a dozen passes over memory
+    case UnaryOp::Gelu: return binary(BinaryOp::GeluBackward, g, x);
+    case UnaryOp::GeluTanh: return binary(BinaryOp::GeluTanhBackward, g, x);
+    case UnaryOp::Silu: return binary(BinaryOp::SiluBackward, g, x);
     case UnaryOp::Softplus: {
       // torch: derivative 1 above the threshold 20, sigmoid(x) below
       Tensor s = u(UnaryOp::Sigmoid, x);
@@ -88,6 +73,35 @@ Tensor unary_vjp(UnaryOp op, const Tensor& x, const Tensor& g, double p0, double
     case UnaryOp::Sign: case UnaryOp::Step: return zeros_like(g);
   }
   return zeros_like(g);
+}
+
+// f''(x) of the activations whose gradient grad * f'(x) is a fused binary op, with ops: the
+// x-gradient of that op (double backward). Computed in f32 for f16/bf16 x: its terms cancel, and
+// a dozen half-precision roundings would leave few correct bits.
+Tensor activation_second_derivative(BinaryOp op, const Tensor& x_in) {
+  const Tensor x = cast_if_needed(x_in, compute_dtype(x_in.dtype()));
+  switch (op) {
+    case BinaryOp::GeluBackward: {  // phi(x) (2 - x^2)
+      Tensor x2 = square(x);
+      return mul(mul_scalar(exp(mul_scalar(x2, -0.5)), 0.3989422804014327), add_scalar(neg(x2), 2.0));
+    }
+    case BinaryOp::GeluTanhBackward: {
+      // f = x (1 + t) / 2, t = tanh(u), u = c (x + k x^3):
+      // f'' = (1 - t^2) (u' + 3 c k x^2 - x t u'^2), u' = c (1 + 3 k x^2)
+      const double c = 0.7978845608028654, k = 0.044715;
+      Tensor x2 = square(x);
+      Tensor t = u(UnaryOp::Tanh, mul_scalar(add(x, mul_scalar(mul(x2, x), k)), c));
+      Tensor du = mul_scalar(add_scalar(mul_scalar(x2, 3.0 * k), 1.0), c);
+      Tensor inner = sub(add(du, mul_scalar(x2, 3.0 * c * k)), mul(mul(x, t), square(du)));
+      return mul(add_scalar(neg(square(t)), 1.0), inner);
+    }
+    case BinaryOp::SiluBackward: {  // s (1 - s) (2 + x (1 - 2 s)), s = sigmoid(x)
+      Tensor s = u(UnaryOp::Sigmoid, x);
+      Tensor ds = mul(s, add_scalar(neg(s), 1.0));
+      return mul(ds, add_scalar(mul(x, add_scalar(mul_scalar(s, -2.0), 1.0)), 2.0));
+    }
+    default: fail(NX_ERR_INTERNAL, "activation_second_derivative: ", op_name(op), " is no activation gradient");
+  }
 }
 
 }  // namespace
@@ -197,13 +211,16 @@ static Grads binary_vjp(BinaryOp op, const Tensor& a, const Tensor& b, const Ten
       if (needs[1]) gb = mul(mul(g, a), add_scalar(neg(square(t)), 1.0));
       break;
     }
-    case BinaryOp::SiluMul: {
-      // d/da silu(a) b = b s (1 + a (1 - s)), s = sigmoid(a); d/db = silu(a)
-      Tensor s = unary(UnaryOp::Sigmoid, a);
-      if (needs[0]) ga = mul(mul(g, b), mul(s, add_scalar(mul(a, add_scalar(neg(s), 1.0)), 1.0)));
-      if (needs[1]) gb = mul(g, mul(a, s));
+    case BinaryOp::SiluMul:  // d/da silu(a) b = b silu'(a); d/db = silu(a)
+      if (needs[0]) ga = binary(BinaryOp::SiluBackward, mul(g, b), a);
+      if (needs[1]) gb = mul(g, unary(UnaryOp::Silu, a));
       break;
-    }
+    case BinaryOp::GeluBackward: case BinaryOp::GeluTanhBackward: case BinaryOp::SiluBackward:
+      // a * f'(b) (a the gradient, b the activation's input): d/da = f'(b), this op again;
+      // d/db = a f''(b)
+      if (needs[0]) ga = binary(op, g, b);
+      if (needs[1]) gb = mul(mul(g, a), activation_second_derivative(op, b));
+      break;
     default: break;
   }
   Grads out(2);

@@ -11,11 +11,20 @@ using Grads = std::vector<Tensor>;
 void check_index_range(const Tensor& index, int64_t n, const char* what) {
   check_integer(index, "index");
   if (index.numel() == 0) return;
+  Storage& storage = *index.impl()->storage;
+  int64_t lo = 0, hi = 0;
+  if (storage.value_range(&lo, &hi) && lo >= 0 && hi < n) return;  // known bounds: no device read
   if (!index.device().is_cpu()) {
     // On a GPU: the index's range (two reductions, two scalars copied back) instead of the whole
     // index copied to the host and scanned; only an index out of range pays for the scan below,
-    // which names the first bad position.
-    if (item(amin(index, {}, false)) >= 0 && item(amax(index, {}, false)) < double(n)) return;
+    // which names the first bad position. An index covering its whole storage keeps the bounds
+    // found, so the backward's index op on the same ids does not read them again.
+    const double mn = item(amin(index, {}, false)), mx = item(amax(index, {}, false));
+    if (mn >= 0 && mx < double(n)) {
+      if (index.offset() == 0 && index.is_contiguous() && index.nbytes() == storage.nbytes)
+        storage.set_value_range(int64_t(mn), int64_t(mx));
+      return;
+    }
   }
   Tensor host = contiguous(detach(to_device(index, Device{})));
   const int64_t count = host.numel();

@@ -51,15 +51,16 @@ Tensor classification_loss(const Tensor& lp, const Tensor& target, int64_t ignor
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, int64_t ignore_index, double label_smoothing,
                      Reduction reduction) {
   Tensor logits = logits_in;
-  autocast_f32({&logits});
   check_floating(logits, "logits");
   if (logits.dim() != 2)
     fail(NX_ERR_SHAPE, current_api(), ": logits must be [N, C], got ", shape_str(logits.shape()));
-  // Without label smoothing: the fused kernel (no [N, C] log-probabilities kept).
+  // Without label smoothing: the fused kernel (no [N, C] log-probabilities kept; under autocast it
+  // reads half logits as they are and returns an f32 loss).
   if (label_smoothing == 0.0 && is_floating(logits.dtype()) && (target.dtype() == DType::I32 || target.dtype() == DType::I64)) {
     check_reduction(reduction);
     return softmax_cross_entropy(logits, target, ignore_index, reduction);
   }
+  autocast_f32({&logits});
   return classification_loss(log_softmax(logits, 1), target, ignore_index, label_smoothing, reduction);
 }
 

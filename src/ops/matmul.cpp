@@ -57,6 +57,15 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   if (a.dim() == 0 || b.dim() == 0)
     fail(NX_ERR_SHAPE, current_api(), ": both operands need at least one dimension, got ", shape_str(a.shape()),
          " and ", shape_str(b.shape()));
+  if (a.dim() >= 3 && b.dim() == 2 && a.shape().back() == b.shape()[0]) {
+    // [..., m, k] @ [k, n] as one [M, k] @ [k, n] product over all the rows (as torch folds it):
+    // one large GEMM, and b's gradient is one [k, M] @ [M, n] product instead of a batch of
+    // products summed over the batch afterwards.
+    Shape out_shape(a.shape().begin(), a.shape().end() - 1);
+    const int64_t rows = numel_of(out_shape);
+    out_shape.push_back(b.shape()[1]);
+    return reshape(matmul_nd(reshape(a, {rows, a.shape().back()}), b), out_shape);
+  }
   Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
   Tensor b2 = b.dim() == 1 ? unsqueeze(b, 1) : b;
   Tensor out = matmul_nd(a2, b2);
@@ -76,11 +85,31 @@ Tensor linear(const Tensor& x_in, const Tensor& weight_in, const Tensor& bias_in
   if (x.dtype() != weight.dtype())
     fail(NX_ERR_DTYPE, current_api(), ": x is ", dtype_name(x.dtype()), " but weight is ", dtype_name(weight.dtype()),
          " (one floating dtype for both)");
-  Tensor out = matmul(x, transpose(weight, 0, 1));
-  if (!bias.defined()) return out;
-  if (bias.dim() != 1 || bias.shape()[0] != weight.shape()[0])
+  if (bias.defined() && (bias.dim() != 1 || bias.shape()[0] != weight.shape()[0]))
     fail(NX_ERR_SHAPE, current_api(), ": bias must be [", weight.shape()[0], "], got ", shape_str(bias.shape()));
-  return add(out, bias);
+  Tensor out;
+  {
+    GradModeGuard off(false);
+    out = matmul(detach(x), transpose(detach(weight), 0, 1));
+    if (bias.defined()) out = add(out, detach(bias));
+  }
+  // One node with its own VJP, so that the weight's gradient is computed in the weight's layout
+  // (g^T x, [out, in] contiguous) rather than as the transposed gradient of W^T, and the bias's
+  // as one sum over all rows.
+  return record1("LinearBackward", out, {x, weight, bias}, {x, weight},
+                 [](const Grads& g, const Grads& s, const std::vector<bool>& needs) {
+    const Tensor &x = s[0], &w = s[1];
+    const int64_t in = w.shape()[1], outf = w.shape()[0];
+    Grads r(3);
+    if (needs[0]) r[0] = matmul(g[0], w);
+    if (needs[1] || needs[2]) {
+      const int64_t rows = x.dim() == 1 ? 1 : numel_of(Shape(x.shape().begin(), x.shape().end() - 1));
+      Tensor g2 = reshape(g[0], {rows, outf});
+      if (needs[1]) r[1] = matmul(transpose(g2, 0, 1), reshape(x, {rows, in}));
+      if (needs[2]) r[2] = sum(g2, {0}, false);
+    }
+    return r;
+  });
 }
 
 }  // namespace nx

@@ -33,37 +33,32 @@ Shape reduced_shape(const Tensor& x, const std::vector<bool>& mask, bool keepdim
   return out;
 }
 
-// Reduction kernel call; result has shape reduced_shape(keepdim) and dtype out_dtype.
+// Reduction kernel call; result has shape reduced_shape(keepdim) and dtype out_dtype. The kernels
+// read every dtype as stored (f16/bf16 widened in registers, accumulated in f32 or wider) and
+// write out_dtype directly: no f32 copy of a half input, no cast of the result.
 Tensor reduce_raw(ReduceOp op, const Tensor& x, const std::vector<bool>& mask, bool keepdim, DType out_dtype) {
   const int64_t nd = x.dim();
   Shape out_shape = reduced_shape(x, mask, keepdim);
-  Tensor src = x;
-  if (is_half(src.dtype())) src = cast(detach(src), DType::F32);
-  Tensor out = Tensor::empty(out_shape, out_dtype == DType::I64 || !is_half(out_dtype) ? out_dtype : DType::F32, x.device());
+  Tensor out = Tensor::empty(out_shape, out_dtype, x.device());
   const Kernels kernel = kernels(x.device());
   int64_t first = -1, last = -1;
   for (int64_t d = 0; d < nd; ++d)
     if (mask[size_t(d)]) { if (first < 0) first = d; last = d; }
   bool block = first >= 0;
   for (int64_t d = first; block && d <= last; ++d) block = mask[size_t(d)];
-  if (block && src.is_contiguous() && op != ReduceOp::ArgMax) {
+  if (block && x.is_contiguous() && op != ReduceOp::ArgMax) {
     int64_t outer = 1, n = 1, inner = 1;
     for (int64_t d = 0; d < nd; ++d) (d < first ? outer : d <= last ? n : inner) *= x.shape()[size_t(d)];
-    if (inner == 1) kernel.reduce_rows(op, View::of(out), View::of(src), outer, n);
-    else kernel.reduce_middle(op, View::of(out), View::of(src), outer, n, inner);
+    if (inner == 1) kernel.reduce_rows(op, View::of(out), View::of(x), outer, n);
+    else kernel.reduce_middle(op, View::of(out), View::of(x), outer, n, inner);
   } else {
     Axes order;
     for (int64_t d = 0; d < nd; ++d) if (!mask[size_t(d)]) order.push_back(d);
     int64_t rows = 1, cols = 1;
     for (int64_t d = 0; d < nd; ++d) (mask[size_t(d)] ? cols : rows) *= x.shape()[size_t(d)];
     for (int64_t d = 0; d < nd; ++d) if (mask[size_t(d)]) order.push_back(d);
-    Tensor p = contiguous(detach(nd ? permute(detach(src), order) : src));
+    Tensor p = contiguous(detach(nd ? permute(detach(x), order) : x));
     kernel.reduce_rows(op, View::of(out), View::of(p), rows, cols);
-  }
-  if (out.dtype() != out_dtype) {
-    Tensor c = Tensor::empty(out.shape(), out_dtype, out.device());
-    kernel.copy(View::of(c), View::of(out));
-    out = c;
   }
   return out;
 }

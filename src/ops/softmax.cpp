@@ -13,17 +13,17 @@ Tensor softmax_raw(const Tensor& x, int64_t axis, bool log) {
   check_floating(x, "x");
   const int64_t nd = x.dim();
   int64_t a = wrap_axis(axis, nd);
-  DType cd = compute_dtype(x.dtype());
   GradModeGuard off(false);
-  Tensor src = x.dtype() == cd ? detach(x) : cast(detach(x), cd);
+  // f16/bf16 rows go to the kernel as stored: it computes in f32 registers and rounds each
+  // output once, so there is no f32 copy of the input or the output.
+  Tensor src = detach(x);
   Tensor moved = nd ? transpose(src, a, -1) : src;
   Tensor rows = contiguous(moved);
-  Tensor out = Tensor::empty(rows.shape(), cd, x.device());
+  Tensor out = Tensor::empty(rows.shape(), x.dtype(), x.device());
   int64_t cols = nd ? rows.shape().back() : 1;
   if (out.numel())
     kernels(x.device()).softmax_rows(View::of(out), View::of(rows), out.numel() / cols, cols, log);
-  Tensor back = nd ? contiguous(transpose(out, a, -1)) : out;
-  return cd == x.dtype() ? back : cast(back, x.dtype());
+  return nd ? contiguous(transpose(out, a, -1)) : out;
 }
 
 }  // namespace

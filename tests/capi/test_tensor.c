@@ -411,6 +411,26 @@ static void test_deterministic_switch(void** state) {
   nx_tensor_free(q);
 }
 
+/* nx_runtime_get_host_syncs: the CPU never waits for a device, so CPU work and reads leave the
+ * count as it was; a NULL out is refused */
+static void test_host_sync_counter(void** state) {
+  (void)state;
+  uint64_t before = 0, after = 0;
+  NX_OK_(nx_runtime_get_host_syncs(&before));
+  const int64_t shape[2] = {64, 32};
+  nx_tensor x, y;
+  double total;
+  NX_OK_(nx_tensor_randn(&x, shape, 2, NX_F32, CPU, NULL));
+  NX_OK_(nx_sum(&y, x, NULL, 0, false, NULL));
+  NX_OK_(nx_tensor_item(y, &total, NULL));
+  NX_OK_(nx_runtime_get_host_syncs(&after));
+  assert_int_equal(after, before);
+  assert_int_equal(nx_runtime_get_host_syncs(NULL), NX_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(nx_last_error_message(), "nx_runtime_get_host_syncs"));
+  nx_tensor_free(x);
+  nx_tensor_free(y);
+}
+
 /* ---------------------------------------------------------------- f16 / bf16 */
 static void test_f16_round_trips(void** state) {
   (void)state;
@@ -1280,6 +1300,7 @@ int main(void) {
       NX_TEST(test_num_threads),
       NX_TEST(test_simd_levels),
       NX_TEST(test_deterministic_switch),
+      NX_TEST(test_host_sync_counter),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

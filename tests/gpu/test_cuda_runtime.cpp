@@ -224,6 +224,49 @@ TEST(CudaRuntime, ReducedPrecisionMatmul) {
   nx_tensor_free(a); nx_tensor_free(b); nx_tensor_free(ref); nx_tensor_free(a64); nx_tensor_free(b64);
 }
 
+// Large products with a dimension that is not a multiple of 16 bytes (GPT-2's vocabulary of 50257)
+// run on padded copies (blas.cu): the result equals the f64 product of the same half inputs.
+TEST(CudaRuntime, LargeOddSizedProductsMatchTheF64Product) {
+  REQUIRE_GPU();
+  struct Case { int64_t m, k, n; bool a_transposed; nx_dtype dt; };
+  const Case cases[] = {{1024, 1001, 1027, false, NX_BF16}, {1024, 1024, 1027, true, NX_BF16},
+                        {1027, 1024, 1024, true, NX_F16}, {1000, 1003, 1100, false, NX_F32}};
+  nx_cuda_set_tf32(false);
+  for (const Case& c : cases) {
+    int64_t as[2] = {c.a_transposed ? c.k : c.m, c.a_transposed ? c.m : c.k}, bs[2] = {c.k, c.n};
+    nx_tensor a32, b32, a, b, ag, bg, at, prod, a64, b64, ref, got32;
+    nx_random_set_seed(11);
+    OK(nx_tensor_randn(&a32, as, 2, NX_F32, kCpu, nullptr));
+    OK(nx_tensor_randn(&b32, bs, 2, NX_F32, kCpu, nullptr));
+    OK(nx_cast(&a, a32, c.dt, nullptr));  // the inputs both sides see
+    OK(nx_cast(&b, b32, c.dt, nullptr));
+    OK(nx_tensor_to(&ag, a, kGpu, nullptr));
+    OK(nx_tensor_to(&bg, b, kGpu, nullptr));
+    if (c.a_transposed) OK(nx_transpose(&at, ag, 0, 1, nullptr));
+    else OK(nx_tensor_retain(&at, ag));
+    OK(nx_matmul(&prod, at, bg, nullptr));
+    OK(nx_cast(&a64, a, NX_F64, nullptr));
+    OK(nx_cast(&b64, b, NX_F64, nullptr));
+    nx_tensor a64t;
+    if (c.a_transposed) OK(nx_transpose(&a64t, a64, 0, 1, nullptr));
+    else OK(nx_tensor_retain(&a64t, a64));
+    OK(nx_matmul(&ref, a64t, b64, nullptr));
+    OK(nx_cast(&got32, prod, NX_F32, nullptr));
+    std::vector<double> want(size_t(c.m * c.n));
+    OK(nx_tensor_copy_to_host(ref, want.data(), want.size() * 8, nullptr));
+    auto got = host(got32);
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, std::fabs(got[i] - want[i]));
+      scale = std::max(scale, std::fabs(want[i]));
+    }
+    // the output's rounding: 2^-8 of the largest value for bf16, 2^-11 for f16, f32's sums
+    const double tol = scale * (c.dt == NX_BF16 ? 1.0 / 128 : c.dt == NX_F16 ? 1.0 / 1024 : 1e-5);
+    EXPECT_LT(worst, tol) << c.m << "x" << c.k << "x" << c.n << " " << nx_dtype_name(c.dt);
+    for (nx_tensor t : {a32, b32, a, b, ag, bg, at, prod, a64, b64, a64t, ref, got32}) nx_tensor_free(t);
+  }
+}
+
 TEST(CudaRuntime, BackwardRunsOnTheGpuAndGradientsStayThere) {
   REQUIRE_GPU();
   int64_t xs[2] = {8, 16}, ws[2] = {16, 4};
@@ -241,6 +284,70 @@ TEST(CudaRuntime, BackwardRunsOnTheGpuAndGradientsStayThere) {
   EXPECT_EQ(d.type, NX_CUDA);
   for (float v : host(grad)) EXPECT_TRUE(std::isfinite(v));
   nx_tensor_free(x); nx_tensor_free(w); nx_tensor_free(y); nx_tensor_free(act); nx_tensor_free(loss); nx_tensor_free(grad);
+}
+
+}  // namespace
+
+namespace {
+
+// One training step of a small GPT as a user writes it (forward under bf16 autocast, loss, zero
+// grad, backward, AdamW): after the first steps it neither waits for the device on the host
+// (nx_runtime_get_host_syncs) nor asks the driver for memory (the caching allocator is steady).
+TEST(CudaRuntime, AutocastTrainingStepDoesNoHostSyncAndNoNewAllocation) {
+  REQUIRE_GPU();
+  nx_transformer_config cfg = {};
+  cfg.struct_size = sizeof cfg;
+  cfg.vocab = 96, cfg.context = 32, cfg.dim = 64, cfg.layers = 2, cfg.heads = 2;
+  cfg.tie_embeddings = true, cfg.activation = NX_ACTIVATION_GELU_TANH;
+  nx_module model;
+  OK(nx_gpt_create(&model, &cfg, NX_F32, kGpu, nullptr));
+  nx_tensor* params;
+  size_t nparams;
+  OK(nx_module_parameters(model, &params, &nparams));
+  nx_optimizer opt;
+  nx_adam_options o = NX_ADAM_OPTIONS_DEFAULT;
+  o.weight_decay = 0.1, o.decoupled_weight_decay = true;
+  OK(nx_adam_create(&opt, params, nparams, &o));
+  std::vector<int64_t> ids(4 * 33);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t((i * 37 + 11) % 96);
+  int64_t shape[2] = {4, 33}, flat[2] = {4 * 32, 96}, tflat[1] = {4 * 32};
+  nx_tensor all, x, y, yf;
+  OK(nx_tensor_from_data(&all, ids.data(), shape, 2, NX_I64, kGpu, nullptr));
+  OK(nx_slice(&x, all, 1, 0, 32, 1, nullptr));
+  OK(nx_slice(&y, all, 1, 1, 33, 1, nullptr));
+  OK(nx_reshape(&yf, y, tflat, 1, nullptr));
+  auto step = [&] {
+    nx_tensor logits, lf, loss;
+    OK(nx_autocast_push(NX_CUDA, NX_BF16, true));
+    OK(nx_module_forward(&logits, model, x, nullptr));
+    OK(nx_reshape(&lf, logits, flat, 2, nullptr));
+    OK(nx_cross_entropy(&loss, lf, yf, -100, 0.0, NX_REDUCTION_MEAN, nullptr));
+    OK(nx_autocast_pop());
+    OK(nx_optimizer_zero_grad(opt));
+    OK(nx_backward(loss, nullptr, nullptr, nullptr));
+    OK(nx_optimizer_step(opt, nullptr));
+    nx_tensor_free(logits); nx_tensor_free(lf); nx_tensor_free(loss);
+  };
+  for (int i = 0; i < 3; ++i) step();
+  OK(nx_stream_synchronize(nullptr));
+  uint64_t syncs_before = 0, syncs_after = 0;
+  nx_cuda_memory_stats before{}, after{};
+  before.struct_size = after.struct_size = sizeof before;
+  OK(nx_runtime_get_host_syncs(&syncs_before));
+  OK(nx_cuda_get_memory_stats(0, &before));
+  for (int i = 0; i < 5; ++i) step();
+  OK(nx_runtime_get_host_syncs(&syncs_after));
+  OK(nx_cuda_get_memory_stats(0, &after));
+  EXPECT_EQ(syncs_after, syncs_before) << "host syncs during 5 training steps";
+  EXPECT_EQ(after.num_device_allocs, before.num_device_allocs) << "cudaMalloc calls during 5 training steps";
+  // the count does move when the host does wait
+  OK(nx_stream_synchronize(nullptr));
+  OK(nx_runtime_get_host_syncs(&syncs_after));
+  EXPECT_EQ(syncs_after, syncs_before + 1);
+  nx_tensor_free(all); nx_tensor_free(x); nx_tensor_free(y); nx_tensor_free(yf);
+  nx_optimizer_free(opt);
+  nx_tensor_array_free(params, nparams);
+  nx_module_free(model);
 }
 
 }  // namespace

@@ -620,6 +620,42 @@ case("bias_gelu", lambda x, bias, approximate_tanh:
 case("mul_tanh", lambda a, b: a * torch.tanh(b), binary_variants(), bench=BIN_BENCH)
 
 
+# fused activation gradients grad * f'(x) (the backward of gelu, bias_gelu, silu and swiglu)
+def gelu_backward_ref(grad, x, approximate_tanh):
+    # torch's oneDNN kernel fails on broadcast operands ("could not create a primitive descriptor")
+    grad, x = (t.contiguous() for t in torch.broadcast_tensors(grad, x))
+    return torch.ops.aten.gelu_backward(grad, x, approximate="tanh" if approximate_tanh else "none")
+
+
+def silu_backward_ref(grad, x):
+    # torch 1.13's aten.silu_backward has no derivative of its own: the formula, differentiable
+    s = torch.sigmoid(x)
+    return grad * (s * (1 + x * (1 - s)))
+
+
+def activation_grad_variants(**attrs: Any) -> List[Variant]:
+    """grad against x: same shapes, each broadcast against the other, transposed and strided
+    operands, a 0-d operand, an empty broadcast."""
+    x = U(-4, 4)
+    return [
+        V("same_shape", grad=Arg((3, 4)), x=Arg((3, 4), x), **attrs),
+        V("x_broadcast", grad=Arg((3, 1, 4)), x=Arg((2, 4), x), **attrs),
+        V("grad_broadcast", grad=Arg((4,)), x=Arg((3, 4), x), **attrs),
+        V("transposed", grad=Arg((3, 5)), x=Arg((3, 5), x, "T"), **attrs),
+        V("strided", grad=Arg((3, 4), layout="S"), x=Arg((3, 4), x, "T"), **attrs),
+        V("scalar_operand", grad=Arg(()), x=Arg((2, 3), x), **attrs),
+        V("empty", grad=Arg((0, 4)), x=Arg((4,), x), **attrs),
+    ]
+
+
+case("gelu_backward", gelu_backward_ref,
+     activation_grad_variants(approximate_tanh=False) +
+     [Variant("tanh_" + v.name, v.args) for v in activation_grad_variants(approximate_tanh=True)],
+     bench={"grad": Arg((1024, 1024)), "x": Arg((1024, 1024)), "approximate_tanh": True})
+case("silu_backward", silu_backward_ref, activation_grad_variants(),
+     bench={"grad": Arg((1024, 1024)), "x": Arg((1024, 1024))})
+
+
 # ---------------------------------------------------------------- elementwise: in place
 def inplace_variants(other: str, **attrs: Any) -> List[Variant]:
     """x written in place: contiguous, transposed and strided targets, b broadcast into x."""
@@ -724,6 +760,24 @@ case("argmax", lambda x, axis, keepdim: torch.argmax(x, dim=axis, keepdim=bool(k
     V("empty_rows", x=Arg((0, 3)), axis=1, keepdim=False),
 ], bench={"x": Arg((1024, 1024)), "axis": 1, "keepdim": False})
 
+# Tall reductions over a leading or middle axis (few outputs, many rows: a bias gradient). CUDA
+# splits the rows into chunks combined by a second kernel; widths that are and are not a multiple
+# of a 16-byte pack, several outer slices, one chunk and many.
+def tall_reductions(**opts: Any) -> List[Variant]:
+    return [
+        V("tall_axis0", x=Arg((4096, 96)), axes=[0], keepdim=False, **opts),
+        V("tall_axis0_odd_width_keep", x=Arg((1500, 7)), axes=[0], keepdim=True, **opts),
+        V("tall_middle_keep", x=Arg((3, 2000, 5)), axes=[1], keepdim=True, **opts),
+        V("tall_leading_two", x=Arg((16, 128, 24)), axes=[0, 1], keepdim=False, **opts),
+        V("tall_short_rows", x=Arg((40, 3, 200)), axes=[1], keepdim=False, **opts),
+    ]
+
+
+for _op in ("sum", "mean", "max", "min"):
+    # max/min: thousands of uniform values, some within a finite-difference step of each other
+    _opts = {"skip": {"gradcheck": KINK}} if _op in ("max", "min") else {}
+    CASES[_op].variants = CASES[_op].variants + tall_reductions(**_opts)  # (cases share their first list)
+
 
 # ---------------------------------------------------------------- linear algebra, softmax
 MM = U(-1, 1)
@@ -782,6 +836,11 @@ def softmax_variants() -> List[Variant]:
 case("softmax", lambda x, axis: torch.softmax(x, axis), softmax_variants(), bench={"x": Arg((1024, 1024)), "axis": -1})
 case("log_softmax", lambda x, axis: torch.log_softmax(x, axis), softmax_variants(),
      bench={"x": Arg((1024, 1024)), "axis": -1})
+# rows wider than a block's registers hold (CUDA's one-pass kernel) and a wide axis 0
+WIDE_SOFTMAX = [V("wide_rows", x=Arg((3, 3000), U(-3, 3)), axis=-1), V("very_wide_rows", x=Arg((2, 9000), U(-3, 3)), axis=1),
+                V("wide_axis0", x=Arg((700, 6), U(-3, 3)), axis=0)]
+for _op in ("softmax", "log_softmax"):
+    CASES[_op].variants = CASES[_op].variants + WIDE_SOFTMAX
 
 
 # ---------------------------------------------------------------- attention
@@ -1118,6 +1177,11 @@ add_variants("gelu", V("special_values_tanh", x=Arg((8,), SPECIAL), approximate_
              V("wide_tanh", x=Arg((9, 13), U(-5, 5)), approximate_tanh=True, dtypes=WIDE))
 add_variants("pow_scalar", V("special_values_cube", x=Arg((8,), SPECIAL), exponent=3.0, dtypes=FLOAT_DTYPES,
                              ref=in_f64(CASES["pow_scalar"].ref), skip={"gradcheck": NONFINITE}))
+for _op, _attrs in [("gelu_backward", {"approximate_tanh": False}), ("gelu_backward", {"approximate_tanh": True}),
+                    ("silu_backward", {})]:
+    add_variants(_op, V("special_values" + ("_tanh" if _attrs.get("approximate_tanh") else ""), grad=Arg((8,)),
+                        x=Arg((8,), SPECIAL), dtypes=FLOAT_DTYPES, ref=in_f64(CASES[_op].ref),
+                        skip={"gradcheck": NONFINITE}, **_attrs))
 
 
 # dtype promotion pairs (like torch; ops.yaml, add's doc), each run once (the result's dtype
@@ -1154,6 +1218,27 @@ for _op, _da, _db in [("add", Grid(0.025), Grid(0.075)), ("sub", Grid(0.025), Gr
     add_variants(_op, V("transposed_3d_broadcast", a=Arg((2, 3, 4), _da, "T"), b=Arg((3, 1), _db)))
 # a matrix against a batch of matrices
 add_variants("matmul", V("2d_batched", a=Arg((3, 5), MM), b=Arg((2, 5, 4), MM)))
+# A contiguous operand against one broadcast along its leading dimensions (a bias row: CUDA's
+# i % inner path), either operand first: rows of whole 16-byte vectors, odd rows, rows shorter
+# than a vector, [1, T, D] against [B, T, D], and sizes where each CUDA thread loops several times.
+BIAS_SHAPES = [("bias_row", (6, 16), (16,)), ("bias_1n", (6, 16), (1, 16)), ("bias_3d", (2, 5, 8), (1, 5, 8)),
+               ("bias_odd_row", (7, 13), (13,)), ("bias_short_row", (5, 3), (3,)),
+               ("bias_large", (64, 264), (264,)), ("bias_large_odd", (37, 131), (131,)),
+               ("bias_large_3d", (4, 33, 64), (1, 33, 64))]
+HALF_BIAS_SUM = ("the bias gradient sums up to 64 half-rounded products where torch sums f32 ones "
+                 "(the small variants check half gradients)")
+for _op, _da, _db in [("add", STD, STD), ("sub", STD, STD), ("mul", STD, STD), ("div", STD, Away(0.5, 2.0))]:
+    for _name, _full, _bias in BIAS_SHAPES:
+        _skip = {"grad@f16": HALF_BIAS_SUM, "grad@bf16": HALF_BIAS_SUM} if "large" in _name else {}
+        add_variants(_op, V(_name, a=Arg(_full, _da), b=Arg(_bias, _db), skip=_skip),
+                     V(_name + "_first", a=Arg(_bias, _da), b=Arg(_full, _db), skip=_skip))
+# ... with operands of two floating dtypes (converted while loading)
+add_variants("add", V("bias_mixed_bf16_f32", a=Arg((37, 131), dtype="bf16"), b=Arg((131,), dtype="f32"), dtypes=("f32",)),
+             V("bias_mixed_f32_first", a=Arg((1, 16), dtype="f32"), b=Arg((6, 16), dtype="bf16"), dtypes=("f32",)))
+add_variants("sub", V("bias_mixed_f16_f64_first", a=Arg((33, 64), dtype="f16"), b=Arg((4, 33, 64), dtype="f64"),
+                      dtypes=("f64",)))
+add_variants("bias_gelu", V("tanh_large_row_bias", x=Arg((37, 131), U(-3, 3)), bias=Arg((131,), U(-1, 1)),
+                            approximate_tanh=True))
 
 # reductions: NaN propagates (max/min like torch.amax, argmax points at the first NaN), every
 # axis given explicitly and negative, exact integer sums past i32, a long f32 sum

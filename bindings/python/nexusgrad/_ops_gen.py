@@ -221,6 +221,17 @@ def mul_tanh(input: Any, other: Any) -> Tensor:
     return _wrap(_C.nx_mul_tanh(a, b, _S))
 
 
+def gelu_backward(grad_output: Any, input: Any, approximate_tanh: Any = False) -> Tensor:
+    """grad_output * gelu'(input) in one fused kernel (the tanh approximation's if approximate_tanh)."""
+    return _wrap(_C.nx_gelu_backward(_t(grad_output)._h, _t(input, grad_output)._h, bool(approximate_tanh), _S))
+
+
+def silu_backward(grad_output: Any, input: Any) -> Tensor:
+    """grad_output * silu'(input) in one fused kernel."""
+    a, b = _pair(grad_output, input)
+    return _wrap(_C.nx_silu_backward(a, b, _S))
+
+
 def sum(input: Any, dim: Any = None, keepdim: Any = False) -> Tensor:
     """Sum over dim (an int, a sequence, or None for all axes)."""
     return _wrap(_C.nx_sum(_t(input)._h, _axes(dim), bool(keepdim), _S))
@@ -287,6 +298,6 @@ def swiglu(gate: Any, up: Any) -> Tensor:
     return _wrap(_C.nx_swiglu(a, b, _S))
 
 
-__all__ = ['transpose', 'unsqueeze', 'flatten', 'contiguous', 'clone', 'add', 'sub', 'mul', 'div', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'add_scalar', 'mul_scalar', 'pow_scalar', 'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'sin', 'cos', 'tanh', 'sinh', 'cosh', 'sigmoid', 'relu', 'leaky_relu', 'silu', 'softplus', 'mish', 'add_relu', 'mul_tanh', 'sum', 'mean', 'amax', 'amin', 'matmul', 'linear', 'softmax', 'log_softmax', 'index_select', 'gather', 'mse_loss', 'rms_norm', 'swiglu']
+__all__ = ['transpose', 'unsqueeze', 'flatten', 'contiguous', 'clone', 'add', 'sub', 'mul', 'div', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'add_scalar', 'mul_scalar', 'pow_scalar', 'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'sin', 'cos', 'tanh', 'sinh', 'cosh', 'sigmoid', 'relu', 'leaky_relu', 'silu', 'softplus', 'mish', 'add_relu', 'mul_tanh', 'gelu_backward', 'silu_backward', 'sum', 'mean', 'amax', 'amin', 'matmul', 'linear', 'softmax', 'log_softmax', 'index_select', 'gather', 'mse_loss', 'rms_norm', 'swiglu']
 # Functions whose first parameter is a tensor: also Tensor methods.
 METHODS = ['transpose', 'unsqueeze', 'flatten', 'contiguous', 'clone', 'add', 'sub', 'mul', 'div', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'add_scalar', 'mul_scalar', 'pow_scalar', 'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'sin', 'cos', 'tanh', 'sinh', 'cosh', 'sigmoid', 'relu', 'leaky_relu', 'silu', 'softplus', 'mish', 'add_relu', 'mul_tanh', 'sum', 'mean', 'amax', 'amin', 'matmul', 'linear', 'softmax', 'log_softmax', 'index_select', 'gather', 'mse_loss', 'rms_norm']
