@@ -1,6 +1,8 @@
 #include "core/backend.hpp"
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <iterator>
 
 namespace nx {
@@ -51,7 +53,12 @@ static std::atomic<bool> g_deterministic{false};
 void set_deterministic(bool on) { g_deterministic = on; }
 bool deterministic() { return g_deterministic; }
 static std::atomic<uint64_t> g_host_syncs{0};
-void count_host_sync() { g_host_syncs.fetch_add(1, std::memory_order_relaxed); }
+void count_host_sync() {
+  g_host_syncs.fetch_add(1, std::memory_order_relaxed);
+  // NEXUS_TRACE_SYNCS=1 names the C API call that waited, to find a step's round trips.
+  static const bool trace = std::getenv("NEXUS_TRACE_SYNCS") != nullptr;
+  if (trace) std::fprintf(stderr, "nexus: host sync #%llu in %s\n", (unsigned long long)g_host_syncs.load(), current_api());
+}
 uint64_t host_syncs() { return g_host_syncs.load(std::memory_order_relaxed); }
 
 }  // namespace nx

@@ -77,11 +77,18 @@ __global__ void adam_multi_kernel(const DevSlot* slots, const DevChunk* chunks, 
 // The last table uploaded, kept on the device: a training loop steps the same parameters every
 // time, so from the second step on the table is reused and the step uploads nothing (the bias
 // corrections, the same for every slot then, go as kernel arguments). No host wait, no copy.
-struct Staging {
-  std::mutex mu;
+// A new table (the gradients are new tensors after zero_grad) goes through one of a ring of
+// pinned buffers, so the host waits only if the device is kRing tables behind.
+constexpr int kRing = 4;
+struct PinnedBuffer {
   void* host = nullptr;
   size_t cap = 0;
-  cudaEvent_t done = nullptr;
+  cudaEvent_t done = nullptr;  // the copy out of it has ended
+};
+struct Staging {
+  std::mutex mu;
+  PinnedBuffer ring[kRing];
+  int next = 0;
   std::vector<char> table_bytes;  // what `table` holds
   std::unique_ptr<Scratch> table;
 };
@@ -120,20 +127,22 @@ void launch_adam_multi(const ExecContext& ctx, const std::vector<AdamSlot>& slot
   Staging& st = staging(ctx.device.index);
   std::lock_guard<std::mutex> lock(st.mu);
   if (st.table_bytes != wanted) {
-    if (!st.done) NX_CUDA_CHECK(cudaEventCreateWithFlags(&st.done, cudaEventDisableTiming));
-    wait_for_event(st.done);  // the previous copy has left the pinned buffer
-    if (st.cap < bytes) {
-      if (st.host) NX_CUDA_CHECK(cudaFreeHost(st.host));
-      st.host = nullptr;
-      st.cap = 0;
-      NX_CUDA_CHECK(cudaMallocHost(&st.host, bytes * 2));
-      st.cap = bytes * 2;
+    PinnedBuffer& pb = st.ring[st.next];
+    st.next = (st.next + 1) % kRing;
+    if (!pb.done) NX_CUDA_CHECK(cudaEventCreateWithFlags(&pb.done, cudaEventDisableTiming));
+    wait_for_event(pb.done);  // its previous copy has left it
+    if (pb.cap < bytes) {
+      if (pb.host) NX_CUDA_CHECK(cudaFreeHost(pb.host));
+      pb.host = nullptr;
+      pb.cap = 0;
+      NX_CUDA_CHECK(cudaMallocHost(&pb.host, bytes * 2));
+      pb.cap = bytes * 2;
     }
-    std::memcpy(st.host, wanted.data(), bytes);
+    std::memcpy(pb.host, wanted.data(), bytes);
     st.table_bytes.clear();
     st.table = std::make_unique<Scratch>(ctx, bytes);  // the old one is freed in stream order
-    NX_CUDA_CHECK(cudaMemcpyAsync(st.table->ptr, st.host, bytes, cudaMemcpyHostToDevice, stream_of(ctx)));
-    NX_CUDA_CHECK(cudaEventRecord(st.done, stream_of(ctx)));
+    NX_CUDA_CHECK(cudaMemcpyAsync(st.table->ptr, pb.host, bytes, cudaMemcpyHostToDevice, stream_of(ctx)));
+    NX_CUDA_CHECK(cudaEventRecord(pb.done, stream_of(ctx)));
     st.table_bytes = std::move(wanted);
   }
   const void* table = st.table->ptr;

@@ -131,6 +131,9 @@ Tensor cast(const Tensor& x, DType dtype) {
 Tensor clone(const Tensor& x) {
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   kernels(x.device()).copy(View::of(out), View::of(x));
+  int64_t lo = 0, hi = 0;  // a copy of part of ids with known bounds is within them too
+  if (!is_floating(x.dtype()) && x.numel() && x.impl()->storage->value_range(&lo, &hi))
+    out.impl()->storage->set_value_range(lo, hi);
   return record1("CloneBackward", out, {x}, {}, [](const auto& g, const auto&, const auto&) {
     return std::vector<Tensor>{g[0]};
   });
