@@ -110,8 +110,10 @@ int main(int argc, char** argv) {
   uint64_t syncs_at_end = 0;
   CHECK(nx_runtime_get_host_syncs(&syncs_at_end));
   CHECK(nx_cuda_get_memory_stats(0, &mem));
-  /* The syncs of the timed steps, less the final synchronize and the last loss read. */
-  const double syncs_per_step = (double)(syncs_at_end - syncs_at_start - 2) / (double)steps;
+  /* The syncs of the timed steps, less the final synchronize, the last loss read and the phase
+   * timings' own three synchronizes per step. */
+  const double syncs_per_step =
+      (double)(syncs_at_end - syncs_at_start - 2 - (phases ? 3 * (uint64_t)steps : 0)) / (double)steps;
   printf("RESULT impl=nexus mode=%s batch=%lld seq=%lld ms=%.2f tokens_per_s=%.0f peak_gib=%.2f "
          "device_allocs=%llu syncs_per_step=%.2f loss0=%.4f loss=%.4f\n",
          bf16 ? "bf16" : "f32", (long long)batch, (long long)seq, 1e3 * elapsed / (double)steps,
