@@ -208,7 +208,9 @@ NX_API nx_status nx_tensor_zeros(nx_tensor* out, const int64_t* shape, size_t nd
                                  nx_dtype dtype, nx_device device, nx_stream stream);
 NX_API nx_status nx_tensor_ones(nx_tensor* out, const int64_t* shape, size_t ndim,
                                 nx_dtype dtype, nx_device device, nx_stream stream);
-/* Every element equal to value (converted to dtype). */
+/* Every element equal to value (converted to dtype; fractions truncate). A value the dtype cannot
+ * hold (NaN or out of range for an integer dtype, finite beyond a half or f32 range) is refused
+ * with NX_ERR_INVALID_ARGUMENT, as torch.full refuses it. */
 NX_API nx_status nx_tensor_full(nx_tensor* out, const int64_t* shape, size_t ndim, double value,
                                 nx_dtype dtype, nx_device device, nx_stream stream);
 /* Standard normal samples. Reproducible for a given seed, independent of the thread count. */
@@ -297,7 +299,8 @@ NX_API nx_status nx_split(nx_tensor* outs, nx_tensor x, const int64_t* sizes, si
 
 /* ---------------------------------------------------------------- elementwise */
 /* Binary ops broadcast like NumPy/PyTorch and promote dtypes like PyTorch
- * (bool < i32 < i64 < f16/bf16 < f32 < f64; f16 with bf16 gives f32). Half types compute in f32. */
+ * (bool < i32 < i64 < f16/bf16 < f32 < f64; f16 with bf16 gives f32). Half types compute in f32.
+ * Integer arithmetic wraps modulo 2^bits, as PyTorch's does (INT32_MAX + 1 == INT32_MIN). */
 NX_API nx_status nx_add(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
 NX_API nx_status nx_sub(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
 NX_API nx_status nx_mul(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream);
@@ -357,7 +360,10 @@ NX_API nx_status nx_gelu_backward(nx_tensor* out, nx_tensor grad, nx_tensor x,
 NX_API nx_status nx_silu_backward(nx_tensor* out, nx_tensor grad, nx_tensor x, nx_stream stream);
 /* In-place: modify x's storage and bump its version counter. Autodiff detects when a tensor it
  * saved for backward was changed this way and fails backward with NX_ERR_STATE. x must not be a
- * leaf that requires grad (NX_ERR_STATE). b broadcasts to x's shape. */
+ * leaf that requires grad (NX_ERR_STATE). b broadcasts to x's shape. Refused as in PyTorch: a
+ * result x's dtype cannot hold without changing kind (floating into integer or bool, integer
+ * into bool; NX_ERR_DTYPE: nx_copy_ converts), and an x with a stride-0 dimension of size > 1,
+ * an expanded view (NX_ERR_INVALID_ARGUMENT; nx_copy_ too). */
 NX_API nx_status nx_add_(nx_tensor x, nx_tensor b, nx_stream stream);
 NX_API nx_status nx_mul_(nx_tensor x, nx_tensor b, nx_stream stream);
 NX_API nx_status nx_mul_scalar_(nx_tensor x, double value, nx_stream stream);
@@ -365,7 +371,7 @@ NX_API nx_status nx_mul_scalar_(nx_tensor x, double value, nx_stream stream);
 NX_API nx_status nx_copy_(nx_tensor x, nx_tensor src, nx_stream stream);
 
 /* ---------------------------------------------------------------- reductions */
-/* Reduce over naxes axes (naxes 0 = all axes); keepdim keeps them as size 1. */
+/* Reduce over naxes axes (naxes 0 = all axes, at most 1024); keepdim keeps them as size 1. */
 NX_API nx_status nx_sum(nx_tensor* out, nx_tensor x, const int64_t* axes, size_t naxes,
                         bool keepdim, nx_stream stream);
 NX_API nx_status nx_mean(nx_tensor* out, nx_tensor x, const int64_t* axes, size_t naxes,
@@ -558,7 +564,11 @@ NX_API void nx_graph_free(nx_graph g);
 
 /* ---------------------------------------------------------------- SafeTensors I/O */
 /* Reads and validates a .safetensors file (header bounds, offsets inside the file, no overlaps
- * or holes, shape times dtype size equal to byte length); malformed files give NX_ERR_IO. */
+ * or holes, shape times dtype size equal to byte length); malformed files give NX_ERR_IO.
+ * The rules are the safetensors crate's (strict UTF-8 JSON, overflow-checked sizes), plus:
+ * duplicate keys and names or metadata holding NUL (\u0000, unreachable from C) are refused.
+ * The file is read whole at open, never mapped: truncating it later cannot fault (no SIGBUS);
+ * a file cut while it is read gives NX_ERR_IO. Details: docs/hostile_files.md. */
 NX_API nx_status nx_safetensors_open(nx_safetensors* out, const char* path);
 NX_API nx_status nx_safetensors_count(nx_safetensors st, size_t* out);
 /* Name of tensor i (in file order); valid while st lives. */
@@ -570,7 +580,10 @@ NX_API nx_status nx_safetensors_get(nx_tensor* out, nx_safetensors st, const cha
 NX_API nx_status nx_safetensors_metadata(nx_safetensors st, const char* key, const char** out);
 NX_API void nx_safetensors_free(nx_safetensors st);
 /* Writes n named tensors to path (contiguous, little-endian, sorted by name as the format's
- * reference implementation does). */
+ * reference implementation does). Like every save (nx_module_save, nx_optimizer_save,
+ * nx_tokenizer_save), atomic: the file is written beside path, fsynced and renamed over it, so a
+ * kill or a crash leaves the old file or the new one, never a truncated one; on any failure
+ * (a full disk included) NX_ERR_IO names path and the reason, and the old file is unchanged. */
 NX_API nx_status nx_safetensors_save(const char* path, const char* const* names,
                                      const nx_tensor* tensors, size_t n);
 
@@ -647,7 +660,9 @@ NX_API nx_status nx_tensor_to_dlpack(nx_dl_managed_tensor** out, nx_tensor t);
  * NX_DL_FLAG_IS_COPIED before handing the struct on). */
 NX_API nx_status nx_tensor_to_dlpack_versioned(nx_dl_managed_tensor_versioned** out, nx_tensor t);
 /* Wraps the memory described by managed as a tensor without copying (kDLCPU or kDLCUDA; dtypes
- * float16/32/64, bfloat16, int32/64, bool; lanes 1; strides >= 0 or NULL). On success the new
+ * float16/32/64, bfloat16, int32/64, bool; lanes 1; strides >= 0 or NULL; an element count or a
+ * byte extent past int64 is NX_ERR_SHAPE, one that wraps the address space NX_ERR_INVALID_ARGUMENT).
+ * On success the new
  * tensor (and every view of it) owns managed and calls managed->deleter once when the last of them
  * is freed. On failure managed is left untouched and still belongs to the caller. */
 NX_API nx_status nx_tensor_from_dlpack(nx_tensor* out, nx_dl_managed_tensor* managed);
@@ -670,6 +685,7 @@ NX_API nx_status nx_layer_norm_create(nx_module* out, int64_t dim, double eps, n
                                       nx_device device, nx_stream stream);
 NX_API nx_status nx_rms_norm_create(nx_module* out, int64_t dim, double eps, nx_dtype dtype,
                                     nx_device device, nx_stream stream);
+/* p in [0, 1) (NaN is refused); layer and RMS norms need dim > 0 and a finite eps >= 0. */
 NX_API nx_status nx_dropout_create(nx_module* out, double p);
 /* name: any unary op of the op registry without a parameter (relu, gelu, gelu_tanh, silu, softplus,
  * sigmoid, tanh...), or leaky_relu (slope 0.01), swish (silu), gcu (x cos x), gaussian (exp(-x^2)),
@@ -708,6 +724,11 @@ typedef struct {
   double dropout;
   /* 1.1 (appended, rule 4: a struct_size without it means NX_ACTIVATION_GELU) */
   nx_activation activation;
+  /* 1.2 (appended; without it: 0). Gradient checkpointing of every n-th block (block i when
+   * i % n == 0; 1: all, 0: none): in training mode with grad on, the block keeps only its input and
+   * runs again inside backward (nx_checkpoint's mechanism), trading compute for activation memory.
+   * int64_t, not bool: a field in the 1.1 struct's tail padding could not be told apart. */
+  int64_t checkpoint_every;
 } nx_transformer_config;
 /* Pre-norm block: x + attn(norm(x)), then x + ffn(norm(x)); uses dim, heads, kv_heads, ffn_hidden,
  * alibi, rope, swiglu, rms_norm, dropout of config. */
@@ -727,20 +748,23 @@ NX_API nx_status nx_module_to(nx_module m, nx_device device, nx_stream stream);
 /* Training mode (dropout active; the default) or evaluation mode, of m and its children. */
 NX_API nx_status nx_module_set_training(nx_module m, bool training);
 NX_API nx_status nx_module_get_training(nx_module m, bool* out);
-/* State dict as SafeTensors (names = parameter names); load checks names, shapes and dtypes. */
+/* State dict as SafeTensors (names = parameter names); save is atomic (see nx_safetensors_save).
+ * Load checks every name, shape and dtype before it changes any parameter: all or nothing. */
 NX_API nx_status nx_module_save(nx_module m, const char* path);
 NX_API nx_status nx_module_load(nx_module m, const char* path);
 NX_API void nx_module_free(nx_module m);
 
 typedef struct {
   uint32_t struct_size; /* sizeof(nx_sample_config) */
-  double temperature;   /* 0: greedy */
-  int64_t top_k;        /* 0: off */
-  double top_p;         /* 1: off */
+  double temperature;   /* 0: greedy; finite, >= 0 */
+  int64_t top_k;        /* 0: off; >= 0 */
+  double top_p;         /* 1: off; in [0, 1] */
   uint64_t seed;
 } nx_sample_config;
 /* Generates new_tokens tokens after the prompt with a preallocated per-layer KV cache; writes
- * the prompt followed by the new tokens as a [1, n + new_tokens] NX_I64 CPU tensor. */
+ * the prompt followed by the new tokens as a [1, n + new_tokens] NX_I64 CPU tensor. The model
+ * reads n + new_tokens - 1 positions, at most its context (else NX_ERR_SHAPE, for every position
+ * encoding); NaN logits are NX_ERR_STATE. Whatever happens, the training flag is left as it was. */
 NX_API nx_status nx_gpt_generate(nx_tensor* out, nx_module gpt, const int64_t* prompt, size_t n,
                                  int64_t new_tokens, const nx_sample_config* config, nx_stream stream);
 
@@ -748,7 +772,8 @@ NX_API nx_status nx_gpt_generate(nx_tensor* out, nx_module gpt, const int64_t* p
 typedef struct nx_optimizer_s* nx_optimizer;
 /* The optimizers update the n tensors given (leaves that require grad), e.g. a module's
  * parameters; they keep their own references. torch.optim semantics; NULL options: PyTorch's
- * defaults (the NX_*_OPTIONS_DEFAULT macros). */
+ * defaults (the NX_*_OPTIONS_DEFAULT macros). Refused like torch.optim's, NaN included: lr,
+ * momentum, eps, weight_decay < 0, betas outside [0, 1) (NX_ERR_INVALID_ARGUMENT). */
 typedef struct {
   uint32_t struct_size; /* sizeof(nx_sgd_options) */
   double lr, momentum;
@@ -769,7 +794,9 @@ NX_API nx_status nx_optimizer_step(nx_optimizer opt, nx_stream stream);
 NX_API nx_status nx_optimizer_zero_grad(nx_optimizer opt);
 NX_API nx_status nx_optimizer_set_lr(nx_optimizer opt, double lr);
 NX_API nx_status nx_optimizer_get_lr(nx_optimizer opt, double* out);
-/* Optimizer state (moments, step count) as SafeTensors. */
+/* Optimizer state (moments, step count) as SafeTensors; save is atomic (see nx_safetensors_save).
+ * Load is all or nothing: it refuses moments that are not floating or not of their parameter's
+ * shape, step counts that are not non-negative integers, and entries the optimizer lacks. */
 NX_API nx_status nx_optimizer_save(nx_optimizer opt, const char* path);
 NX_API nx_status nx_optimizer_load(nx_optimizer opt, const char* path);
 NX_API void nx_optimizer_free(nx_optimizer opt);
@@ -830,9 +857,13 @@ NX_API void nx_grad_scaler_free(nx_grad_scaler scaler);
 typedef struct nx_tokenizer_s* nx_tokenizer;
 /* Byte-level tokenizer: 256 tokens, one per byte. */
 NX_API nx_status nx_tokenizer_bytes_create(nx_tokenizer* out);
-/* Byte-pair encoding learned from len bytes of text up to vocab_size tokens (>= 256). */
+/* Byte-pair encoding learned from len bytes of text up to vocab_size tokens (>= 256); merges
+ * that would pass nx_tokenizer_load's bounds are not learned, so every result loads. */
 NX_API nx_status nx_tokenizer_bpe_train(nx_tokenizer* out, const char* text, size_t len, int64_t vocab_size);
+/* Loads a file written by nx_tokenizer_save; anything else (junk in a number, extra lines, a
+ * piece over 64 KiB, pieces over 64 MiB in all, over 2^20 merges) gives NX_ERR_IO. */
 NX_API nx_status nx_tokenizer_load(nx_tokenizer* out, const char* path);
+/* Atomic, as nx_safetensors_save. */
 NX_API nx_status nx_tokenizer_save(nx_tokenizer tok, const char* path);
 NX_API nx_status nx_tokenizer_vocab_size(nx_tokenizer tok, int64_t* out);
 /* Encodes len bytes into a NX_I64 CPU tensor of token ids (1-d). */

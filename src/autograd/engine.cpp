@@ -21,9 +21,21 @@ static bool all_finite(const Tensor& t) {
   return v == v;
 }
 
+static thread_local bool tls_accumulating = false;
+bool backward_accumulates() { return tls_accumulating; }
+
+namespace {
+struct AccumulatingGuard {
+  bool previous;
+  explicit AccumulatingGuard(bool on) : previous(tls_accumulating) { tls_accumulating = on; }
+  ~AccumulatingGuard() { tls_accumulating = previous; }
+};
+}  // namespace
+
 std::vector<Tensor> run_backward(const Tensor& root, Tensor grad, const BackwardOptions& opt,
                                  const std::vector<Tensor>& inputs) {
   const char* api = current_api();
+  AccumulatingGuard accumulating(opt.accumulate);
   // The VJPs follow the dtypes the forward recorded: autocast does not apply to them.
   AutocastStateGuard no_autocast(autocast_suspended());
   if (!root.requires_grad())

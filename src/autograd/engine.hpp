@@ -19,4 +19,9 @@ struct BackwardOptions {
 std::vector<Tensor> run_backward(const Tensor& root, Tensor grad, const BackwardOptions& options,
                                  const std::vector<Tensor>& inputs = {});
 
+// Whether the backward running on this thread accumulates into leaves' .grad (nx_backward) or
+// only collects gradients of given inputs (nx_autograd_grad); false outside a backward. A VJP that
+// runs a backward of its own (gradient checkpointing) follows it.
+bool backward_accumulates();
+
 }  // namespace nx

@@ -1,5 +1,6 @@
 // C API: autodiff (requires_grad, backward, grad, jvp, no-grad mode), checkpointing and the
 // graph object.
+#include "autograd/checkpoint.hpp"
 #include "autograd/engine.hpp"
 #include "capi/capi.hpp"
 #include "ops/autocast.hpp"
@@ -194,51 +195,12 @@ nx_status nx_checkpoint(nx_tensor* outputs, size_t noutputs, const nx_tensor* in
     if (!fn) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": fn is NULL");
     if (!noutputs) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": noutputs must be at least 1");
     if (!inputs && ninputs) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": inputs is NULL");
-    std::vector<Tensor> ins, detached;
-    for (size_t i = 0; i < ninputs; ++i) {
-      ins.push_back(unwrap(inputs[i], "an element of inputs"));
-      detached.push_back(detach(ins.back()));
-    }
+    std::vector<Tensor> ins;
+    for (size_t i = 0; i < ninputs; ++i) ins.push_back(unwrap(inputs[i], "an element of inputs"));
     if (!ins.empty()) check_stream(stream, ins[0].device());
-    std::vector<Tensor> outs;
-    {
-      GradModeGuard off(false);
-      for (const Tensor& t : call_segment(fn, user_data, detached, noutputs)) outs.push_back(detach(t));
-    }
-    outs = record("CheckpointBackward", outs, ins, ins, [fn, user_data, noutputs, forward_autocast = autocast_state()](
-                                                            const auto& g, const auto& saved, const auto&) {
-      // Rebuild the segment's graph from the saved inputs, under the autocast state of the first
-      // run (backward suspends autocast), then backpropagate through it.
-      std::vector<Tensor> leaves;
-      for (const Tensor& s : saved) {
-        Tensor leaf = detach(s);
-        leaf.impl()->requires_grad = is_floating(leaf.dtype());
-        leaves.push_back(leaf);
-      }
-      GradModeGuard on(true);
-      std::vector<Tensor> redo;
-      {
-        AutocastStateGuard as_first(forward_autocast);
-        redo = call_segment(fn, user_data, leaves, noutputs);
-      }
-      Tensor total;
-      for (size_t i = 0; i < redo.size(); ++i) {
-        if (!redo[i].requires_grad()) continue;
-        Tensor term = sum(mul(redo[i], g[i]), {}, false);
-        total = total.defined() ? add(total, term) : term;
-      }
-      std::vector<Tensor> grads(leaves.size());
-      if (!total.defined()) return grads;
-      BackwardOptions opt;
-      opt.accumulate = false;
-      std::vector<Tensor> wanted;
-      std::vector<size_t> where;
-      for (size_t i = 0; i < leaves.size(); ++i)
-        if (leaves[i].requires_grad()) { wanted.push_back(leaves[i]); where.push_back(i); }
-      auto got = run_backward(total, Tensor(), opt, wanted);
-      for (size_t i = 0; i < where.size(); ++i) grads[where[i]] = got[i];
-      return grads;
-    });
+    std::vector<Tensor> outs = checkpoint(
+        [fn, user_data, noutputs](const std::vector<Tensor>& xs) { return call_segment(fn, user_data, xs, noutputs); },
+        ins);
     for (size_t i = 0; i < noutputs; ++i) outputs[i] = wrap(outs[i]);
   });
 }

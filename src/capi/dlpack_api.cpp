@@ -15,6 +15,7 @@
 #include <memory>
 
 #include "capi/capi.hpp"
+#include "core/int_math.hpp"
 
 using namespace nx;
 using namespace nx::capi;
@@ -147,19 +148,29 @@ void import_tensor(nx_tensor* out, M* managed) {
     if (s < 0) fail(NX_ERR_SHAPE, current_api(), ": negative dimension in shape ", shape_str(shape));
   Shape strides = dl.strides ? Shape(dl.strides, dl.strides + dl.ndim) : contiguous_strides(shape);
   const int64_t n = numel_of(shape);
-  // Extent of the addressed memory, in elements past element 0.
+  // Extent of the addressed memory, in elements past element 0. Every product and sum is
+  // checked: strides whose extent overflows were accepted and the first read then crashed.
   int64_t last = 0;
   for (int i = 0; i < dl.ndim; ++i) {
     if (shape[size_t(i)] > 1 && strides[size_t(i)] < 0)
       fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": negative strides are not supported (strides ",
            shape_str(strides), ")");
-    if (shape[size_t(i)] > 1) last += (shape[size_t(i)] - 1) * strides[size_t(i)];
+    if (shape[size_t(i)] > 1)
+      last = checked_add(last, checked_mul(shape[size_t(i)] - 1, strides[size_t(i)], "the extent of the strides"),
+                         "the extent of the strides");
     if (strides[size_t(i)] < 0) strides[size_t(i)] = 0;  // unused on a dimension of size <= 1
   }
   if (!dl.data && n > 0) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": data is NULL");
   const size_t esize = dtype_size(dt);
-  void* first = static_cast<char*>(dl.data) + dl.byte_offset;
-  const size_t extent = n > 0 ? size_t(last + 1) * esize : 0;
+  // The bytes addressed, from element 0, must fit a byte offset (int64) and the address space.
+  const int64_t extent_bytes =
+      n > 0 ? checked_mul(checked_add(last, 1, "the extent of the strides"), int64_t(esize), "the extent in bytes") : 0;
+  const uintptr_t base = reinterpret_cast<uintptr_t>(dl.data);
+  if (n > 0 && (dl.byte_offset > UINTPTR_MAX - base || uint64_t(extent_bytes) > UINTPTR_MAX - base - dl.byte_offset))
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": data ", dl.data, " + byte_offset ", dl.byte_offset, " + ",
+         extent_bytes, " bytes of extent wraps around the address space");
+  void* first = n > 0 ? static_cast<char*>(dl.data) + dl.byte_offset : dl.data;
+  const size_t extent = size_t(extent_bytes);
 
   // A Storage that does not own its memory (see the comment at the top of this file). The
   // producer's deleter runs only once the handle exists ("armed"): if anything below fails,

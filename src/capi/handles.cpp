@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "capi/capi.hpp"
 
 namespace nx::capi {
@@ -65,13 +67,18 @@ void check_stream(nx_stream stream, Device device) {
 
 std::vector<int64_t> axes_arg(const int64_t* axes, size_t naxes) {
   if (naxes && !axes) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": axes is NULL but naxes is ", naxes);
+  // A tensor has at most 1024 dimensions (dims_arg): more axes than that is a bad axis list, not
+  // a vector too long to allocate (which used to surface as NX_ERR_INTERNAL).
+  if (naxes > 1024) fail(NX_ERR_SHAPE, current_api(), ": naxes ", naxes, " is not plausible (at most 1024)");
   return std::vector<int64_t>(axes, axes + naxes);
 }
 
 std::vector<Tensor> tensor_list(const nx_tensor* xs, size_t n) {
   if (!xs) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": the tensor array is NULL");
   std::vector<Tensor> v;
-  v.reserve(n);
+  // n is the caller's count: a bad one is found at its first bad handle below, not turned into
+  // an allocation of SIZE_MAX elements (std::length_error, which surfaced as NX_ERR_INTERNAL)
+  v.reserve(std::min<size_t>(n, 4096));
   for (size_t i = 0; i < n; ++i) v.push_back(unwrap(xs[i], "an element of the tensor array"));
   return v;
 }

@@ -90,6 +90,9 @@ nn::GPTConfig gpt_config(const nx_transformer_config& c) {
   g.kv_heads = c.kv_heads; g.ffn_hidden = c.ffn_hidden; g.alibi = c.alibi; g.rope = c.rope; g.swiglu = c.swiglu;
   g.rms_norm = c.rms_norm; g.tie_embeddings = c.tie_embeddings; g.dropout = c.dropout;
   g.activation = activation_name(c.activation);
+  if (c.checkpoint_every < 0)
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": config->checkpoint_every must be >= 0, got ", c.checkpoint_every);
+  g.checkpoint_every = c.checkpoint_every;
   if (g.vocab <= 0 || g.context <= 0 || g.dim <= 0 || g.layers < 0 || g.heads <= 0 || g.dim % g.heads)
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": invalid transformer config (vocab ", g.vocab, ", context ", g.context,
          ", dim ", g.dim, ", layers ", g.layers, ", heads ", g.heads, "): sizes must be positive and dim divisible by heads");
@@ -134,7 +137,7 @@ nx_status nx_rms_norm_create(nx_module* out, int64_t dim, double eps, nx_dtype d
 }
 nx_status nx_dropout_create(nx_module* out, double p) {
   return create("nx_dropout_create", out, [&] {
-    if (p < 0 || p >= 1) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": p must be in [0, 1), got ", p);
+    if (!(p >= 0 && p < 1)) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": p must be in [0, 1), got ", p);  // NaN too
     return std::make_shared<nn::Dropout>(p);
   });
 }
@@ -208,6 +211,7 @@ nx_status nx_transformer_block_create(nx_module* out, const nx_transformer_confi
     b.attn.dim = g.dim; b.attn.heads = g.heads; b.attn.kv_heads = g.kv_heads; b.attn.alibi = g.alibi; b.attn.rope = g.rope;
     b.ffn_hidden = g.ffn_hidden; b.swiglu = g.swiglu; b.rms_norm = g.rms_norm; b.dropout = g.dropout;
     b.activation = g.activation;
+    b.checkpoint = g.checkpoint_every > 0;
     return std::make_shared<nn::TransformerBlock>(b, p.dtype, p.device);
   });
 }

@@ -1,6 +1,7 @@
 // C API: version, errors, runtime settings, streams, tensor creation and inspection.
 #include <omp.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "capi/capi.hpp"
@@ -16,6 +17,26 @@ using namespace nx::capi;
 namespace {
 
 using Maker = Tensor (*)(const Shape&, DType, Device);
+
+// A fill value the dtype cannot hold is refused, as torch.full refuses it ("value cannot be
+// converted to type ... without overflow"): NaN or a value past the range of an integer dtype,
+// a finite value past the largest finite value of a narrower floating dtype. Fractions truncate.
+void check_fill_value(double v, DType dt) {
+  double lo = 0, hi = 0;  // the open interval of representable values (integers) or +-max (floats)
+  bool integral = true;
+  switch (dt) {
+    case DType::I32: lo = -2147483649.0, hi = 2147483648.0; break;
+    case DType::I64: lo = -9223372036854777856.0, hi = 9223372036854775808.0; break;  // the doubles around int64
+    case DType::F32: integral = false, hi = 3.4028234663852886e38; break;
+    case DType::F16: integral = false, hi = 65504.0; break;
+    case DType::BF16: integral = false, hi = 3.3895313892515355e38; break;
+    default: return;  // f64 holds every double, bool every value (nonzero is true)
+  }
+  const bool ok = integral ? (v > lo && v < hi) : (!std::isfinite(v) || std::fabs(v) <= hi);
+  if (!ok)
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": value ", v, " cannot be converted to ", dtype_name(dt),
+         " without overflow");
+}
 
 nx_status make_tensor(const char* api, nx_tensor* out, const int64_t* shape, size_t ndim, nx_dtype dtype,
                       nx_device device, nx_stream stream, Maker maker) {
@@ -202,6 +223,7 @@ nx_status nx_tensor_full(nx_tensor* out, const int64_t* shape, size_t ndim, doub
     DType dt = dtype_arg(dtype);
     Device dev = device_arg(device);
     check_stream(stream, dev);
+    check_fill_value(value, dt);
     *out = wrap(full(s, value, dt, dev));
   });
 }

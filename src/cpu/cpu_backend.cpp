@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/int_math.hpp"
 #include "core/philox.hpp"
 #include "cpu/simd.hpp"
 #include "core/strided.hpp"
@@ -40,12 +41,21 @@ using S = std::vector<int64_t>;
 template <class T> double to_f64(T v) { return double(v); }
 template <> double to_f64(Half v) { return f16_to_f32(v.bits); }
 template <> double to_f64(BFloat16 v) { return bf16_to_f32(v.bits); }
-template <class T> T from_f64(double v) { return T(v); }
+// Integers: NaN gives 0, values past int64 saturate, the rest wrap modulo 2^bits (a plain
+// conversion of an out-of-range double is undefined behaviour).
+template <class T> T from_f64(double v) {
+  if constexpr (std::is_integral_v<T>) return wrapping_from_double<T>(v);
+  else return T(v);
+}
 template <> bool from_f64(double v) { return v != 0.0; }
 template <> Half from_f64(double v) { return Half{f32_to_f16(float(v))}; }
 template <> BFloat16 from_f64(double v) { return BFloat16{f32_to_bf16(float(v))}; }
 // f32 -> half without the detour through double (which could double-round).
-template <class D, class Src> D convert(Src v) { return from_f64<D>(to_f64(v)); }
+// Integer to integer directly (modular, exact for every int64), not through a double.
+template <class D, class Src> D convert(Src v) {
+  if constexpr (std::is_integral_v<D> && std::is_integral_v<Src> && !std::is_same_v<D, bool>) return D(v);
+  else return from_f64<D>(to_f64(v));
+}
 template <> Half convert(float v) { return Half{f32_to_f16(v)}; }
 template <> BFloat16 convert(float v) { return BFloat16{f32_to_bf16(v)}; }
 template <> int64_t convert(int64_t v) { return v; }
@@ -205,17 +215,21 @@ class CpuBackend final : public Backend {
 
   template <class T>
   void unary_int(UnaryOp op, const View& dst, const View& src, double p0, double p1) {
+    // Wrapping arithmetic (integer tensors wrap like PyTorch's, without signed overflow); the
+    // scalars converted once, without undefined out-of-range conversions.
+    const T s0 = wrapping_from_double<T>(p0);
+    const T lo = saturating_from_double<T>(p0), hi = saturating_from_double<T>(p1);
     auto f = [&](T v) -> T {
       switch (op) {
-        case UnaryOp::Neg: return T(-v);
-        case UnaryOp::Abs: return v < 0 ? T(-v) : v;
+        case UnaryOp::Neg: return wrapping_neg(v);
+        case UnaryOp::Abs: return wrapping_abs(v);
         case UnaryOp::Relu: return v > 0 ? v : T(0);
-        case UnaryOp::Clamp: return std::min<T>(std::max<T>(v, T(p0)), T(p1));
-        case UnaryOp::AddScalar: return T(v + T(p0));
-        case UnaryOp::MulScalar: return T(v * T(p0));
-        case UnaryOp::Square: return T(v * v);
+        case UnaryOp::Clamp: return std::min<T>(std::max<T>(v, lo), hi);
+        case UnaryOp::AddScalar: return wrapping_add(v, s0);
+        case UnaryOp::MulScalar: return wrapping_mul(v, s0);
+        case UnaryOp::Square: return wrapping_mul(v, v);
         case UnaryOp::Sign: return T(v > 0 ? 1 : (v < 0 ? -1 : 0));
-        case UnaryOp::PowScalar: return T(std::pow(double(v), p0));  // exact below 2^53
+        case UnaryOp::PowScalar: return from_f64<T>(std::pow(double(v), p0));  // exact below 2^53
         default: return T(0);
       }
     };
@@ -264,11 +278,11 @@ class CpuBackend final : public Backend {
     for (int64_t i = 0; i < n; ++i) {
       T x = a[i * sa], y = b[i * sb];
       switch (op) {
-        case BinaryOp::Add: o[i] = T(x + y); break;
-        case BinaryOp::Sub: o[i] = T(x - y); break;
-        case BinaryOp::Mul: o[i] = T(x * y); break;
-        case BinaryOp::Div: o[i] = y == 0 ? T(0) : T(x / y); break;
-        case BinaryOp::Pow: o[i] = T(std::pow(double(x), double(y))); break;
+        case BinaryOp::Add: o[i] = wrapping_add(x, y); break;
+        case BinaryOp::Sub: o[i] = wrapping_sub(x, y); break;
+        case BinaryOp::Mul: o[i] = wrapping_mul(x, y); break;
+        case BinaryOp::Div: o[i] = y == 0 ? T(0) : wrapping_div(x, y); break;
+        case BinaryOp::Pow: o[i] = from_f64<T>(std::pow(double(x), double(y))); break;
         case BinaryOp::Maximum: o[i] = std::max(x, y); break;
         case BinaryOp::Minimum: o[i] = std::min(x, y); break;
         default: break;

@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/int_math.hpp"
 #include "core/strided.hpp"
 #include "cpu/simd.hpp"
 
@@ -40,7 +41,7 @@ template <class A> inline A identity(ReduceOp op) {
 }
 // Max/Min propagate NaN (the first one met), as torch does.
 template <class A> inline A combine(ReduceOp op, A a, A b) {
-  if (op == ReduceOp::Sum) return a + b;
+  if (op == ReduceOp::Sum) return wrapping_add(a, b);  // int64 sums wrap, as torch's do
   if constexpr (std::is_floating_point_v<A>) {
     if (a != a) return a;
     if (b != b) return b;
@@ -75,7 +76,7 @@ template <class T> Acc<T> reduce_span(ReduceOp op, const T* x, int64_t n) {
     if (op == ReduceOp::Sum) return sum_floating(x, n);
   A acc = identity<A>(op);
   if (op == ReduceOp::Sum) {
-    for (int64_t i = 0; i < n; ++i) acc += widen<A>(x[i]);
+    for (int64_t i = 0; i < n; ++i) acc = wrapping_add(acc, widen<A>(x[i]));
     return acc;
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -141,7 +142,7 @@ void reduce_middle_t(ReduceOp op, D* d, const T* s, int64_t outer, int64_t n, in
     for (int64_t j = 0; j < n; ++j) {
       const T* row = s + (o * n + j) * inner + c0;
       if (op == ReduceOp::Sum) {
-        for (int64_t i = 0; i < m; ++i) acc[i] += widen<A>(row[i]);
+        for (int64_t i = 0; i < m; ++i) acc[i] = wrapping_add(acc[i], widen<A>(row[i]));
       } else {
         for (int64_t i = 0; i < m; ++i) acc[i] = combine(op, acc[i], widen<A>(row[i]));
       }

@@ -8,6 +8,7 @@
 // latter as i % inner instead of through the strided geometry.
 #include <cmath>
 
+#include "core/int_math.hpp"
 #include "cuda/kernels.cuh"
 
 namespace nx::cuda {
@@ -56,26 +57,27 @@ __device__ __forceinline__ C load_as(const void* p, int64_t i, DType dt) {
   }
 }
 
-// Integer power by squaring: exact, where double pow's last-ulp error truncates 3^1 to 2.
+// Integer power by squaring: exact, where double pow's last-ulp error truncates 3^1 to 2; wraps
+// on overflow (integer arithmetic below wraps like PyTorch's, computed without signed overflow).
 template <class T>
 __device__ __forceinline__ T int_pow(T base, T exp) {
   if (exp < T(0)) return base == T(1) ? T(1) : base == T(-1) ? ((exp & T(1)) ? T(-1) : T(1)) : T(0);
   T r = 1;
-  for (; exp; exp >>= 1, base *= base)
-    if (exp & T(1)) r *= base;
+  for (; exp; exp >>= 1, base = wrapping_mul(base, base))
+    if (exp & T(1)) r = wrapping_mul(r, base);
   return r;
 }
 
 template <class T>
 __device__ __forceinline__ T unary_op(UnaryOp op, T x, T p0, T p1) {
   switch (op) {
-    case UnaryOp::Neg: return -x;
-    case UnaryOp::Abs: return x < T(0) ? -x : x;
+    case UnaryOp::Neg: return wrapping_neg(x);
+    case UnaryOp::Abs: return wrapping_abs(x);
     case UnaryOp::Relu: return x <= T(0) ? T(0) : x;  // NaN stays NaN
     case UnaryOp::Clamp: return x < p0 ? p0 : (x > p1 ? p1 : x);
-    case UnaryOp::AddScalar: return x + p0;
-    case UnaryOp::MulScalar: return x * p0;
-    case UnaryOp::Square: return x * x;
+    case UnaryOp::AddScalar: return wrapping_add(x, p0);
+    case UnaryOp::MulScalar: return wrapping_mul(x, p0);
+    case UnaryOp::Square: return wrapping_mul(x, x);
     case UnaryOp::Sign: return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
     case UnaryOp::Step: return x > T(0) ? T(1) : T(0);
     default: break;
@@ -140,12 +142,12 @@ __device__ __forceinline__ T silu_derivative(T x) {
 template <class T>
 __device__ __forceinline__ T binary_op(BinaryOp op, T a, T b) {
   switch (op) {
-    case BinaryOp::Add: return a + b;
-    case BinaryOp::Sub: return a - b;
-    case BinaryOp::Mul: return a * b;
+    case BinaryOp::Add: return wrapping_add(a, b);
+    case BinaryOp::Sub: return wrapping_sub(a, b);
+    case BinaryOp::Mul: return wrapping_mul(a, b);
     case BinaryOp::Div:
       if constexpr (std::is_floating_point_v<T>) return a / b;
-      else return b == T(0) ? T(0) : T(a / b);
+      else return b == T(0) ? T(0) : wrapping_div(a, b);
     case BinaryOp::Pow:
       if constexpr (std::is_floating_point_v<T>) return pow(a, b);
       else if constexpr (std::is_same_v<T, bool>) return a || !b;  // x^0 == 1, 0^1 == 0
@@ -490,11 +492,18 @@ static void unary_typed(const ExecContext& ctx, UnaryOp op, const View& dst, con
   T* out = static_cast<T*>(dst.data);
   const T* x = static_cast<const T*>(src.data);
   using C = Compute<T>;
+  // Integer scalars without an undefined out-of-range conversion: clamp bounds saturate, the
+  // operands of add/mul/pow wrap (as the CPU kernels convert them).
+  auto scalar = [op](double v) -> C {
+    if constexpr (std::is_integral_v<C>) return op == UnaryOp::Clamp ? saturating_from_double<C>(v) : wrapping_from_double<C>(v);
+    else return C(v);
+  };
+  const C s0 = scalar(p0), s1 = scalar(p1);
   if (contiguous(src) && aligned16(out) && aligned16(x)) {
-    unary_contig_kernel<T><<<blocks_for(n, Vec16<T>::N * 2), kThreads, 0, stream_of(ctx)>>>(op, out, x, n, C(p0), C(p1));
+    unary_contig_kernel<T><<<blocks_for(n, Vec16<T>::N * 2), kThreads, 0, stream_of(ctx)>>>(op, out, x, n, s0, s1);
   } else {
     auto g = make_geometry<2>(dst.shape, {&dst.strides, &src.strides});
-    unary_strided_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(op, out, x, g, n, C(p0), C(p1));
+    unary_strided_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(op, out, x, g, n, s0, s1);
   }
   NX_CUDA_LAUNCH_CHECK();
 }

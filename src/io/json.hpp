@@ -1,5 +1,9 @@
-// A small strict JSON reader for SafeTensors headers: objects, arrays, strings, integers.
-// Malformed input raises NX_ERR_IO; nesting depth is bounded.
+// A small strict JSON reader (RFC 8259, as serde_json reads it) for SafeTensors headers.
+// Malformed input raises NX_ERR_IO naming the problem and the byte: invalid UTF-8, control
+// characters, bad or lone-surrogate \u escapes, numbers outside the JSON grammar (leading zeros,
+// '+', "1.") or out of range ("1e400"), duplicate keys in an object, nesting deeper than
+// ParseOptions::max_depth, more values than ParseOptions::max_values. Strings may hold NUL (from \u0000);
+// callers that hand strings to C decide what to do with it.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -13,14 +17,21 @@ struct Value {
   enum Kind { Null, Bool, Number, String, Array, Object } kind = Null;
   bool boolean = false;
   double number = 0;
-  bool is_integer = false;
+  bool is_integer = false;  // an integer literal (no fraction or exponent) within int64; -0 is not
   int64_t integer = 0;
+  bool is_unsigned = false;  // a non-negative integer literal within uint64 (serde_json's u64)
+  uint64_t unsigned_integer = 0;
   std::string string;
   std::vector<Value> array;
   std::vector<std::pair<std::string, Value>> object;  // file order kept
 };
 
-Value parse(const std::string& text);
+struct ParseOptions {
+  int max_depth = 64;                   // bounds the recursion, so hostile nesting cannot exhaust the stack
+  size_t max_values = size_t(1) << 22;  // bounds the tree's memory (a value takes ~150 bytes)
+  std::string context;                  // put before "malformed JSON header" in messages (e.g. the file)
+};
+Value parse(const std::string& text, const ParseOptions& options = {});
 std::string quote(const std::string& s);
 
 }  // namespace nx::json

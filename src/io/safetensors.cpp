@@ -4,13 +4,14 @@
 #include <cstring>
 #include <fstream>
 
+#include "io/atomic_file.hpp"
 #include "io/json.hpp"
 #include "ops/ops.hpp"
 
 namespace nx {
 namespace {
 
-constexpr uint64_t kMaxHeader = 100ull << 20;  // the reference implementation's bound
+constexpr uint64_t kMaxHeader = 100'000'000;  // the reference implementation's bound (MAX_HEADER_SIZE)
 
 const char* st_dtype_name(DType d) {
   switch (d) {
@@ -25,80 +26,109 @@ const char* st_dtype_name(DType d) {
   return "?";
 }
 
-DType parse_dtype(const std::string& s, const std::string& name) {
-  for (DType d : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::Bool})
-    if (s == st_dtype_name(d)) return d;
-  fail(NX_ERR_IO, current_api(), ": tensor \"", name, "\" has unsupported dtype \"", s, "\"");
-}
-
 [[noreturn]] void corrupt(const std::string& path, const std::string& why) {
   fail(NX_ERR_IO, current_api(), ": ", path, " is not a valid SafeTensors file: ", why);
+}
+
+DType parse_dtype(const std::string& s, const std::string& name, const std::string& path) {
+  for (DType d : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::Bool})
+    if (s == st_dtype_name(d)) return d;
+  corrupt(path, cat("tensor ", json::quote(name), " has unsupported dtype ", json::quote(s)));
+}
+
+// JSON allows "\u0000" in a string, but a name or metadata string holding NUL could never be
+// asked for through the C API (its strings end at NUL), so such a file is refused.
+void refuse_nul(const std::string& path, const std::string& what, const std::string& text) {
+  if (text.find('\0') != std::string::npos)
+    corrupt(path, cat(what, " ", json::quote(text), " contains a NUL character (\\u0000), which no C string can name"));
 }
 
 }  // namespace
 
 SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
+  // The whole file is read into memory here (no mmap): a file truncated or rewritten after open
+  // cannot fault the process later (no SIGBUS), and one cut while it is read is a short read,
+  // NX_ERR_IO. The checks follow the format's reference reader (the safetensors crate): see
+  // docs/hostile_files.md.
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) fail(NX_ERR_IO, current_api(), ": cannot open ", path);
-  const uint64_t size = uint64_t(in.tellg());
+  const std::streamoff end = in.tellg();
+  if (end < 0) fail(NX_ERR_IO, current_api(), ": cannot find the size of ", path, " (not a regular file?)");
+  const uint64_t size = uint64_t(end);
   in.seekg(0);
   if (size < 8) corrupt(path, cat("file is ", size, " bytes, shorter than the 8-byte header length"));
   unsigned char lenbuf[8];
-  in.read(reinterpret_cast<char*>(lenbuf), 8);
+  if (!in.read(reinterpret_cast<char*>(lenbuf), 8)) fail(NX_ERR_IO, current_api(), ": read error on ", path);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | lenbuf[i];
   if (n > kMaxHeader) corrupt(path, cat("header length ", n, " exceeds the limit of ", kMaxHeader, " bytes"));
   if (n > size - 8) corrupt(path, cat("header length ", n, " runs past the end of the ", size, "-byte file"));
   std::string header(size_t(n), '\0');
-  in.read(header.data(), std::streamsize(n));
+  if (!in.read(header.data(), std::streamsize(n)))
+    fail(NX_ERR_IO, current_api(), ": read error on ", path, " (the file shrank while it was read?)");
   if (header.empty() || header[0] != '{') corrupt(path, "header does not start with '{'");
-  json::Value root = json::parse(header);
+  json::ParseOptions options;  // strict: UTF-8, escapes, numbers, duplicate keys, depth and size bounds
+  options.context = cat(path, " is not a valid SafeTensors file: ");
+  json::Value root = json::parse(header, options);
   if (root.kind != json::Value::Object) corrupt(path, "header is not a JSON object");
 
   SafeTensorsFile f;
   const uint64_t data_size = size - 8 - n;
   for (auto& [name, v] : root.object) {
     if (name == "__metadata__") {
+      if (v.kind == json::Value::Null) continue;  // the crate reads null as "no metadata" (an Option)
       if (v.kind != json::Value::Object) corrupt(path, "__metadata__ is not an object");
       for (auto& [k, s] : v.object) {
-        if (s.kind != json::Value::String) corrupt(path, cat("metadata value of \"", k, "\" is not a string"));
+        refuse_nul(path, "metadata key", k);
+        if (s.kind != json::Value::String) corrupt(path, cat("metadata value of ", json::quote(k), " is not a string"));
+        refuse_nul(path, cat("metadata value of ", json::quote(k)), s.string);
         f.metadata_[k] = s.string;
       }
       continue;
     }
-    if (v.kind != json::Value::Object) corrupt(path, cat("entry \"", name, "\" is not an object"));
+    refuse_nul(path, "tensor name", name);
+    const std::string quoted = json::quote(name);
+    if (v.kind != json::Value::Object) corrupt(path, cat("entry ", quoted, " is not an object"));
     const json::Value *dt = nullptr, *shape = nullptr, *offsets = nullptr;
     for (auto& [k, field] : v.object) {
       if (k == "dtype") dt = &field;
       else if (k == "shape") shape = &field;
       else if (k == "data_offsets") offsets = &field;
-      else corrupt(path, cat("entry \"", name, "\" has unknown field \"", k, "\""));
+      else corrupt(path, cat("entry ", quoted, " has unknown field ", json::quote(k)));
     }
     if (!dt || dt->kind != json::Value::String || !shape || shape->kind != json::Value::Array || !offsets ||
         offsets->kind != json::Value::Array || offsets->array.size() != 2)
-      corrupt(path, cat("entry \"", name, "\" needs dtype (string), shape (array) and data_offsets ([begin, end])"));
+      corrupt(path, cat("entry ", quoted, " needs dtype (string), shape (array) and data_offsets ([begin, end])"));
     SafeTensorsEntry e;
     e.name = name;
-    e.dtype = parse_dtype(dt->string, name);
+    e.dtype = parse_dtype(dt->string, name, path);
+    // The crate's checks: dims are usize (no sign, fraction or exponent), and the element count and
+    // byte count are products checked for overflow, in order (so [2^40, 2^40, 0] overflows too).
     uint64_t count = 1;
+    bool overflow = false;
     for (const auto& d : shape->array) {
-      if (d.kind != json::Value::Number || !d.is_integer || d.integer < 0)
-        corrupt(path, cat("entry \"", name, "\" has a shape entry that is not a non-negative integer"));
+      if (d.kind != json::Value::Number || !d.is_unsigned)
+        corrupt(path, cat("entry ", quoted, " has a shape entry that is not a non-negative integer"));
+      if (!d.is_integer)
+        corrupt(path, cat("entry ", quoted, " has dimension ", d.unsigned_integer, ", more than a shape holds (int64)"));
       e.shape.push_back(d.integer);
-      if (d.integer && count > (uint64_t(1) << 62) / uint64_t(d.integer)) corrupt(path, cat("entry \"", name, "\" is too large"));
-      count *= uint64_t(d.integer);
+      overflow = overflow || __builtin_mul_overflow(count, d.unsigned_integer, &count);
     }
+    uint64_t nbytes = 0;
+    if (overflow || __builtin_mul_overflow(count, uint64_t(dtype_size(e.dtype)), &nbytes))
+      corrupt(path, cat("entry ", quoted, " of shape ", shape_str(e.shape), " and dtype ", dtype_name(e.dtype),
+                        ": its element or byte count overflows 64 bits"));
     for (const auto& o : offsets->array)
-      if (o.kind != json::Value::Number || !o.is_integer || o.integer < 0)
-        corrupt(path, cat("entry \"", name, "\" has data_offsets that are not non-negative integers"));
-    e.begin = uint64_t(offsets->array[0].integer);
-    e.end = uint64_t(offsets->array[1].integer);
-    if (e.begin > e.end) corrupt(path, cat("entry \"", name, "\" has begin ", e.begin, " after end ", e.end));
+      if (o.kind != json::Value::Number || !o.is_unsigned)
+        corrupt(path, cat("entry ", quoted, " has data_offsets that are not non-negative integers"));
+    e.begin = offsets->array[0].unsigned_integer;
+    e.end = offsets->array[1].unsigned_integer;
+    if (e.begin > e.end) corrupt(path, cat("entry ", quoted, " has begin ", e.begin, " after end ", e.end));
     if (e.end > data_size)
-      corrupt(path, cat("entry \"", name, "\" ends at ", e.end, ", past the ", data_size, "-byte data section"));
-    if (e.end - e.begin != count * dtype_size(e.dtype))
-      corrupt(path, cat("entry \"", name, "\" has ", e.end - e.begin, " bytes but shape ", shape_str(e.shape), " of ",
-                        dtype_name(e.dtype), " needs ", count * dtype_size(e.dtype)));
+      corrupt(path, cat("entry ", quoted, " ends at ", e.end, ", past the ", data_size, "-byte data section"));
+    if (e.end - e.begin != nbytes)
+      corrupt(path, cat("entry ", quoted, " has ", e.end - e.begin, " bytes but shape ", shape_str(e.shape), " of ",
+                        dtype_name(e.dtype), " needs ", nbytes));
     f.entries_.push_back(std::move(e));
   }
   // The data section must be covered exactly: no overlaps, no holes.
@@ -107,14 +137,14 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   std::sort(by_offset.begin(), by_offset.end(), [](auto* a, auto* b) { return a->begin < b->begin || (a->begin == b->begin && a->end < b->end); });
   uint64_t at = 0;
   for (const auto* e : by_offset) {
-    if (e->begin < at) corrupt(path, cat("entry \"", e->name, "\" overlaps the previous tensor (begins at ", e->begin, ", previous ends at ", at, ")"));
-    if (e->begin > at) corrupt(path, cat("hole in the data section before \"", e->name, "\" (bytes ", at, "..", e->begin, ")"));
+    if (e->begin < at) corrupt(path, cat("entry ", json::quote(e->name), " overlaps the previous tensor (begins at ", e->begin, ", previous ends at ", at, ")"));
+    if (e->begin > at) corrupt(path, cat("hole in the data section before ", json::quote(e->name), " (bytes ", at, "..", e->begin, ")"));
     at = e->end;
   }
   if (at != data_size) corrupt(path, cat("data section has ", data_size - at, " trailing bytes not owned by any tensor"));
   f.data_.resize(size_t(data_size));
   in.read(f.data_.data(), std::streamsize(data_size));
-  if (!in) fail(NX_ERR_IO, current_api(), ": read error on ", path);
+  if (!in) fail(NX_ERR_IO, current_api(), ": read error on ", path, " (the file shrank while it was read?)");
   return f;
 }
 
@@ -153,19 +183,18 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   }
   header += "}";
   while ((header.size() + 8) % 8) header += ' ';  // keep the data section 8-byte aligned
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) fail(NX_ERR_IO, current_api(), ": cannot create ", path);
+  AtomicFile out(path);  // a failed or interrupted save leaves the previous file at path
   uint64_t n = header.size();
   unsigned char lenbuf[8];
   for (int i = 0; i < 8; ++i) lenbuf[i] = static_cast<unsigned char>(n >> (8 * i));
-  out.write(reinterpret_cast<const char*>(lenbuf), 8);
-  out.write(header.data(), std::streamsize(n));
+  out.write(lenbuf, 8);
+  out.write(header);
   for (const auto& [name, t] : sorted) {
     std::vector<char> buf(t.nbytes());
     copy_to_host(t, buf.data(), buf.size());
-    out.write(buf.data(), std::streamsize(buf.size()));
+    out.write(buf.data(), buf.size());
   }
-  if (!out) fail(NX_ERR_IO, current_api(), ": write error on ", path);
+  out.commit();
 }
 
 }  // namespace nx

@@ -1,12 +1,15 @@
 #include "io/tokenizer.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <string_view>
 #include <unordered_map>
 
 #include "core/error.hpp"
+#include "io/atomic_file.hpp"
 
 namespace nx {
 namespace {
@@ -29,6 +32,14 @@ std::vector<std::string> chunks(const std::string& text) {
 }
 
 uint64_t pair_key(int64_t a, int64_t b) { return (uint64_t(a) << 32) | uint64_t(b); }
+
+// Bounds of a tokenizer (issue 17): a merge's piece is the two pieces it joins, so a few hundred
+// bytes of merges that each double the last piece would describe gigabytes. Real vocabularies
+// (GPT-2: 50k merges; the largest common ones ~256k, pieces of tens of bytes) stay far below.
+constexpr size_t kMaxPieceBytes = size_t(1) << 16;         // 64 KiB per token
+constexpr size_t kMaxTotalPieceBytes = size_t(1) << 26;    // 64 MiB over all tokens
+constexpr int64_t kMaxMerges = int64_t(1) << 20;           // 1,048,576 merges
+constexpr uint64_t kMaxTokenizerFileBytes = 64 + uint64_t(kMaxMerges) * 32;  // header + the longest lines, generously
 
 }  // namespace
 
@@ -55,16 +66,23 @@ Tokenizer Tokenizer::train_bpe(const std::string& corpus, int64_t vocab_size) {
     for (unsigned char ch : w) ids.push_back(ch);
     words.emplace_back(std::move(ids), f);
   }
-  while (t.vocab_size() < vocab_size) {
+  size_t total_piece_bytes = 256;
+  while (t.vocab_size() < vocab_size && int64_t(t.merges_.size()) < kMaxMerges) {
     std::unordered_map<uint64_t, int64_t> counts;
     for (auto& [ids, f] : words)
       for (size_t i = 0; i + 1 < ids.size(); ++i) counts[pair_key(ids[i], ids[i + 1])] += f;
     if (counts.empty()) break;
     // Most frequent pair; ties broken by the smaller key so training is deterministic.
-    auto best = counts.begin();
-    for (auto it = counts.begin(); it != counts.end(); ++it)
-      if (it->second > best->second || (it->second == best->second && it->first < best->first)) best = it;
-    if (best->second < 2) break;
+    // Pairs whose piece would pass the loader's limit are skipped, so every trained tokenizer loads.
+    auto joined_bytes = [&](uint64_t key) { return t.pieces_[size_t(key >> 32)].size() + t.pieces_[size_t(key & 0xffffffffu)].size(); };
+    auto best = counts.end();
+    for (auto it = counts.begin(); it != counts.end(); ++it) {
+      if (joined_bytes(it->first) > kMaxPieceBytes) continue;
+      if (best == counts.end() || it->second > best->second || (it->second == best->second && it->first < best->first)) best = it;
+    }
+    if (best == counts.end() || best->second < 2) break;
+    total_piece_bytes += joined_bytes(best->first);
+    if (total_piece_bytes > kMaxTotalPieceBytes) break;
     int64_t a = int64_t(best->first >> 32), b = int64_t(best->first & 0xffffffffu), id = t.vocab_size();
     t.add_merge(a, b);
     for (auto& [ids, f] : words) {
@@ -125,27 +143,97 @@ std::string Tokenizer::decode(const std::vector<int64_t>& ids) const {
 }
 
 void Tokenizer::save(const std::string& path) const {
-  std::ofstream f(path);
-  if (!f) fail(NX_ERR_IO, current_api(), ": cannot write ", path);
-  f << "nexusgrad-bpe 1\n" << merges_.size() << "\n";
-  for (auto& [a, b] : merges_) f << a << " " << b << "\n";
-  if (!f) fail(NX_ERR_IO, current_api(), ": write error on ", path);
+  std::ostringstream text;
+  text << "nexusgrad-bpe 1\n" << merges_.size() << "\n";
+  for (auto& [a, b] : merges_) text << a << " " << b << "\n";
+  AtomicFile f(path);  // a failed or interrupted save leaves the previous file at path
+  f.write(text.str());
+  f.commit();
 }
 
 Tokenizer Tokenizer::load(const std::string& path) {
-  std::ifstream f(path);
+  // The file, as save writes it: "nexusgrad-bpe 1\n", the merge count, then one "a b\n" line per
+  // merge (decimal ids, one space). Anything else is refused, including trailing junk in a number
+  // ("12abc"), extra lines, and merges past the piece limits (see kMaxPieceBytes).
+  std::ifstream f(path, std::ios::binary | std::ios::ate);
   if (!f) fail(NX_ERR_IO, current_api(), ": cannot open ", path);
-  std::string magic;
-  int version = 0;
-  size_t n = 0;
-  if (!(f >> magic >> version >> n) || magic != "nexusgrad-bpe" || version != 1)
-    fail(NX_ERR_IO, current_api(), ": ", path, " is not a NexusGrad tokenizer file");
+  const std::streamoff end = f.tellg();
+  if (end < 0) fail(NX_ERR_IO, current_api(), ": cannot find the size of ", path, " (not a regular file?)");
+  if (uint64_t(end) > kMaxTokenizerFileBytes)
+    fail(NX_ERR_IO, current_api(), ": ", path, " is ", end, " bytes, more than a tokenizer file of at most ",
+         kMaxMerges, " merges can be (", kMaxTokenizerFileBytes, " bytes)");
+  std::string text(size_t(end), '\0');
+  f.seekg(0);
+  if (!f.read(text.data(), std::streamsize(text.size()))) fail(NX_ERR_IO, current_api(), ": read error on ", path);
+
+  size_t pos = 0, line_no = 0;
+  // File text echoed in a message: at most 40 bytes, control and non-ASCII bytes as \xNN.
+  auto shown = [](std::string_view piece) {
+    std::string out;
+    for (unsigned char c : piece.substr(0, 40)) {
+      if (c >= 0x20 && c < 0x7f) { out += char(c); continue; }
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", unsigned(c));
+      out += buf;
+    }
+    return out;
+  };
+  auto bad = [&](const auto&... why) { fail(NX_ERR_IO, current_api(), ": ", path, ": line ", line_no, ": ", why...); };
+  // The next line without its '\n' (and a '\r' before it); false at the end of the file.
+  auto next_line = [&](std::string_view& line) {
+    if (pos >= text.size()) return false;
+    size_t nl = text.find('\n', pos);
+    if (nl == std::string::npos) nl = text.size();
+    line = std::string_view(text).substr(pos, nl - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    pos = nl + 1;
+    ++line_no;
+    return true;
+  };
+  // A decimal number, digits only: no sign, no leading zero, nothing after it.
+  auto number = [&](std::string_view digits, const std::string& what, uint64_t limit) {
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
+      bad(what, " \"", shown(digits), "\" is not a decimal number (digits only)");
+    if (digits.size() > 1 && digits[0] == '0') bad(what, " \"", shown(digits), "\" has a leading zero");
+    if (digits.size() > 19) bad(what, " ", shown(digits), " is above the largest allowed, ", limit);
+    uint64_t value = 0;
+    for (char c : digits) value = value * 10 + uint64_t(c - '0');  // 19 digits fit in uint64
+    if (value > limit) bad(what, " ", value, " is above the largest allowed, ", limit);
+    return value;
+  };
+
+  std::string_view line;
+  if (!next_line(line) || line != "nexusgrad-bpe 1") {
+    if (line.substr(0, 14) == "nexusgrad-bpe ")
+      bad("unsupported tokenizer file version \"", shown(line.substr(14)), "\" (this build reads 1)");
+    fail(NX_ERR_IO, current_api(), ": ", path, " is not a NexusGrad tokenizer file (the first line is not \"nexusgrad-bpe 1\")");
+  }
+  if (!next_line(line)) bad("the merge count is missing");
+  const uint64_t n = number(line, "merge count", uint64_t(kMaxMerges));
   Tokenizer t = bytes();
-  for (size_t i = 0; i < n; ++i) {
-    int64_t a, b;
-    if (!(f >> a >> b) || a < 0 || b < 0 || a >= t.vocab_size() || b >= t.vocab_size())
-      fail(NX_ERR_IO, current_api(), ": ", path, ": merge ", i, " is missing or refers to unknown tokens");
-    t.add_merge(a, b);
+  size_t total_piece_bytes = 256;
+  std::unordered_map<uint64_t, uint64_t> seen;  // pair -> its merge index
+  for (uint64_t i = 0; i < n; ++i) {
+    if (!next_line(line)) bad("merge ", i, " is missing (the file declares ", n, " merges)");
+    const size_t space = line.find(' ');
+    if (space == std::string_view::npos)
+      bad("merge ", i, " \"", shown(line), "\" is not two token ids separated by one space");
+    const uint64_t known = uint64_t(t.vocab_size()) - 1;  // a merge may use only tokens made before it
+    const uint64_t a = number(line.substr(0, space), cat("merge ", i, ": the first token id"), known);
+    const uint64_t b = number(line.substr(space + 1), cat("merge ", i, ": the second token id"), known);
+    const size_t piece = t.pieces_[a].size() + t.pieces_[b].size();
+    if (piece > kMaxPieceBytes)
+      bad("merge ", i, " (", a, " ", b, ") makes a piece of ", piece, " bytes, more than the limit of ", kMaxPieceBytes);
+    if (total_piece_bytes + piece > kMaxTotalPieceBytes)
+      bad("merge ", i, " (", a, " ", b, ") brings the pieces past the limit of ", kMaxTotalPieceBytes, " bytes in all");
+    const auto [it, fresh] = seen.emplace(pair_key(int64_t(a), int64_t(b)), i);
+    if (!fresh) bad("merge ", i, " (", a, " ", b, ") repeats merge ", it->second);
+    total_piece_bytes += piece;
+    t.add_merge(int64_t(a), int64_t(b));
+  }
+  if (pos < text.size()) {
+    ++line_no;
+    bad("unexpected text after the ", n, " declared merges");
   }
   return t;
 }

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "core/int_math.hpp"
+
 namespace nx::fn {
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
@@ -23,7 +25,7 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps) {
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {
-  if (p < 0 || p >= 1) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": dropout probability must be in [0, 1), got ", p);
+  if (!(p >= 0 && p < 1)) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": dropout probability must be in [0, 1), got ", p);
   if (!training || p == 0) return x;
   Tensor u = rand(x.shape(), x.dtype(), x.device());
   Tensor keep = binary(BinaryOp::Ge, u, full_like(u, p));
@@ -84,10 +86,16 @@ Tensor unfold2d(const Tensor& x, int64_t kh, int64_t kw, int64_t stride, int64_t
   if (kh <= 0 || kw <= 0 || stride <= 0 || padding < 0)
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": kernel and stride must be positive and padding >= 0");
   const int64_t n = x.shape()[0], c = x.shape()[1], hh = x.shape()[2], ww = x.shape()[3];
-  const int64_t hp = hh + 2 * padding, wp = ww + 2 * padding;
-  const int64_t ho = (hp - kh) / stride + 1, wo = (wp - kw) / stride + 1;
-  if (ho <= 0 || wo <= 0)
+  const int64_t pad2 = checked_mul(2, padding, "the padded input size");
+  const int64_t hp = checked_add(hh, pad2, "the padded input size"), wp = checked_add(ww, pad2, "the padded input size");
+  if (hp < kh || wp < kw)
     fail(NX_ERR_SHAPE, current_api(), ": kernel ", kh, "x", kw, " does not fit the padded input ", hp, "x", wp);
+  const int64_t ho = (hp - kh) / stride + 1, wo = (wp - kw) / stride + 1;
+  // The padded plane (the index values reach hp * wp), the gather index (kh*kw*ho*wo entries)
+  // and the columns must be countable, even when n or c is 0.
+  checked_mul(hp, wp, "the padded input size");
+  const int64_t taps = checked_mul(kh, kw, "the kernel's size"), positions = checked_mul(ho, wo, "the output size");
+  checked_mul(taps, positions, "the unfolded size");
   Tensor xp = x;
   if (padding) {  // zero padding as a differentiable scatter into a larger zero tensor
     Tensor rows = slice_scatter(x, {n, c, hp, ww}, 2, padding, 1);
@@ -109,9 +117,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t
   if (weight.dim() != 4 || x.dim() != 4 || weight.shape()[1] != x.shape()[1])
     fail(NX_ERR_SHAPE, current_api(), ": conv2d needs x [N, C, H, W] and weight [O, C, kh, kw], got ",
          shape_str(x.shape()), " and ", shape_str(weight.shape()));
-  const int64_t n = x.shape()[0], o = weight.shape()[0], kh = weight.shape()[2], kw = weight.shape()[3];
-  const int64_t ho = (x.shape()[2] + 2 * padding - kh) / stride + 1, wo = (x.shape()[3] + 2 * padding - kw) / stride + 1;
-  Tensor cols = unfold2d(x, kh, kw, stride, padding);              // [n, C*kh*kw, L]
+  const int64_t n = x.shape()[0], o = weight.shape()[0];
+  Tensor cols = unfold2d(x, weight.shape()[2], weight.shape()[3], stride, padding);  // [n, C*kh*kw, L]; checks the sizes
+  // the output size unfold2d found: H and W are known to fit with the padding
+  const int64_t ho = (x.shape()[2] + 2 * padding - weight.shape()[2]) / stride + 1,
+                wo = (x.shape()[3] + 2 * padding - weight.shape()[3]) / stride + 1;
   Tensor w2 = reshape(weight, {o, -1});                            // [O, C*kh*kw]
   Tensor y = matmul(w2, cols);                                     // [n, O, L] (broadcast batch)
   if (bias.defined()) y = add(y, reshape(bias, {o, 1}));
@@ -122,6 +132,8 @@ static Tensor pool(const Tensor& x, int64_t kernel, int64_t stride, bool is_max)
   // Checked before the shape is read: a 3-d input used to index past its shape (issue 17).
   if (x.dim() != 4)
     fail(NX_ERR_SHAPE, current_api(), ": pooling needs x [N, C, H, W], got ", shape_str(x.shape()));
+  if (kernel <= 0 || stride <= 0)
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": kernel and stride must be positive, got ", kernel, " and ", stride);
   if (x.shape()[2] < kernel || x.shape()[3] < kernel)
     fail(NX_ERR_SHAPE, current_api(), ": the ", kernel, "x", kernel, " pooling window does not fit in x ",
          shape_str(x.shape()));

@@ -5,6 +5,9 @@
 #include <numeric>
 #include <random>
 
+#include "autograd/checkpoint.hpp"
+#include "core/int_math.hpp"
+
 namespace nx::nn {
 
 std::vector<std::pair<std::string, Tensor*>> Module::named_parameters() {
@@ -58,7 +61,15 @@ Embedding::Embedding(int64_t num, int64_t dim, DType dtype, Device device) {
 }
 Tensor Embedding::forward(const Tensor& indices) { return embedding(*weight, indices); }
 
+// A norm over dim > 0 features with a finite eps >= 0 (a norm of no features divides by zero).
+static void check_norm_args(const char* kind, int64_t dim, double eps) {
+  if (dim <= 0) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", kind, " dim must be positive, got ", dim);
+  if (!(eps >= 0) || !std::isfinite(eps))
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", kind, " eps must be finite and >= 0, got ", eps);
+}
+
 LayerNorm::LayerNorm(int64_t dim, double e, DType dtype, Device device) : eps(e) {
+  check_norm_args("LayerNorm", dim, e);
   add_parameter("weight", ones({dim}, dtype, device));
   add_parameter("bias", zeros({dim}, dtype, device));
 }
@@ -68,6 +79,7 @@ Tensor LayerNorm::forward(const Tensor& x) {
 }
 
 RMSNorm::RMSNorm(int64_t dim, double e, DType dtype, Device device) : eps(e) {
+  check_norm_args("RMSNorm", dim, e);
   add_parameter("weight", ones({dim}, dtype, device));
 }
 Tensor RMSNorm::forward(const Tensor& x) { return nx::rms_norm(x, *named_parameters()[0].second, eps); }
@@ -90,7 +102,8 @@ Activation::Activation(std::string n) : name(std::move(n)) {
 
 Conv2d::Conv2d(int64_t in, int64_t out, int64_t kernel, int64_t s, int64_t p, bool bias_on, DType dtype, Device device)
     : stride(s), padding(p) {
-  const double bound = 1.0 / std::sqrt(double(in * kernel * kernel));
+  const int64_t fan_in = checked_mul(checked_mul(in, kernel, "Conv2d's fan-in"), kernel, "Conv2d's fan-in");
+  const double bound = 1.0 / std::sqrt(double(fan_in));
   add_parameter("weight", uniform_param({out, in, kernel, kernel}, bound, dtype, device));
   if (bias_on) add_parameter("bias", uniform_param({out}, bound, dtype, device));
 }
@@ -165,7 +178,7 @@ Tensor MultiHeadAttention::forward_cached(const Tensor& x, KVCache* cache) {
 }
 
 TransformerBlock::TransformerBlock(const BlockConfig& c, DType dtype, Device device) : cfg(c) {
-  const int64_t d = cfg.attn.dim, hidden = cfg.ffn_hidden ? cfg.ffn_hidden : 4 * d;
+  const int64_t d = cfg.attn.dim, hidden = cfg.ffn_hidden ? cfg.ffn_hidden : checked_mul(4, d, "the hidden size 4 * dim");
   auto make_norm = [&]() -> ModulePtr {
     if (cfg.rms_norm) return std::make_shared<RMSNorm>(d, cfg.eps, dtype, device);
     return std::make_shared<LayerNorm>(d, cfg.eps, dtype, device);
@@ -183,10 +196,22 @@ TransformerBlock::TransformerBlock(const BlockConfig& c, DType dtype, Device dev
   drop = add_module("drop", std::make_shared<Dropout>(cfg.dropout));
 }
 
-Tensor TransformerBlock::forward_cached(const Tensor& x, KVCache* cache) {
+static Tensor block_forward(Module& norm1, MultiHeadAttention& attn, Module& norm2, Module& ffn, Dropout& drop,
+                            const Tensor& x, KVCache* cache) {
   // h = x + attention, and norm2(h), in one pass (the fused residual add + norm)
-  std::vector<Tensor> nh = add_norm(*norm2, drop->forward(attn->forward_cached(norm1->forward(x), cache)), x);
-  return add(nh[1], drop->forward(ffn->forward(nh[0])));
+  std::vector<Tensor> nh = add_norm(norm2, drop.forward(attn.forward_cached(norm1.forward(x), cache)), x);
+  return add(nh[1], drop.forward(ffn.forward(nh[0])));
+}
+
+Tensor TransformerBlock::forward_cached(const Tensor& x, KVCache* cache) {
+  if (cfg.checkpoint && !cache && training() && grad_enabled()) {
+    // The segment holds its modules (not this block), so a graph outliving the block stays valid.
+    auto segment = [n1 = norm1, a = attn, n2 = norm2, f = ffn, d = drop](const std::vector<Tensor>& xs) {
+      return std::vector<Tensor>{block_forward(*n1, *a, *n2, *f, *d, xs[0], nullptr)};
+    };
+    return checkpoint(segment, {x})[0];
+  }
+  return block_forward(*norm1, *attn, *norm2, *ffn, *drop, x, cache);
 }
 
 GPT::GPT(const GPTConfig& c, DType dt, Device dev) : cfg(c), dtype(dt), device(dev) {
@@ -213,8 +238,10 @@ GPT::GPT(const GPTConfig& c, DType dt, Device dev) : cfg(c), dtype(dt), device(d
   bc.swiglu = cfg.swiglu;
   bc.rms_norm = cfg.rms_norm;
   bc.dropout = cfg.dropout;
-  for (int64_t i = 0; i < cfg.layers; ++i)
+  for (int64_t i = 0; i < cfg.layers; ++i) {
+    bc.checkpoint = cfg.checkpoint_every > 0 && i % cfg.checkpoint_every == 0;
     blocks.push_back(add_module("blocks." + std::to_string(i), std::make_shared<TransformerBlock>(bc, dtype, device)));
+  }
   if (cfg.rms_norm) norm = add_module("norm", std::make_shared<RMSNorm>(cfg.dim, 1e-5, dtype, device));
   else norm = add_module("norm", std::make_shared<LayerNorm>(cfg.dim, 1e-5, dtype, device));
   if (!cfg.tie_embeddings) head = add_module("head", std::make_shared<Linear>(cfg.dim, cfg.vocab, false, dtype, device));
@@ -249,6 +276,10 @@ Tensor GPT::forward_cached(const Tensor& tokens, std::vector<KVCache>* caches) {
 
 static int64_t sample(std::vector<double> logits, const SampleOptions& opt, std::mt19937_64& rng) {
   const size_t n = logits.size();
+  // A NaN breaks the sort's ordering (undefined behaviour in std::sort) and +inf the softmax.
+  for (size_t i = 0; i < n; ++i)
+    if (std::isnan(logits[i]) || logits[i] == INFINITY)
+      fail(NX_ERR_STATE, current_api(), ": the model's logit ", i, " is ", logits[i], "; cannot sample from it");
   if (opt.temperature <= 0) return int64_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
   for (double& l : logits) l /= opt.temperature;
   std::vector<size_t> order(n);
@@ -257,6 +288,9 @@ static int64_t sample(std::vector<double> logits, const SampleOptions& opt, std:
   size_t keep = n;
   if (opt.top_k > 0) keep = std::min(keep, size_t(opt.top_k));
   const double mx = logits[order[0]];
+  // A tiny temperature can scale the top logit to +inf (the distribution is then a point mass on
+  // it), and all logits -inf leaves nothing to weigh: the top token either way.
+  if (std::isinf(mx)) return int64_t(order[0]);
   std::vector<double> p(keep);
   double total = 0;
   for (size_t i = 0; i < keep; ++i) total += (p[i] = std::exp(logits[order[i]] - mx));
@@ -277,13 +311,40 @@ static int64_t sample(std::vector<double> logits, const SampleOptions& opt, std:
   return int64_t(order[keep - 1]);
 }
 
+// Puts a module in evaluation mode and restores its training flag on every way out.
+class EvalModeGuard {
+ public:
+  explicit EvalModeGuard(Module& m) : module_(m), was_training_(m.training()) { m.train(false); }
+  ~EvalModeGuard() { module_.train(was_training_); }
+  EvalModeGuard(const EvalModeGuard&) = delete;
+  EvalModeGuard& operator=(const EvalModeGuard&) = delete;
+
+ private:
+  Module& module_;
+  bool was_training_;
+};
+
 Tensor generate(GPT& model, const std::vector<int64_t>& prompt, int64_t new_tokens, const SampleOptions& opt) {
   if (prompt.empty()) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": the prompt needs at least one token");
+  if (new_tokens < 0) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": new_tokens must be >= 0, got ", new_tokens);
+  // Written so that NaN fails: a NaN temperature or top-p silently sampled garbage.
+  if (!(opt.temperature >= 0) || std::isinf(opt.temperature))
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": temperature must be finite and >= 0 (0: greedy), got ", opt.temperature);
+  if (!(opt.top_p >= 0 && opt.top_p <= 1))
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": top_p must be in [0, 1] (1: off), got ", opt.top_p);
+  if (opt.top_k < 0) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": top_k must be >= 0 (0: off), got ", opt.top_k);
+  const int64_t n = int64_t(prompt.size());
+  const int64_t total = checked_add(n, new_tokens, "the prompt length plus new_tokens");
+  // The model reads the prompt and every new token but the last; past its context a learned
+  // position table has no row and RoPE/ALiBi models were never trained there (and the KV cache
+  // would be sized by a caller's count).
+  const int64_t positions = new_tokens ? total - 1 : 0;
+  if (positions > model.cfg.context)
+    fail(NX_ERR_SHAPE, current_api(), ": the prompt (", n, " tokens) and ", new_tokens, " new tokens need ", positions,
+         " positions, more than the model's context of ", model.cfg.context);
   GradModeGuard off(false);
-  bool was_training = model.training();
-  model.train(false);
+  EvalModeGuard eval(model);  // a failure below leaves the model's mode as it was
   const Device dev = model.tok->weight->device();
-  const int64_t total = int64_t(prompt.size()) + new_tokens;
   auto caches = model.make_cache(1, total);
   std::mt19937_64 rng(opt.seed);
   std::vector<int64_t> out = prompt;
@@ -297,7 +358,6 @@ Tensor generate(GPT& model, const std::vector<int64_t>& prompt, int64_t new_toke
     out.push_back(next);
     input = to_device(from_data(&next, {1, 1}, DType::I64, Device{}), dev);
   }
-  model.train(was_training);
   return from_data(out.data(), {1, int64_t(out.size())}, DType::I64, Device{});
 }
 

@@ -75,7 +75,10 @@ class RMSNorm : public Module {
 
 class Dropout : public Module {
  public:
-  explicit Dropout(double p) : p(p) {}
+  explicit Dropout(double p) : p(p) {
+    if (!(p >= 0 && p < 1))  // NaN too
+      fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": dropout probability must be in [0, 1), got ", p);
+  }
   Tensor forward(const Tensor& x) override { return fn::dropout(x, p, training_); }
   const char* kind() const override { return "Dropout"; }
   double p;
@@ -167,6 +170,7 @@ struct BlockConfig {
   bool swiglu = true, rms_norm = true;
   double dropout = 0.0, eps = 1e-5;
   std::string activation = "gelu";  // the MLP's activation when not swiglu (an Activation name)
+  bool checkpoint = false;          // training forward keeps only the block's input (recomputed in backward)
 };
 
 // Pre-norm transformer block: x + attn(norm(x)), then x + ffn(norm(x)).
@@ -187,6 +191,7 @@ struct GPTConfig {
   bool alibi = false, rope = true, swiglu = true, rms_norm = true, tie_embeddings = true;
   double dropout = 0.0;
   std::string activation = "gelu";
+  int64_t checkpoint_every = 0;  // block i checkpointed when i % checkpoint_every == 0 (0: none)
 };
 
 // Decoder-only language model: token embedding (+ learned positions unless rope/alibi), blocks,

@@ -22,8 +22,55 @@ void Optimizer::zero_grad() {
   for (auto& p : params_) p.impl()->grad.reset();
 }
 
+void Optimizer::check_state_names(const std::map<std::string, Tensor>& state, const std::vector<std::string>& prefixes,
+                                  const std::string& source) const {
+  if (!state.count("step")) fail(NX_ERR_IO, current_api(), ": ", source, " has no step count \"step\"");
+  for (const auto& [name, value] : state) {
+    if (name == "step") continue;
+    const size_t dot = name.rfind('.');
+    const std::string prefix = dot == std::string::npos ? name : name.substr(0, dot);
+    const std::string index = dot == std::string::npos ? "" : name.substr(dot + 1);
+    const bool known = std::find(prefixes.begin(), prefixes.end(), prefix) != prefixes.end();
+    // the index must be spelled as state() spells it ("3", not "03" or "+3")
+    bool is_index = !index.empty() && index.size() <= 18 && (index == "0" || index[0] != '0') &&
+                    std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!known || !is_index)
+      fail(NX_ERR_IO, current_api(), ": ", source, " holds \"", name, "\", which is not ", kind(), " state");
+    if (std::stoull(index) >= params_.size())
+      fail(NX_ERR_IO, current_api(), ": ", source, " holds \"", name, "\" but the optimizer has ", params_.size(),
+           " parameters");
+  }
+}
+
+int64_t Optimizer::state_step(const Tensor& value, const std::string& name, const std::string& source) const {
+  if (value.dtype() != DType::I64 && value.dtype() != DType::I32)
+    fail(NX_ERR_IO, current_api(), ": step count \"", name, "\" in ", source, " is ", dtype_name(value.dtype()),
+         "; it must be an integer (i64 or i32)");
+  if (!value.shape().empty())
+    fail(NX_ERR_IO, current_api(), ": step count \"", name, "\" in ", source, " has shape ", shape_str(value.shape()),
+         "; it must be a scalar (shape [])");
+  int64_t count = 0;
+  copy_to_host(cast(value, DType::I64), &count, sizeof count);
+  if (count < 0) fail(NX_ERR_IO, current_api(), ": step count \"", name, "\" in ", source, " is ", count, "; it must be >= 0");
+  return count;
+}
+
+Tensor Optimizer::state_moment(const Tensor& value, const std::string& name, size_t i, const std::string& source) const {
+  const Tensor& p = params_[i];
+  if (!is_floating(value.dtype()))
+    fail(NX_ERR_IO, current_api(), ": \"", name, "\" in ", source, " is ", dtype_name(value.dtype()),
+         "; optimizer state must be floating-point");
+  if (value.shape() != p.shape())  // exactly: a [1] moment would broadcast silently
+    fail(NX_ERR_SHAPE, current_api(), ": \"", name, "\" in ", source, " has shape ", shape_str(value.shape()),
+         " but parameter ", i, " has shape ", shape_str(p.shape()));
+  return clone(to_device(cast_if_needed(value, p.dtype()), p.device()));
+}
+
 SGD::SGD(std::vector<Tensor> params, double lr_, double mom, bool nest, double wd)
     : Optimizer(std::move(params), lr_), momentum(mom), weight_decay(wd), nesterov(nest), buf_(params_.size()) {
+  // torch.optim.SGD's checks; written so that NaN fails them too
+  if (!(mom >= 0)) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": momentum must be >= 0, got ", mom);
+  if (!(wd >= 0)) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": weight_decay must be >= 0, got ", wd);
   if (nesterov && momentum <= 0)
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": Nesterov momentum needs momentum > 0");
 }
@@ -50,18 +97,28 @@ std::map<std::string, Tensor> SGD::state() const {
     if (buf_[i].defined()) s["momentum." + std::to_string(i)] = buf_[i];
   return s;
 }
-void SGD::load_state(const std::map<std::string, Tensor>& s) {
-  for (size_t i = 0; i < buf_.size(); ++i) {
-    auto it = s.find("momentum." + std::to_string(i));
-    buf_[i] = it == s.end() ? Tensor() : to_device(it->second, params_[i].device());
+void SGD::load_state(const std::map<std::string, Tensor>& s, const std::string& source) {
+  check_state_names(s, {"momentum"}, source);
+  const int64_t new_steps = state_step(s.at("step"), "step", source);
+  std::vector<Tensor> buf(buf_.size());
+  for (size_t i = 0; i < buf.size(); ++i) {
+    const std::string name = "momentum." + std::to_string(i);
+    auto it = s.find(name);
+    if (it != s.end()) buf[i] = state_moment(it->second, name, i, source);
   }
+  // All checked: from here on nothing can fail.
+  buf_.swap(buf);
+  steps = new_steps;
 }
 
 Adam::Adam(std::vector<Tensor> params, double lr_, double b1, double b2, double e, double wd, bool dec)
     : Optimizer(std::move(params), lr_), beta1(b1), beta2(b2), eps(e), weight_decay(wd), decoupled(dec),
       m_(params_.size()), v_(params_.size()), t_(params_.size(), 0) {
-  if (b1 < 0 || b1 >= 1 || b2 < 0 || b2 >= 1)
+  // torch.optim.Adam's checks; written so that NaN fails them too
+  if (!(b1 >= 0 && b1 < 1) || !(b2 >= 0 && b2 < 1))
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": betas must be in [0, 1), got ", b1, ", ", b2);
+  if (!(e >= 0)) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": eps must be >= 0, got ", e);
+  if (!(wd >= 0)) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": weight_decay must be >= 0, got ", wd);
 }
 
 // The parameters with a gradient that can go through the multi-tensor kernel, grouped by device
@@ -135,16 +192,32 @@ std::map<std::string, Tensor> Adam::state() const {
   }
   return s;
 }
-void Adam::load_state(const std::map<std::string, Tensor>& s) {
-  for (size_t i = 0; i < m_.size(); ++i) {
-    auto m = s.find("m." + std::to_string(i)), v = s.find("v." + std::to_string(i));
-    // copies: the fused step updates the moments in place, which must not write into the caller's tensors
-    m_[i] = m == s.end() ? Tensor() : clone(to_device(m->second, params_[i].device()));
-    v_[i] = v == s.end() ? Tensor() : clone(to_device(v->second, params_[i].device()));
-    auto t = s.find("step." + std::to_string(i));
-    t_[i] = 0;
-    if (t != s.end()) copy_to_host(cast(t->second, DType::I64), &t_[i], sizeof(int64_t));
+void Adam::load_state(const std::map<std::string, Tensor>& s, const std::string& source) {
+  check_state_names(s, {"m", "v", "step"}, source);
+  const int64_t new_steps = state_step(s.at("step"), "step", source);
+  std::vector<Tensor> m(m_.size()), v(v_.size());
+  std::vector<int64_t> t(t_.size(), 0);  // 0: a file without "step.<i>"; step() then assumes steps - 1
+  for (size_t i = 0; i < m.size(); ++i) {
+    const std::string mi = "m." + std::to_string(i), vi = "v." + std::to_string(i), ti = "step." + std::to_string(i);
+    auto mit = s.find(mi), vit = s.find(vi), tit = s.find(ti);
+    if ((mit == s.end()) != (vit == s.end()) || (tit != s.end() && mit == s.end()))
+      fail(NX_ERR_IO, current_api(), ": ", source, " holds ", mit != s.end() ? "" : "no ", mi, ", ",
+           vit != s.end() ? "" : "no ", vi, " and ", tit != s.end() ? "" : "no ", ti,
+           "; the moments come in pairs, and a parameter's step count with them");
+    if (mit == s.end()) continue;
+    m[i] = state_moment(mit->second, mi, i, source);
+    v[i] = state_moment(vit->second, vi, i, source);
+    if (tit == s.end()) continue;
+    t[i] = state_step(tit->second, ti, source);
+    if (t[i] > new_steps)
+      fail(NX_ERR_IO, current_api(), ": ", source, " says parameter ", i, " took ", t[i],
+           " steps, more than the optimizer's ", new_steps);
   }
+  // All checked: from here on nothing can fail.
+  m_.swap(m);
+  v_.swap(v);
+  t_.swap(t);
+  steps = new_steps;
 }
 
 Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
@@ -181,7 +254,8 @@ double lr_step(double base, int64_t step, int64_t step_size, double gamma) {
 double lr_cosine_warmup(double base, int64_t step, int64_t warmup, int64_t total, double min_lr) {
   if (step < warmup) return base * double(step + 1) / double(warmup);
   if (step >= total) return min_lr;
-  const double progress = double(step - warmup) / double(std::max<int64_t>(1, total - warmup));
+  // in doubles: step - warmup and total - warmup overflow int64 for extreme arguments
+  const double progress = (double(step) - double(warmup)) / std::max(1.0, double(total) - double(warmup));
   return min_lr + 0.5 * (base - min_lr) * (1 + std::cos(M_PI * progress));
 }
 

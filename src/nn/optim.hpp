@@ -17,9 +17,12 @@ class Optimizer {
   virtual const char* kind() const = 0;
   void zero_grad();
   double lr;
-  // State tensors by name ("m.3", "v.3", "momentum.0") plus the step count, for save/load.
+  // State tensors by name ("m.3", "v.3", "momentum.0"), for save/load; the step count is steps.
   virtual std::map<std::string, Tensor> state() const = 0;
-  virtual void load_state(const std::map<std::string, Tensor>& state) = 0;
+  // Replaces the state and the step count ("step") with those of state, read from source (named
+  // in messages). All or nothing: every entry is checked against the live parameters (names,
+  // shapes, floating moments, integer non-negative step counts) before anything changes.
+  virtual void load_state(const std::map<std::string, Tensor>& state, const std::string& source) = 0;
   int64_t steps = 0;
   // The tensors it updates, in the order given (the gradient scaler unscales their gradients).
   const std::vector<Tensor>& params() const { return params_; }
@@ -27,6 +30,15 @@ class Optimizer {
  protected:
   std::vector<Tensor> params_;
   Tensor grad_of(size_t i) const;  // undefined when the parameter has no gradient
+  // For load_state, each failing with NX_ERR_IO (NX_ERR_SHAPE for a shape) naming source:
+  // every name of state is "step" or "<prefix>.<i>" for one of prefixes and a parameter index i;
+  void check_state_names(const std::map<std::string, Tensor>& state, const std::vector<std::string>& prefixes,
+                         const std::string& source) const;
+  // the step count `name`: one integer element (i32 or i64, shape [] as saved), >= 0;
+  int64_t state_step(const Tensor& value, const std::string& name, const std::string& source) const;
+  // a moment of parameter i: floating with the parameter's shape, returned as a private copy in
+  // the parameter's dtype and on its device (the steps update moments in place).
+  Tensor state_moment(const Tensor& value, const std::string& name, size_t i, const std::string& source) const;
 };
 
 class SGD : public Optimizer {
@@ -35,7 +47,7 @@ class SGD : public Optimizer {
   void step() override;
   const char* kind() const override { return "SGD"; }
   std::map<std::string, Tensor> state() const override;
-  void load_state(const std::map<std::string, Tensor>& state) override;
+  void load_state(const std::map<std::string, Tensor>& state, const std::string& source) override;
   double momentum, weight_decay;
   bool nesterov;
 
@@ -52,7 +64,7 @@ class Adam : public Optimizer {
   void step() override;
   const char* kind() const override { return decoupled ? "AdamW" : "Adam"; }
   std::map<std::string, Tensor> state() const override;
-  void load_state(const std::map<std::string, Tensor>& state) override;
+  void load_state(const std::map<std::string, Tensor>& state, const std::string& source) override;
   double beta1, beta2, eps, weight_decay;
   bool decoupled;
 

@@ -19,7 +19,7 @@ std::vector<double> alibi_slopes(int64_t heads) {
     return s;
   };
   int64_t p = 1;
-  while (p * 2 <= heads) p *= 2;
+  while (p <= heads / 2) p *= 2;  // not p * 2 <= heads: that product could overflow
   std::vector<double> s = pow2(p);
   if (p < heads) {
     std::vector<double> extra = pow2(2 * p);

@@ -20,4 +20,20 @@ void check_integer(const Tensor& x, const char* what) {
          dtype_name(x.dtype()));
 }
 
+void check_in_place_layout(const Tensor& dst, const char* what) {
+  for (size_t d = 0; d < dst.shape().size(); ++d)
+    if (dst.strides()[d] == 0 && dst.shape()[d] > 1)
+      fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": ", what, " of shape ", shape_str(dst.shape()), " and strides ",
+           shape_str(dst.strides()), " has several elements at one memory location (dimension ", d,
+           " has stride 0, an expanded view); write into a contiguous copy (nx_contiguous) instead");
+}
+
+void check_in_place_dtype(DType result, const Tensor& dst, const char* what) {
+  const bool narrowing = (is_floating(result) && !is_floating(dst.dtype())) ||
+                         (result != DType::Bool && dst.dtype() == DType::Bool);
+  if (narrowing)
+    fail(NX_ERR_DTYPE, current_api(), ": the result of dtype ", dtype_name(result), " cannot be stored in place in ",
+         what, " of dtype ", dtype_name(dst.dtype()), " (use the out-of-place op, or nx_copy_ to convert)");
+}
+
 }  // namespace nx

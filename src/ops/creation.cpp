@@ -15,9 +15,31 @@ void manual_seed(uint64_t seed) {
   g_offset = 0;
 }
 
+static thread_local bool tls_replaying = false;
+static thread_local RandomState tls_replay;
+
 uint64_t next_random_offset(uint64_t count, uint64_t* seed) {
+  if (tls_replaying) {
+    *seed = tls_replay.seed;
+    const uint64_t at = tls_replay.offset;
+    tls_replay.offset += count;
+    return at;
+  }
   *seed = g_seed.load();
   return g_offset.fetch_add(count);
+}
+
+RandomState random_state() {
+  return tls_replaying ? tls_replay : RandomState{g_seed.load(), g_offset.load()};
+}
+
+RandomReplayGuard::RandomReplayGuard(RandomState from) : had_previous_(tls_replaying), previous_(tls_replay) {
+  tls_replaying = true;
+  tls_replay = from;
+}
+RandomReplayGuard::~RandomReplayGuard() {
+  tls_replaying = had_previous_;
+  tls_replay = previous_;
 }
 
 Tensor from_data(const void* data, const Shape& shape, DType dtype, Device device) {
@@ -40,7 +62,10 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
   if (step == 0 || !std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": start, end and step must be finite and step non-zero (got ",
          start, ", ", end, ", ", step, ")");
-  double count = std::ceil((end - start) / step);
+  double count = std::ceil((end - start) / step);  // may be inf: end - start can overflow a double
+  if (!(count < 9223372036854775807.0))  // converting 2^63 or more to int64 is undefined
+    fail(NX_ERR_SHAPE, current_api(), ": arange(", start, ", ", end, ", ", step, ") has ", count,
+         " elements, more than an int64 can count");
   int64_t n = count > 0 ? int64_t(count) : 0;
   Tensor host = Tensor::empty({n}, DType::F64, Device{});
   for (int64_t i = 0; i < n; ++i) host.data_as<double>()[i] = start + double(i) * step;
@@ -151,6 +176,7 @@ Tensor contiguous(const Tensor& x) {
 
 void copy_(const Tensor& dst, const Tensor& src) {
   check_same_device(dst, src, "destination", "source");
+  check_in_place_layout(dst, "the destination");  // converting any dtype is allowed (truncates, as PyTorch's)
   if (grad_enabled() && (dst.requires_grad() || src.requires_grad()))
     fail(NX_ERR_STATE, current_api(), ": in-place copy involving a tensor that requires grad is not "
          "recorded by autodiff; disable grad mode (nx_autograd_set_enabled(false)) or use nx_clone");

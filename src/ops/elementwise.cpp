@@ -284,6 +284,7 @@ static void check_in_place(const Tensor& dst) {
 void binary_(BinaryOp op, const Tensor& dst, const Tensor& b) {
   check_same_device(dst, b, "x", "b");
   check_in_place(dst);
+  check_in_place_layout(dst, "x");
   if (grad_enabled() && b.requires_grad())
     fail(NX_ERR_STATE, current_api(), ": in-place op with an operand that requires grad is not recorded by autodiff");
   if (broadcast_shapes(dst.shape(), b.shape()) != dst.shape())
@@ -303,6 +304,7 @@ void binary_(BinaryOp op, const Tensor& dst, const Tensor& b) {
       GradModeGuard off(false);
       r = binary(op, dst, b);
     }
+    check_in_place_dtype(r.dtype(), dst, "x");  // int_tensor.add_(float_tensor) is refused, as in PyTorch
     kernels(dst.device()).copy(View::of(dst), View::of(r));
   }
   dst.impl()->storage->version++;
@@ -310,11 +312,13 @@ void binary_(BinaryOp op, const Tensor& dst, const Tensor& b) {
 
 void unary_(UnaryOp op, const Tensor& dst, double p0) {
   check_in_place(dst);
+  check_in_place_layout(dst, "x");
   Tensor r;
   {
     GradModeGuard off(false);
     r = unary(op, dst, p0);
   }
+  check_in_place_dtype(r.dtype(), dst, "x");  // an i32 tensor times 1.5 is an f32 result
   kernels(dst.device()).copy(View::of(dst), View::of(r));
   dst.impl()->storage->version++;
 }

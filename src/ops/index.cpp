@@ -1,5 +1,6 @@
 // Indexing: index_select / index_add (each the other's VJP), gather / scatter_add (likewise),
 // embedding (index_select on rows) and one_hot.
+#include "core/int_math.hpp"
 #include "ops/ops.hpp"
 
 namespace nx {
@@ -37,8 +38,11 @@ void check_index_range(const Tensor& index, int64_t n, const char* what) {
 }
 
 struct Split3 { int64_t outer = 1, n = 1, inner = 1; };
+// The products fit when s has no zero dimension (they divide its element count); an empty s may
+// have huge other dimensions, and no kernel runs over it: all zero then.
 Split3 around(const Shape& s, int64_t axis) {
   Split3 r;
+  if (numel_of(s) == 0) return Split3{0, 0, 0};
   for (int64_t d = 0; d < int64_t(s.size()); ++d) (d < axis ? r.outer : d == axis ? r.n : r.inner) *= s[size_t(d)];
   return r;
 }
@@ -135,6 +139,8 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype) {
   if (num_classes <= 0)
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": num_classes must be positive, got ", num_classes);
+  // The result's element count, before a num_classes-long arange is made for nothing
+  checked_mul(indices.numel(), num_classes, "the one-hot element count");
   check_index_range(indices, num_classes, "num_classes");
   Tensor classes = arange(0, double(num_classes), 1, DType::I64, indices.device());
   Tensor eq = binary(BinaryOp::Eq, unsqueeze(detach(indices), -1), classes);

@@ -30,7 +30,7 @@ Tensor classification_loss(const Tensor& lp, const Tensor& target, int64_t ignor
   if (lp.dim() != 2 || target.dim() != 1 || target.shape()[0] != lp.shape()[0])
     fail(NX_ERR_SHAPE, current_api(), ": expected input [N, C] and target [N], got ", shape_str(lp.shape()), " and ",
          shape_str(target.shape()));
-  if (eps < 0 || eps > 1)
+  if (!(eps >= 0 && eps <= 1))  // NaN too
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": label_smoothing must be in [0, 1], got ", eps);
   Tensor t64 = cast_if_needed(detach(target), DType::I64);
   Tensor keep = binary(BinaryOp::Ne, t64, full_like(t64, double(ignore_index)));

@@ -33,8 +33,10 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   out_shape.push_back(m);
   out_shape.push_back(n);
   Tensor out = Tensor::empty(out_shape, cd, a.device());
-  View ov{out.data(), {nb, m, n}, {m * n, n, 1}, cd};
-  if (nb * m * n > 0) kernels(a.device()).matmul(ov, View::of(av), View::of(bv));
+  if (out.numel() > 0) {  // then nb * m * n fits; an empty result may have huge other dimensions
+    View ov{out.data(), {nb, m, n}, {m * n, n, 1}, cd};
+    kernels(a.device()).matmul(ov, View::of(av), View::of(bv));
+  }
   if (cd != a.dtype()) out = cast(out, a.dtype());
   return record1("MatmulBackward", out, {a, b}, {a, b}, [](const Grads& g, const Grads& s, const auto& needs) {
     Grads r(2);

@@ -24,6 +24,24 @@ Tensor rand(const Shape& shape, DType dtype, Device device);
 Tensor randn(const Shape& shape, DType dtype, Device device);
 void manual_seed(uint64_t seed);
 uint64_t next_random_offset(uint64_t count, uint64_t* seed);
+// The random stream's position: (seed, offset of the next draw).
+struct RandomState {
+  uint64_t seed = 0, offset = 0;
+};
+RandomState random_state();
+// While alive, this thread's draws continue from `from` instead of advancing the shared stream,
+// so a recomputation (gradient checkpointing) draws the same numbers (dropout masks) again.
+class RandomReplayGuard {
+ public:
+  explicit RandomReplayGuard(RandomState from);
+  ~RandomReplayGuard();
+  RandomReplayGuard(const RandomReplayGuard&) = delete;
+  RandomReplayGuard& operator=(const RandomReplayGuard&) = delete;
+
+ private:
+  bool had_previous_;
+  RandomState previous_;
+};
 void copy_to_host(const Tensor& t, void* dst, size_t nbytes);
 double item(const Tensor& t);
 Tensor to_device(const Tensor& t, Device device);
@@ -135,5 +153,11 @@ void adam_step_multi(const std::vector<Tensor>& params, const std::vector<Tensor
 void check_same_device(const Tensor& a, const Tensor& b, const char* what_a, const char* what_b);
 void check_floating(const Tensor& x, const char* what);
 void check_integer(const Tensor& x, const char* what);
+// An in-place write into dst, refused as PyTorch refuses it: dst must not have a stride-0
+// dimension of size > 1 (an expanded view: several of its elements share one memory location),
+// and the dtype the op computes must be storable in dst without changing kind (no floating result
+// into an integer or bool tensor, no integer result into a bool one; copy_ converts any dtype).
+void check_in_place_layout(const Tensor& dst, const char* what);
+void check_in_place_dtype(DType result, const Tensor& dst, const char* what);
 
 }  // namespace nx

@@ -44,6 +44,12 @@ Tensor reduce_raw(ReduceOp op, const Tensor& x, const std::vector<bool>& mask, b
   int64_t first = -1, last = -1;
   for (int64_t d = 0; d < nd; ++d)
     if (mask[size_t(d)]) { if (first < 0) first = d; last = d; }
+  // An empty input sums to zeros (its other dimensions may be huge: no products of them below);
+  // max/min over an empty axis were refused before, so out is then empty too.
+  if (x.numel() == 0) {
+    if (out.numel() > 0) kernel.fill(View::of(out), 0.0);
+    return out;
+  }
   bool block = first >= 0;
   for (int64_t d = first; block && d <= last; ++d) block = mask[size_t(d)];
   if (block && x.is_contiguous() && op != ReduceOp::ArgMax) {
@@ -103,10 +109,19 @@ Tensor sum(const Tensor& x_in, const Axes& axes, bool keepdim) {
   });
 }
 
+// The number of elements each output of a reduction over mask sums, computed without overflow:
+// for an empty x (whose other dimensions may be huge) it is 0 when a reduced dimension is 0, and
+// irrelevant otherwise (the result is empty); else a product of dimensions of x, which fits.
+static int64_t reduced_count(const Tensor& x, const std::vector<bool>& mask) {
+  if (x.numel() == 0) return 0;
+  Shape reduced;
+  for (int64_t d = 0; d < x.dim(); ++d) if (mask[size_t(d)]) reduced.push_back(x.shape()[size_t(d)]);
+  return numel_of(reduced);
+}
+
 Tensor mean(const Tensor& x, const Axes& axes, bool keepdim) {
   auto mask = reduced_mask(x, axes);
-  int64_t count = 1;
-  for (int64_t d = 0; d < x.dim(); ++d) if (mask[size_t(d)]) count *= x.shape()[size_t(d)];
+  const int64_t count = reduced_count(x, mask);
   Tensor xf = is_floating(x.dtype()) ? x : cast(x, DType::F32);
   return mul_scalar(sum(xf, axes, keepdim), 1.0 / double(count));
 }
@@ -117,8 +132,7 @@ Tensor amin(const Tensor& x, const Axes& axes, bool keepdim) { return extreme(Re
 Tensor var(const Tensor& x, const Axes& axes, int64_t correction, bool keepdim) {
   check_floating(x, "x");
   auto mask = reduced_mask(x, axes);
-  int64_t count = 1;
-  for (int64_t d = 0; d < x.dim(); ++d) if (mask[size_t(d)]) count *= x.shape()[size_t(d)];
+  const int64_t count = reduced_count(x, mask);
   if (correction < 0)
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": correction must be >= 0, got ", correction);
   // Two passes (mean, then squared deviations): no cancellation, and autodiff comes for free.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "core/int_math.hpp"
 #include "ops/ops.hpp"
 
 namespace nx {
@@ -121,11 +122,17 @@ Tensor slice(const Tensor& x, int64_t axis, int64_t start, int64_t end, int64_t 
   const int64_t n = x.shape()[size_t(a)];
   auto clampi = [n](int64_t v) { if (v < 0) v += n; return std::min(std::max<int64_t>(v, 0), n); };
   int64_t s = clampi(start), e = clampi(end);
-  int64_t len = e > s ? (e - s + step - 1) / step : 0;
+  // ceil((e - s) / step) without forming e - s + step - 1, which overflows for a huge step
+  int64_t len = e > s ? (e - s - 1) / step + 1 : 0;
   Shape shape = x.shape(), strides = x.strides();
   shape[size_t(a)] = len;
-  strides[size_t(a)] *= step;
-  Tensor out = x.alias(shape, strides, x.offset() + s * x.strides()[size_t(a)]);
+  // The stride of a dimension of length <= 1 is never used: keep it rather than a product that
+  // may overflow; otherwise step < n and the product stays within the input's extent.
+  if (len > 1) strides[size_t(a)] = checked_mul(strides[size_t(a)], step, "the slice's stride");
+  const int64_t offset = len > 0 ? checked_add(x.offset(), checked_mul(s, x.strides()[size_t(a)], "the slice's offset"),
+                                               "the slice's offset")
+                                 : x.offset();
+  Tensor out = x.alias(shape, strides, offset);
   return record1("SliceBackward", out, {x}, {}, [xs = x.shape(), a, s, step](const Grads& g, const Grads&, const auto&) {
     return Grads{slice_scatter(g[0], xs, a, s, step)};
   });
@@ -136,12 +143,14 @@ Tensor slice_scatter(const Tensor& g, const Shape& shape, int64_t axis, int64_t 
   Tensor region = detach(out);
   {
     GradModeGuard off(false);
-    region = slice(region, axis, start, start + step * g.shape()[size_t(axis)], step);
+    // end just past the last element taken: start + step * len would overflow for a huge step
+    const int64_t len = g.shape()[size_t(axis)];
+    region = slice(region, axis, start, len ? start + step * (len - 1) + 1 : start, step);
   }
   kernels(g.device()).copy(View::of(region), View::of(g));
   return record1("SliceScatterBackward", out, {g}, {}, [axis, start, step, len = g.shape()[size_t(axis)]](
       const Grads& gg, const Grads&, const auto&) {
-    return Grads{slice(gg[0], axis, start, start + step * len, step)};
+    return Grads{slice(gg[0], axis, start, len ? start + step * (len - 1) + 1 : start, step)};
   });
 }
 
@@ -161,12 +170,15 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     }
     int64_t have = x.shape()[i - lead];
     if (want == -1) want = have;
+    if (want < 0)
+      fail(NX_ERR_SHAPE, current_api(), ": invalid size ", want, " for dimension ", i, " in ", shape_str(shape));
     if (have != want && have != 1)
       fail(NX_ERR_SHAPE, current_api(), ": cannot expand ", shape_str(x.shape()), " to ", shape_str(shape),
            " (dimension ", i, " has size ", have, ", not 1)");
     out_shape[i] = want;
     strides[i] = have == want ? x.strides()[i - lead] : 0;
   }
+  numel_of(out_shape);  // the view's element count must fit an int64 ([2^40, 2^40] does not)
   Tensor out = x.alias(out_shape, strides, x.offset());
   return record1("ExpandBackward", out, {x}, {}, [xs = x.shape()](const Grads& g, const Grads&, const auto&) {
     return Grads{sum_to(g[0], xs)};
@@ -197,8 +209,9 @@ Tensor flatten(const Tensor& x, int64_t start_axis, int64_t end_axis) {
   if (a > b) fail(NX_ERR_SHAPE, current_api(), ": start axis ", start_axis, " comes after end axis ", end_axis);
   Shape s;
   for (int64_t d = 0; d < a; ++d) s.push_back(x.shape()[size_t(d)]);
-  int64_t m = 1;
-  for (int64_t d = a; d <= b; ++d) m *= x.shape()[size_t(d)];
+  // 0 when a merged dimension is 0, else their product, checked (an empty tensor may have huge
+  // other dimensions)
+  const int64_t m = numel_of(Shape(x.shape().begin() + a, x.shape().begin() + b + 1));
   s.push_back(m);
   for (int64_t d = b + 1; d < x.dim(); ++d) s.push_back(x.shape()[size_t(d)]);
   return reshape(x, s);
@@ -222,7 +235,7 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t axis) {
     if (!ok)
       fail(NX_ERR_SHAPE, current_api(), ": tensor ", i, " has shape ", shape_str(t.shape()), ", incompatible with ",
            shape_str(first.shape()), " outside axis ", a);
-    shape[size_t(a)] += t.shape()[size_t(a)];
+    shape[size_t(a)] = checked_add(shape[size_t(a)], t.shape()[size_t(a)], "the concatenated size");
   }
   Tensor out = Tensor::empty(shape, first.dtype(), first.device());
   std::vector<int64_t> sizes;
@@ -265,7 +278,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   int64_t total = 0;
   for (int64_t s : sizes) {
     if (s < 0) fail(NX_ERR_SHAPE, current_api(), ": split sizes must be non-negative, got ", s);
-    total += s;
+    total = checked_add(total, s, "the sum of the split sizes");
   }
   if (total != x.shape()[size_t(a)])
     fail(NX_ERR_SHAPE, current_api(), ": split sizes sum to ", total, " but axis ", axis, " has size ",

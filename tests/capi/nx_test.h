@@ -76,6 +76,24 @@ NX_UNUSED static const nx_backward_options CHECK_FINITE = {sizeof(nx_backward_op
  * says the call sets *out to NULL. */
 #define SENTINEL ((void*)(uintptr_t)0x5a5a5a50u)
 
+/* The whole file at path (malloc'd, one spare byte; the caller frees it); fails the test when it
+ * cannot be read. */
+NX_UNUSED static unsigned char* nx_read_file(const char* path, size_t* n) {
+  FILE* f = fopen(path, "rb");
+  if (!f) {
+    print_error("cannot open %s\n", path);
+    fail();
+  }
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char* buf = malloc((size_t)size + 1);
+  assert_int_equal(fread(buf, 1, (size_t)size, f), (size_t)size);
+  fclose(f);
+  *n = (size_t)size;
+  return buf;
+}
+
 /* ---------------------------------------------------------------- leak check per test */
 static int64_t g_live_at_setup;
 NX_UNUSED static int leak_setup(void** state) {

@@ -503,6 +503,12 @@ static void test_transformer_config_sizes(void** state) {
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_gpt_create(&m, &c, NX_F32, CPU, NULL), "nx_gpt_create",
              "config->activation is 9");
   assert_null(m);
+  c.activation = NX_ACTIVATION_GELU;
+  c.checkpoint_every = -1;
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_gpt_create(&m, &c, NX_F32, CPU, NULL), "checkpoint_every must be >= 0");
+  c.struct_size = (uint32_t)offsetof(nx_transformer_config, checkpoint_every); /* a program built against 1.1 */
+  NX_OK_(nx_gpt_create(&m, &c, NX_F32, CPU, NULL));                              /* -1 beyond its struct: not read */
+  nx_module_free(m);
   c.struct_size = 8;
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_gpt_create(&m, &c, NX_F32, CPU, NULL), "config->struct_size is 8");
   c.struct_size = sizeof c + 8;

@@ -17,18 +17,6 @@ static void write_bytes(const char* path, const void* data, size_t n) {
   if (n) assert_int_equal(fwrite(data, 1, n, f), n);
   assert_int_equal(fclose(f), 0);
 }
-static unsigned char* read_bytes(const char* path, size_t* n) {
-  FILE* f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  long size = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char* buf = malloc((size_t)size + 1);
-  assert_int_equal(fread(buf, 1, (size_t)size, f), (size_t)size);
-  fclose(f);
-  *n = (size_t)size;
-  return buf;
-}
 /* A file: 8-byte little-endian header_len (which may lie), the header text, then data. */
 static void write_st_len(const char* path, uint64_t header_len, const char* header, const void* data, size_t ndata) {
   size_t nh = strlen(header);
@@ -94,7 +82,7 @@ static void test_round_trip_every_dtype(void** state) {
   /* the layout: LE header length, a JSON object padded so the data is 8-byte aligned, then the
    * tensors back to back in name order */
   size_t fsize = 0;
-  unsigned char* file = read_bytes(path, &fsize);
+  unsigned char* file = nx_read_file(path, &fsize);
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | file[i];
   assert_true(8 + hlen <= fsize);
@@ -307,7 +295,7 @@ static void test_corrupt_truncated(void** state) {
   NX_OK_(nx_safetensors_save(path, names, &a, 1));
   nx_tensor_free(a);
   size_t n = 0;
-  unsigned char* good = read_bytes(path, &n);
+  unsigned char* good = nx_read_file(path, &n);
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | good[i];
   /* the data section is 3 bytes short */

@@ -114,6 +114,48 @@ def test_checkpoint_recomputes_and_matches():
     close(w.grad(), tw.grad)
 
 
+def test_checkpoint_gives_gradients_to_tensors_the_segment_reaches_by_itself():
+    # w is captured by the segment, not passed as an input (a module's weights, the usual case):
+    # it gets its gradient under ng.backward, as without checkpointing, and none under ng.grad.
+    # (the segment reads w through a dict emptied at the end: nx_checkpoint keeps the Python
+    # function alive for the process, and a closure over w would keep w too)
+    x, tx = pair(4, 5)
+    w, tw = pair(5, 3)
+    held = {"w": w}
+    out = ng.checkpoint(lambda a: ng.tanh(ng.matmul(a, held["w"])), x)
+    ng.backward(ng.sum(out * out))
+    tout = torch.tanh(tx @ tw)
+    torch.sum(tout * tout).backward()
+    close(x.grad(), tx.grad)
+    close(w.grad(), tw.grad)
+    x2 = ng.tensor(x.detach().numpy(), requires_grad=True)
+    held["w"] = ng.tensor(w.detach().numpy(), requires_grad=True)
+    out2 = ng.checkpoint(lambda a: ng.tanh(ng.matmul(a, held["w"])), x2)
+    (gx,) = ng.grad(ng.sum(out2 * out2), [x2])
+    close(gx, tx.grad)
+    assert held["w"].grad() is None  # ng.grad accumulates nowhere
+    held.clear()
+
+
+@pytest.mark.parametrize("every", [1, 2])
+def test_gpt_block_checkpointing_gives_the_same_gradients_with_dropout(every):
+    # Recomputation replays the random stream, so dropout draws the same masks in backward.
+    def run(checkpoint_every):
+        ng.manual_seed(7)
+        m = ng.nn.GPT(vocab=50, context=16, dim=32, layers=3, heads=4, dropout=0.2, tie_embeddings=True,
+                      checkpoint_every=checkpoint_every)
+        ids = ng.tensor(np.arange(2 * 16).reshape(2, 16) % 50, dtype=ng.int64)
+        loss = ng.cross_entropy(ng.reshape(m(ids), 32, 50), ng.reshape(ids, 32))
+        ng.backward(loss)
+        return float(loss.item()), [(n, p.grad().numpy()) for n, p in m.named_parameters()]
+
+    loss0, grads0 = run(0)
+    loss1, grads1 = run(every)
+    assert loss0 == loss1
+    for (name, g0), (_, g1) in zip(grads0, grads1):
+        np.testing.assert_allclose(g1, g0, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
 def test_checkpoint_with_several_outputs_and_errors():
     x, tx = pair(3)
     a, b = ng.checkpoint(lambda t: (t * 2, ng.exp(t)), x, num_outputs=2)

@@ -199,12 +199,14 @@ def _transformer_config(activation: str = "gelu", **kw: Any) -> Any:
 
 def TransformerBlock(dim: int, heads: int, kv_heads: int = 0, ffn_hidden: int = 0, alibi: bool = False,
                      rope: bool = False, swiglu: bool = False, rms_norm: bool = False, dropout: float = 0.0,
-                     dtype: Optional[DTypeLike] = None, device: DeviceLike = "cpu", activation: str = "gelu") -> Module:
+                     dtype: Optional[DTypeLike] = None, device: DeviceLike = "cpu", activation: str = "gelu",
+                     checkpoint: bool = False) -> Module:
     """Pre-norm block: x + attn(norm(x)), then x + ffn(norm(x)); activation ("gelu", "gelu_tanh",
-    "relu", "silu") is the MLP's when not swiglu."""
+    "relu", "silu") is the MLP's when not swiglu. checkpoint: keep only the block's input in training
+    and recompute the block inside backward."""
     c = _transformer_config(vocab=1, context=1, dim=dim, layers=1, heads=heads, kv_heads=kv_heads,
                             ffn_hidden=ffn_hidden, alibi=alibi, rope=rope, swiglu=swiglu, rms_norm=rms_norm,
-                            dropout=float(dropout), activation=activation)
+                            dropout=float(dropout), activation=activation, checkpoint_every=int(bool(checkpoint)))
     d, dev = _place(dtype, device)
     return Module(_C.nx_transformer_block_create(c, d, dev, None))
 
@@ -217,11 +219,14 @@ class GPT(Module):
     def __init__(self, vocab: int, context: int, dim: int, layers: int, heads: int, kv_heads: int = 0,
                  ffn_hidden: int = 0, alibi: bool = False, rope: bool = False, swiglu: bool = False,
                  rms_norm: bool = False, tie_embeddings: bool = False, dropout: float = 0.0,
-                 dtype: Optional[DTypeLike] = None, device: DeviceLike = "cpu", activation: str = "gelu") -> None:
+                 dtype: Optional[DTypeLike] = None, device: DeviceLike = "cpu", activation: str = "gelu",
+                 checkpoint_every: int = 0) -> None:
+        """checkpoint_every n > 0: blocks 0, n, 2n... keep only their input in training and are
+        recomputed inside backward (gradient checkpointing; 1: every block)."""
         c = _transformer_config(vocab=vocab, context=context, dim=dim, layers=layers, heads=heads,
                                 kv_heads=kv_heads, ffn_hidden=ffn_hidden, alibi=alibi, rope=rope, swiglu=swiglu,
                                 rms_norm=rms_norm, tie_embeddings=tie_embeddings, dropout=float(dropout),
-                                activation=activation)
+                                activation=activation, checkpoint_every=int(checkpoint_every))
         d, dev = _place(dtype, device)
         super().__init__(_C.nx_gpt_create(c, d, dev, None))
 
