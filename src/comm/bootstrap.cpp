@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/atomic_file.hpp"
 #include "core/cuda_iface.hpp"
 #ifdef NEXUS_HAVE_MPI
 #include <mpi.h>
@@ -62,16 +63,11 @@ UniqueId id_from_hex(std::string_view hex, const char* what) {
 }
 
 void save_id(const UniqueId& id, const std::string& path) {
-  // Readers poll for path: they must never see a partly written file.
-  std::string tmp = cat(path, ".tmp", std::this_thread::get_id());
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail(NX_ERR_IO, current_api(), ": cannot write ", tmp, ": ", std::strerror(errno));
-  bool ok = std::fwrite(id.bytes, 1, kIdBytes, f) == kIdBytes;
-  ok = std::fclose(f) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail(NX_ERR_IO, current_api(), ": cannot write ", path, ": ", std::strerror(errno));
-  }
+  // Readers poll for path: they must never see a partly written file (AtomicFile renames a
+  // complete, fsynced file into place).
+  AtomicFile file(path);
+  file.write(id.bytes, kIdBytes);
+  file.commit();
 }
 
 UniqueId load_id(const std::string& path, double timeout_s) {

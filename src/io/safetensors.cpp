@@ -4,7 +4,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "io/atomic_file.hpp"
+#include "core/atomic_file.hpp"
 #include "io/json.hpp"
 #include "ops/ops.hpp"
 

@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "core/error.hpp"
-#include "io/atomic_file.hpp"
+#include "core/atomic_file.hpp"
 
 namespace nx {
 namespace {

@@ -1,7 +1,7 @@
 // Replacing a file all at once: every file the engine writes (module and optimizer state,
-// SafeTensors, tokenizers) goes through AtomicFile, so that a kill, a crash or a full disk at
-// any moment of a save leaves at the path either the previous file, untouched, or the complete
-// new one; never a truncated mix.
+// SafeTensors, tokenizers, communicator ids) goes through AtomicFile, so that a kill, a crash or
+// a full disk at any moment of a save leaves at the path either the previous file, untouched, or
+// the complete new one; never a truncated mix. In core, so that io and comm both use it.
 //
 // How: the bytes go to a temporary file in the same directory (".<name>.tmp-<pid>-<n>": same
 // filesystem, so the rename is atomic; hidden, and not matched by "*.safetensors"), which is
