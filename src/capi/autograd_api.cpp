@@ -94,8 +94,14 @@ nx_status nx_backward(nx_tensor root, nx_tensor grad, const nx_backward_options*
 
 nx_status nx_autograd_grad(nx_tensor* grads, nx_tensor root, nx_tensor grad, const nx_tensor* inputs, size_t ninputs,
                            const nx_backward_options* options, nx_stream stream) {
-  if (grads)
-    for (size_t i = 0; i < ninputs; ++i) grads[i] = nullptr;
+  // The outs are nulled as far as the caller's arrays are known to reach: through the leading
+  // live tensor handles of inputs and the entry after them. A huge ninputs with a shorter array
+  // (its end marked by NULL) must not make this loop write past grads.
+  if (grads) {
+    size_t known = 0;
+    while (inputs && known < ninputs && handle_lookup(handle_id(inputs[known]), HandleKind::Tensor)) ++known;
+    for (size_t i = 0; i < known + (known < ninputs ? 1 : 0); ++i) grads[i] = nullptr;
+  }
   return guard("nx_autograd_grad", [&] {
     check_out(grads, "grads");
     if (!inputs && ninputs) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": inputs is NULL");

@@ -5,6 +5,10 @@
  * in-place writes that cannot be stored, writes into expanded views). For each row the table
  * checks the documented status, that the message names the function (and the value involved),
  * that *out is NULL after the failure, and that no live handle of any type was left behind.
+ * The rows after those cover every handle family (tensors, ops, autodiff, graphs, streams and
+ * events, SafeTensors, modules, optimizers, the grad scaler, tokenizers, text loaders, DLPack,
+ * comm/DDP without NCCL, autocast) with NULL, freed and wrong-type handles, NULL outs, bad
+ * dtype/device/enum values, bad hyperparameters and mismatched shapes.
  * Tests after the table check what must keep working: integer tensor arithmetic wraps like
  * PyTorch's (INT32_MAX + 1 == INT32_MIN) without undefined behaviour (this file runs under UBSan
  * in the sanitizer build), a huge slice step gives the right elements, allowed in-place writes
@@ -65,6 +69,7 @@ static nx_module make_gpt(bool rope, bool alibi) {
   return m;
 }
 
+static void handles_setup(void);
 static int fixtures_setup(void** state) {
   (void)state;
   nx_random_set_seed(17);
@@ -105,11 +110,14 @@ static int fixtures_setup(void** state) {
   snprintf(F.no_bias_file, sizeof F.no_bias_file, "misuse_values_%d.safetensors", (int)getpid());
   NX_OK_(nx_module_save(no_bias, F.no_bias_file));
   nx_module_free(no_bias);
+  handles_setup();
   return 0;
 }
 
+static void handles_teardown(void);
 static int fixtures_teardown(void** state) {
   (void)state;
+  handles_teardown();
   nx_tensor* ts[] = {&F.x23, &F.x4, &F.x43, &F.i32_4, &F.i64_4, &F.b4, &F.one11, &F.huge_view, &F.expanded,
                      &F.logits, &F.target, &F.idx2, &F.img, &F.img3, &F.empty_huge};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; ++i) nx_tensor_free(*ts[i]);
@@ -596,6 +604,599 @@ static nx_status c_copy_into_expanded(const misuse_row* r, void** out) {
   return nx_copy_(F.expanded, F.x43, NULL);
 }
 
+/* ---- handles: NULL, freed, of another type (issue 17's misuse table over every handle type) */
+static struct {
+  nx_tensor dead_tensor;
+  nx_module dead_module;
+  nx_optimizer opt, dead_opt;
+  nx_grad_scaler scaler, dead_scaler;
+  nx_tokenizer tok, dead_tok;
+  nx_text_loader loader, dead_loader;
+  nx_safetensors st, dead_st;
+  nx_graph dead_graph;
+  nx_tensor tokens; /* i64 [64] */
+} G;
+
+static void handles_setup(void) {
+  const int64_t s4[1] = {4}, s64[1] = {64};
+  G.dead_tensor = tensor_f32(s4, 1, 0);
+  nx_tensor_free(G.dead_tensor);
+  NX_OK_(nx_linear_create(&G.dead_module, 2, 3, true, NX_F32, CPU, NULL));
+  nx_module_free(G.dead_module);
+  NX_OK_(nx_sgd_create(&G.opt, F.params, F.nparams, NULL));
+  NX_OK_(nx_sgd_create(&G.dead_opt, F.params, F.nparams, NULL));
+  nx_optimizer_free(G.dead_opt);
+  NX_OK_(nx_grad_scaler_create(&G.scaler, NULL));
+  NX_OK_(nx_grad_scaler_create(&G.dead_scaler, NULL));
+  nx_grad_scaler_free(G.dead_scaler);
+  NX_OK_(nx_tokenizer_bytes_create(&G.tok));
+  NX_OK_(nx_tokenizer_bytes_create(&G.dead_tok));
+  nx_tokenizer_free(G.dead_tok);
+  int64_t tv[64];
+  for (int i = 0; i < 64; ++i) tv[i] = i % 16;
+  G.tokens = make_tensor(tv, s64, 1, NX_I64);
+  NX_OK_(nx_text_loader_create(&G.loader, G.tokens, 2, 4, 1));
+  NX_OK_(nx_text_loader_create(&G.dead_loader, G.tokens, 2, 4, 1));
+  nx_text_loader_free(G.dead_loader);
+  NX_OK_(nx_safetensors_open(&G.st, F.no_bias_file));
+  NX_OK_(nx_safetensors_open(&G.dead_st, F.no_bias_file));
+  nx_safetensors_free(G.dead_st);
+  nx_tensor w = NULL, y = NULL;
+  NX_OK_(nx_mul(&w, F.params[0], F.params[0], NULL));
+  NX_OK_(nx_sum(&y, w, NULL, 0, false, NULL));
+  NX_OK_(nx_graph_create(&G.dead_graph, y));
+  nx_graph_free(G.dead_graph);
+  nx_tensor_free(w), nx_tensor_free(y);
+}
+static void handles_teardown(void) {
+  nx_optimizer_free(G.opt);
+  nx_grad_scaler_free(G.scaler);
+  nx_tokenizer_free(G.tok);
+  nx_text_loader_free(G.loader);
+  nx_safetensors_free(G.st);
+  nx_tensor_free(G.tokens);
+}
+
+/* v selects the bad handle: 0 NULL, 1 freed, 2 a live handle of another type */
+#define BAD(type, dead, other) ((r)->v == 0 ? (type)NULL : (r)->v == 1 ? (type)(dead) : (type)(void*)(other))
+#define BAD_T BAD(nx_tensor, G.dead_tensor, F.linear)
+#define BAD_M BAD(nx_module, G.dead_module, F.x4)
+#define BAD_O BAD(nx_optimizer, G.dead_opt, F.linear)
+#define BAD_GS BAD(nx_grad_scaler, G.dead_scaler, G.opt)
+#define BAD_TOK BAD(nx_tokenizer, G.dead_tok, G.scaler)
+#define BAD_TL BAD(nx_text_loader, G.dead_loader, G.tok)
+#define BAD_ST BAD(nx_safetensors, G.dead_st, G.loader)
+#define BAD_G BAD(nx_graph, G.dead_graph, F.x4)
+
+/* tensor queries and autodiff accessors on a bad tensor (n selects the function) */
+static nx_status c_tensor_bad(const misuse_row* r, void** out) {
+  nx_tensor t = BAD_T;
+  size_t nd;
+  int64_t buf[8], i64;
+  nx_dtype dt;
+  nx_device dev;
+  bool b;
+  double d;
+  void* p;
+  switch (r->n) {
+    case 0: return nx_tensor_ndim(t, &nd);
+    case 1: return nx_tensor_shape(t, buf, 8);
+    case 2: return nx_tensor_strides(t, buf, 8);
+    case 3: return nx_tensor_numel(t, &i64);
+    case 4: return nx_tensor_dtype(t, &dt);
+    case 5: return nx_tensor_device(t, &dev);
+    case 6: return nx_tensor_is_contiguous(t, &b);
+    case 7: return nx_tensor_item(t, &d, NULL);
+    case 8: return nx_tensor_data_ptr(t, &p);
+    case 9: return nx_tensor_retain(OUT_T, t);
+    case 10: return nx_tensor_copy_to_host(t, buf, 16, NULL);
+    case 11: return nx_tensor_grad(OUT_T, t);
+    case 12: return nx_tensor_zero_grad(t);
+    case 13: return nx_tensor_detach(OUT_T, t);
+    case 14: return nx_tensor_set_requires_grad(t, true);
+    case 15: return nx_tensor_get_requires_grad(t, &b);
+    case 16: return nx_tensor_is_leaf(t, &b);
+    case 17: return nx_tensor_to(OUT_T, t, CPU, NULL);
+    case 18: return nx_add(OUT_T, F.x4, t, NULL);
+    case 19: return nx_matmul(OUT_T, t, F.x43, NULL);
+    case 20: return nx_sum(OUT_T, t, NULL, 0, false, NULL);
+    case 21: return nx_softmax(OUT_T, t, 0, NULL);
+    case 22: return nx_reshape(OUT_T, t, buf, 0, NULL);
+    case 23: return nx_relu(OUT_T, t, NULL);
+    case 24: return nx_where(OUT_T, t, F.x4, F.x4, NULL);
+    case 25: return nx_index_select(OUT_T, F.x23, t, 0, NULL);
+    case 26: return nx_mse_loss(OUT_T, t, F.x4, NX_REDUCTION_MEAN, NULL);
+    case 27: return nx_backward(t, NULL, NULL, NULL);
+    case 28: return nx_graph_create((nx_graph*)out, t);
+    case 29: return nx_module_forward(OUT_T, F.linear, t, NULL);
+    case 30: return nx_add_(t, F.x4, NULL);
+    default: {
+      nx_dl_managed_tensor* m = SENTINEL;
+      nx_status st = nx_tensor_to_dlpack(&m, t);
+      if (m != NULL) return NX_ERR_INTERNAL; /* *out not NULL */
+      return st;
+    }
+  }
+}
+/* a good tensor, a NULL place to write to (n selects the function) */
+static nx_status c_tensor_null_out(const misuse_row* r, void** out) {
+  (void)out;
+  nx_tensor t = F.x4;
+  switch (r->n) {
+    case 0: return nx_tensor_ndim(t, NULL);
+    case 1: return nx_tensor_shape(t, NULL, 8);
+    case 2: return nx_tensor_numel(t, NULL);
+    case 3: return nx_tensor_dtype(t, NULL);
+    case 4: return nx_tensor_device(t, NULL);
+    case 5: return nx_tensor_item(F.one11, NULL, NULL);
+    case 6: return nx_tensor_retain(NULL, t);
+    case 7: return nx_add(NULL, t, t, NULL);
+    case 8: return nx_tensor_zeros(NULL, NULL, 0, NX_F32, CPU, NULL);
+    case 9: return nx_tensor_to_dlpack(NULL, t);
+    case 10: return nx_tensor_get_requires_grad(t, NULL);
+    default: return nx_tensor_copy_to_host(t, NULL, 16, NULL);
+  }
+}
+/* wrong shapes, axes, dtypes and enums for ops on good tensors */
+static nx_status c_ops_bad_value(const misuse_row* r, void** out) {
+  int64_t buf[2];
+  const int64_t perm[2] = {0, 0};
+  switch (r->n) {
+    case 0: return nx_add(OUT_T, F.x23, F.x4, NULL);                     /* [2,3] + [4] */
+    case 1: return nx_matmul(OUT_T, F.x23, F.x23, NULL);                 /* [2,3] @ [2,3] */
+    case 2: return nx_matmul(OUT_T, F.i32_4, F.x4, NULL);                /* i32 @ f32 */
+    case 3: return nx_where(OUT_T, F.x4, F.x4, F.x4, NULL);              /* cond f32 */
+    case 4: return nx_softmax(OUT_T, F.x23, 2, NULL);
+    case 5: return nx_argmax(OUT_T, F.x23, -3, false, NULL);
+    case 6: return nx_squeeze(OUT_T, F.x23, 1, NULL);                    /* size 3 */
+    case 7: return nx_permute(OUT_T, F.x23, perm, 2, NULL);              /* repeated axis */
+    case 8: return nx_cast(OUT_T, F.x4, (nx_dtype)99, NULL);
+    case 9: return nx_tensor_shape(F.x23, buf, 1);                       /* capacity < ndim */
+    case 10: return nx_log_softmax(OUT_T, F.x23, INT64_MIN, NULL);
+    case 11: return nx_one_hot(OUT_T, F.i64_4, 5, (nx_dtype)-1, NULL);
+    case 12: return nx_linear(OUT_T, F.x23, F.x43, NULL, NULL);          /* weight [4,3]: fits; not in the table */
+    case 13: return nx_gather(OUT_T, F.x23, F.i64_4, 0, NULL);           /* rank 1 index for rank 2 */
+    case 14: return nx_tensor_copy_to_host(F.x4, buf, 3, NULL);          /* nbytes != 16 */
+    case 15: return nx_tensor_item(F.x4, (double*)buf, NULL);            /* 4 elements */
+    case 16: return nx_cross_entropy(OUT_T, F.logits, F.target, -100, 0, (nx_reduction)7, NULL);
+    case 17: return nx_mse_loss(OUT_T, F.x23, F.x4, NX_REDUCTION_MEAN, NULL);
+    case 18: return nx_bce_with_logits(OUT_T, F.x23, F.x43, NX_REDUCTION_SUM, NULL);
+    case 19: return nx_nll_loss(OUT_T, F.logits, F.x4, -100, NX_REDUCTION_MEAN, NULL); /* float target */
+    case 20: return nx_cross_entropy(OUT_T, F.x4, F.target, -100, 0, NX_REDUCTION_MEAN, NULL); /* 1-d logits */
+    case 21: {
+      const int64_t s2[1] = {2}, bad[2] = {0, 7};
+      nx_tensor tg = make_tensor(bad, s2, 1, NX_I64);
+      nx_status st = nx_softmax_cross_entropy(OUT_T, F.logits, tg, -100, NX_REDUCTION_MEAN, NULL);
+      nx_tensor_free(tg);
+      return st;
+    }
+    case 22: return nx_mse_loss(OUT_T, F.x4, F.x4, (nx_reduction)-1, NULL);
+    case 23: return nx_tensor_to(OUT_T, F.x4, (nx_device){NX_CUDA, 0}, NULL);
+    case 24: return nx_tensor_to(OUT_T, F.x4, (nx_device){(nx_device_type)42, 0}, NULL);
+    case 25: {
+      nx_tensor xs[2] = {F.x4, F.x23};
+      return nx_cat(OUT_T, xs, 2, 0, NULL); /* ranks differ */
+    }
+    case 26: {
+      nx_tensor xs[2] = {F.x4, F.x43};
+      return nx_stack(OUT_T, xs, 2, 0, NULL);
+    }
+    default: return nx_tensor_set_requires_grad(F.i64_4, true); /* integer tensors have no grad */
+  }
+}
+
+/* ---- autodiff, graph */
+static nx_status c_autograd(const misuse_row* r, void** out) {
+  nx_tensor w = F.params[0], y = NULL, grads[2] = {SENTINEL, SENTINEL};
+  NX_OK_(nx_mul(&y, w, w, NULL)); /* [3, 2]: 6 elements */
+  nx_status st;
+  switch (r->n) {
+    case 0: st = nx_backward(y, NULL, NULL, NULL); break;                       /* 6 elements, grad NULL */
+    case 1: st = nx_backward(y, F.x4, NULL, NULL); break;                       /* grad of another shape */
+    case 2: st = nx_autograd_grad(NULL, y, F.x23, &w, 1, NULL, NULL); break;
+    case 3: st = nx_autograd_grad(grads, y, F.x23, NULL, 1, NULL, NULL); break;
+    case 4: { nx_tensor in[1] = {G.dead_tensor}; st = nx_autograd_grad(grads, y, F.x23, in, 1, NULL, NULL); break; }
+    case 5: st = nx_jvp(NULL, y, &w, &w, 1, NULL); break;
+    case 6: st = nx_jvp(OUT_T, y, &w, NULL, 1, NULL); break;
+    case 7: { nx_tensor tg[1] = {F.x4}; st = nx_jvp(OUT_T, y, &w, tg, 1, NULL); break; } /* tangent shape */
+    case 8: st = nx_checkpoint(grads, 1, &w, 1, NULL, NULL, NULL); break;      /* fn NULL */
+    case 9: st = nx_graph_create(NULL, y); break;
+    case 10: { /* a count of SIZE_MAX with an array whose end is its NULL second entry */
+      nx_tensor in[2] = {w, NULL};
+      st = nx_autograd_grad(grads, y, F.x23, in, SIZE_MAX, NULL, NULL);
+      if (st != NX_OK && grads[1] != NULL) st = NX_ERR_INTERNAL; /* the entry of the NULL input nulled too */
+      break;
+    }
+    default: st = NX_OK; break;
+  }
+  nx_tensor_free(y);
+  if (r->n == 2 || r->n == 3 || r->n == 4 || r->n == 8 || r->n == 10)
+    if (st != NX_OK && grads[0] != SENTINEL && grads[0] != NULL) return NX_ERR_INTERNAL;
+  return st;
+}
+static nx_status c_graph_bad(const misuse_row* r, void** out) {
+  (void)out;
+  nx_graph g = BAD_G;
+  size_t n;
+  const char* s;
+  switch (r->n) {
+    case 0: return nx_graph_node_count(g, &n);
+    case 1: return nx_graph_node_name(g, 0, &s);
+    case 2: return nx_graph_saved_bytes(g, &n);
+    default: return nx_graph_to_dot(g, &s);
+  }
+}
+static nx_status c_graph_value(const misuse_row* r, void** out) {
+  (void)out;
+  nx_tensor w = NULL, y = NULL;
+  NX_OK_(nx_mul(&w, F.params[0], F.params[0], NULL));
+  NX_OK_(nx_sum(&y, w, NULL, 0, false, NULL));
+  nx_graph g = NULL;
+  NX_OK_(nx_graph_create(&g, y));
+  const char* s;
+  nx_status st;
+  switch (r->n) {
+    case 0: st = nx_graph_node_name(g, 999, &s); break;
+    case 1: st = nx_graph_node_name(g, SIZE_MAX, &s); break;
+    case 2: st = nx_graph_node_count(g, NULL); break;
+    case 3: st = nx_graph_to_dot(g, NULL); break;
+    default: st = nx_graph_saved_bytes(g, NULL); break;
+  }
+  nx_graph_free(g);
+  nx_tensor_free(w), nx_tensor_free(y);
+  return st;
+}
+
+/* ---- streams and events (a CPU-only build: CUDA devices are unavailable) */
+static nx_status c_stream_event(const misuse_row* r, void** out) {
+  nx_device dev;
+  const nx_device cuda = {NX_CUDA, 0}, bad = {(nx_device_type)99, 0};
+  switch (r->n) {
+    case 0: return nx_stream_create(NULL, CPU);
+    case 1: return nx_stream_create((nx_stream*)out, cuda);
+    case 2: return nx_stream_create((nx_stream*)out, bad);
+    case 3: return nx_stream_device((nx_stream)(void*)G.tok, &dev); /* not in the table: NULL is the default stream */
+    case 4: return nx_stream_device((nx_stream)(void*)F.x4, &dev);
+    case 5: return nx_stream_synchronize((nx_stream)(void*)F.linear);
+    case 6: return nx_event_create(NULL, CPU);
+    case 7: return nx_event_create((nx_event*)out, cuda);
+    case 8: return nx_event_create((nx_event*)out, bad);
+    case 9: return nx_event_record(NULL, NULL);
+    case 10: return nx_event_wait(NULL, NULL);
+    case 11: return nx_event_synchronize(NULL);
+    case 12: return nx_event_synchronize((nx_event)(void*)F.x4);
+    default: return nx_add(OUT_T, F.x4, F.x4, (nx_stream)(void*)F.linear); /* a module as the stream */
+  }
+}
+
+/* ---- SafeTensors */
+static nx_status c_safetensors(const misuse_row* r, void** out) {
+  size_t n;
+  const char* s;
+  const char* names[2] = {"a", "b"};
+  nx_tensor ts[2] = {F.x4, NULL};
+  switch (r->n) {
+    case 0: return nx_safetensors_open(NULL, F.no_bias_file);
+    case 1: return nx_safetensors_open((nx_safetensors*)out, NULL);
+    case 2: return nx_safetensors_open((nx_safetensors*)out, "no/such/dir/x.safetensors");
+    case 3: return nx_safetensors_count(G.st, NULL);
+    case 4: return nx_safetensors_name(G.st, 99, &s);
+    case 5: return nx_safetensors_get(OUT_T, G.st, "no_such_tensor", CPU, NULL);
+    case 6: return nx_safetensors_get(OUT_T, G.st, NULL, CPU, NULL);
+    case 7: return nx_safetensors_metadata(G.st, NULL, &s);
+    case 8: return nx_safetensors_save(NULL, names, ts, 1);
+    case 9: return nx_safetensors_save("misuse_never_written.safetensors", NULL, ts, 1);
+    case 10: return nx_safetensors_save("misuse_never_written.safetensors", names, ts, 2); /* a NULL tensor */
+    case 11: return nx_safetensors_save("no/such/dir/x.safetensors", names, ts, 1);
+    case 12: return nx_safetensors_get(OUT_T, G.st, "weight", (nx_device){NX_CUDA, 0}, NULL);
+    default: (void)n; return nx_safetensors_name(G.st, 0, NULL);
+  }
+}
+static nx_status c_safetensors_bad(const misuse_row* r, void** out) {
+  nx_safetensors st = BAD_ST;
+  size_t n;
+  const char* s;
+  switch (r->n) {
+    case 0: return nx_safetensors_count(st, &n);
+    case 1: return nx_safetensors_name(st, 0, &s);
+    case 2: return nx_safetensors_get(OUT_T, st, "weight", CPU, NULL);
+    default: return nx_safetensors_metadata(st, "k", &s);
+  }
+}
+
+/* ---- modules */
+static nx_status c_module_bad(const misuse_row* r, void** out) {
+  nx_module m = BAD_M;
+  const char* s;
+  size_t n;
+  bool b;
+  switch (r->n) {
+    case 0: return nx_module_forward(OUT_T, m, F.x23, NULL);
+    case 1: return nx_module_kind(m, &s);
+    case 2: return nx_module_parameter_count(m, &n);
+    case 3: return nx_module_parameter(m, 0, &s, OUT_T);
+    case 4: return nx_module_set_training(m, false);
+    case 5: return nx_module_get_training(m, &b);
+    case 6: return nx_module_save(m, "misuse_never_written.safetensors");
+    case 7: return nx_module_load(m, F.no_bias_file);
+    case 8: return nx_module_to(m, CPU, NULL);
+    case 9: return nx_residual_create(OUT_M, m);
+    default: {
+      nx_tensor* ps = SENTINEL;
+      nx_status st = nx_module_parameters(m, &ps, &n);
+      return ps != NULL && st != NX_OK ? NX_ERR_INTERNAL : st;
+    }
+  }
+}
+static nx_status c_module_value(const misuse_row* r, void** out) {
+  const char* s;
+  nx_module layers[2] = {F.linear, NULL};
+  switch (r->n) {
+    case 0: return nx_module_forward(OUT_T, F.linear, F.x23, NULL);  /* in_features 2, input [2,3] */
+    case 1: return nx_module_kind(F.linear, NULL);
+    case 2: return nx_module_parameter_count(F.linear, NULL);
+    case 3: return nx_module_parameter(F.linear, 99, &s, OUT_T);
+    case 4: return nx_module_to(F.linear, (nx_device){NX_CUDA, 0}, NULL);
+    case 5: return nx_module_get_training(F.linear, NULL);
+    case 6: return nx_module_save(F.linear, NULL);
+    case 7: return nx_module_load(F.linear, NULL);
+    case 8: return nx_activation_create(OUT_M, "no_such_activation");
+    case 9: return nx_activation_create(OUT_M, NULL);
+    case 10: return nx_sequential_create(OUT_M, NULL, 2);
+    case 11: return nx_sequential_create(OUT_M, layers, 2);
+    case 12: return nx_linear_create(OUT_M, 2, 3, true, (nx_dtype)99, CPU, NULL);
+    case 13: return nx_linear_create(OUT_M, 2, 3, true, NX_I32, CPU, NULL);
+    case 14: return nx_linear_create(OUT_M, 2, 3, true, NX_F32, (nx_device){NX_CUDA, 0}, NULL);
+    case 15: return nx_embedding_create(OUT_M, 4, 2, NX_F32, (nx_device){(nx_device_type)-5, 0}, NULL);
+    case 16: return nx_avg_pool2d_create(OUT_M, 0, 1);
+    case 17: return nx_flatten_create(NULL);
+    case 18: return nx_attention_create(OUT_M, NULL, NX_F32, CPU, NULL);
+    case 19: return nx_gpt_create(OUT_M, NULL, NX_F32, CPU, NULL);
+    default: return nx_module_forward(NULL, F.linear, F.x4, NULL);
+  }
+}
+
+/* ---- optimizers */
+static nx_status c_optim_bad(const misuse_row* r, void** out) {
+  (void)out;
+  nx_optimizer o = BAD_O;
+  double d;
+  switch (r->n) {
+    case 0: return nx_optimizer_step(o, NULL);
+    case 1: return nx_optimizer_zero_grad(o);
+    case 2: return nx_optimizer_set_lr(o, 0.1);
+    case 3: return nx_optimizer_get_lr(o, &d);
+    case 4: return nx_optimizer_save(o, "misuse_never_written.safetensors");
+    default: return nx_optimizer_load(o, F.no_bias_file);
+  }
+}
+static nx_status c_optim_value(const misuse_row* r, void** out) {
+  nx_tensor ps[2] = {F.params[0], G.dead_tensor};
+  switch (r->n) {
+    case 0: return nx_optimizer_get_lr(G.opt, NULL);
+    case 1: return nx_optimizer_load(G.opt, "no/such/dir/opt.safetensors");
+    case 2: return nx_optimizer_save(G.opt, NULL);
+    case 3: return nx_sgd_create(OUT_O, NULL, 2, NULL);
+    case 4: return nx_adam_create(OUT_O, NULL, 2, NULL);
+    case 5: return nx_sgd_create(OUT_O, ps, 2, NULL);   /* a freed parameter */
+    case 6: return nx_adam_create(OUT_O, ps, 2, NULL);
+    case 7: return nx_sgd_create(NULL, F.params, F.nparams, NULL);
+    default: return nx_optimizer_set_lr(G.opt, -INFINITY);
+  }
+}
+
+/* ---- grad scaler */
+static nx_status c_scaler_options(const misuse_row* r, void** out) {
+  nx_grad_scaler_options o = NX_GRAD_SCALER_OPTIONS_DEFAULT;
+  switch (r->n) {
+    case 0: o.init_scale = r->v; break;
+    case 1: o.growth_factor = r->v; break;
+    case 2: o.backoff_factor = r->v; break;
+    default: o.growth_interval = (int64_t)r->v; break;
+  }
+  return nx_grad_scaler_create((nx_grad_scaler*)out, &o);
+}
+static nx_status c_scaler_bad(const misuse_row* r, void** out) {
+  nx_grad_scaler s = BAD_GS;
+  double d;
+  switch (r->n) {
+    case 0: return nx_grad_scaler_scale(OUT_T, s, F.one11, NULL);
+    case 1: return nx_grad_scaler_unscale(s, G.opt, NULL);
+    case 2: return nx_grad_scaler_step(NULL, s, G.opt, NULL);
+    case 3: return nx_grad_scaler_update(s);
+    default: return nx_grad_scaler_get_scale(s, &d);
+  }
+}
+static nx_status c_scaler_value(const misuse_row* r, void** out) {
+  bool stepped;
+  nx_grad_scaler s = NULL;
+  nx_optimizer o = NULL;
+  const int64_t s1[1] = {1};
+  NX_OK_(nx_grad_scaler_create(&s, NULL));
+  NX_OK_(nx_sgd_create(&o, F.params, F.nparams, NULL));
+  nx_optimizer_zero_grad(o);
+  nx_status st;
+  switch (r->n) {
+    case 0: st = nx_grad_scaler_create(NULL, NULL); break;
+    case 1: st = nx_grad_scaler_scale(OUT_T, s, NULL, NULL); break;
+    case 2: {
+      const int64_t v[1] = {3};
+      nx_tensor loss = make_tensor(v, s1, 1, NX_I64);
+      st = nx_grad_scaler_scale(OUT_T, s, loss, NULL);
+      nx_tensor_free(loss);
+      break;
+    }
+    case 3: st = nx_grad_scaler_unscale(s, NULL, NULL); break;
+    case 4: st = nx_grad_scaler_step(&stepped, s, o, NULL); break; /* no gradient */
+    case 5: st = nx_grad_scaler_update(s); break;                  /* nothing unscaled */
+    case 6: st = nx_grad_scaler_get_scale(s, NULL); break;
+    case 7: st = nx_grad_scaler_unscale(s, G.dead_opt, NULL); break;
+    default: st = nx_grad_scaler_step(&stepped, s, (nx_optimizer)(void*)F.linear, NULL); break;
+  }
+  nx_optimizer_free(o);
+  nx_grad_scaler_free(s);
+  return st;
+}
+
+/* ---- tokenizer and text loader */
+static nx_status c_tokenizer_bad(const misuse_row* r, void** out) {
+  nx_tokenizer t = BAD_TOK;
+  int64_t i64;
+  const int64_t ids[2] = {65, 66};
+  char buf[8];
+  size_t len;
+  switch (r->n) {
+    case 0: return nx_tokenizer_vocab_size(t, &i64);
+    case 1: return nx_tokenizer_encode(OUT_T, t, "ab", 2);
+    case 2: return nx_tokenizer_decode(t, ids, 2, buf, sizeof buf, &len);
+    default: return nx_tokenizer_save(t, "misuse_never_written.tok");
+  }
+}
+static nx_status c_tokenizer_value(const misuse_row* r, void** out) {
+  char buf[8];
+  size_t len;
+  const int64_t ids[3] = {65, 66, 67}, bad_hi[1] = {256}, bad_neg[1] = {-1};
+  nx_tokenizer* o = (nx_tokenizer*)out;
+  switch (r->n) {
+    case 0: return nx_tokenizer_bytes_create(NULL);
+    case 1: return nx_tokenizer_bpe_train(o, NULL, 5, 300);
+    case 2: return nx_tokenizer_bpe_train(o, "abcabc", 6, 100);
+    case 3: return nx_tokenizer_bpe_train(o, "abcabc", 6, -1);
+    case 4: return nx_tokenizer_load(o, "no/such/dir/x.tok");
+    case 5: return nx_tokenizer_load(o, NULL);
+    case 6: return nx_tokenizer_vocab_size(G.tok, NULL);
+    case 7: return nx_tokenizer_encode(OUT_T, G.tok, NULL, 3);
+    case 8: return nx_tokenizer_decode(G.tok, ids, 3, buf, 2, &len);      /* buffer too small */
+    case 9: return nx_tokenizer_decode(G.tok, bad_hi, 1, buf, sizeof buf, &len);
+    case 10: return nx_tokenizer_decode(G.tok, bad_neg, 1, buf, sizeof buf, &len);
+    case 11: return nx_tokenizer_decode(G.tok, NULL, 2, buf, sizeof buf, &len);
+    case 12: return nx_tokenizer_save(G.tok, NULL);
+    default: return nx_tokenizer_bpe_train(o, "abcabc", 6, 255);
+  }
+}
+static nx_status c_loader_bad(const misuse_row* r, void** out) {
+  (void)out;
+  nx_text_loader l = BAD_TL;
+  nx_tensor in = SENTINEL, tg = SENTINEL;
+  int64_t i64;
+  switch (r->n) {
+    case 0: {
+      nx_status st = nx_text_loader_next(&in, &tg, l, CPU, NULL);
+      return st != NX_OK && (in != NULL || tg != NULL) ? NX_ERR_INTERNAL : st;
+    }
+    case 1: return nx_text_loader_batches_per_epoch(l, &i64);
+    default: return nx_text_loader_shard(l, 0, 1);
+  }
+}
+static nx_status c_loader_value(const misuse_row* r, void** out) {
+  nx_text_loader* o = (nx_text_loader*)out;
+  nx_tensor in = SENTINEL, tg = SENTINEL;
+  switch (r->n) {
+    case 0: return nx_text_loader_create(o, NULL, 2, 4, 1);
+    case 1: return nx_text_loader_create(o, F.i64_4, 1, 4, 1);      /* 4 tokens, seq 4 */
+    case 2: return nx_text_loader_create(o, G.tokens, 0, 4, 1);
+    case 3: return nx_text_loader_create(o, G.tokens, 2, -1, 1);
+    case 4: return nx_text_loader_create(o, G.tokens, 2, 64, 1);    /* no window of 65 tokens */
+    case 5: return nx_text_loader_create(o, F.x23, 1, 2, 1);        /* 2-d */
+    case 6: return nx_text_loader_create(o, G.tokens, P62, P62, 1);
+    case 7: return nx_text_loader_create(NULL, G.tokens, 2, 4, 1);
+    case 8: return nx_text_loader_next(NULL, &tg, G.loader, CPU, NULL);
+    case 9: {
+      nx_status st = nx_text_loader_next(&in, &tg, G.loader, (nx_device){NX_CUDA, 0}, NULL);
+      return st != NX_OK && (in != NULL || tg != NULL) ? NX_ERR_INTERNAL : st;
+    }
+    case 10: return nx_text_loader_batches_per_epoch(G.loader, NULL);
+    case 11: return nx_text_loader_shard(G.loader, 2, 2);
+    case 12: return nx_text_loader_shard(G.loader, -1, 2);
+    default: return nx_text_loader_shard(G.loader, 0, 0);
+  }
+}
+
+/* ---- DLPack: well-formed sizes, descriptions NexusGrad refuses */
+static nx_status c_dlpack_desc(const misuse_row* r, void** out) {
+  int64_t shape[1] = {4};
+  nx_dl_managed_tensor_versioned m;
+  memset(&m, 0, sizeof m);
+  m.version.major = NX_DL_MAJOR_VERSION;
+  m.version.minor = NX_DL_MINOR_VERSION;
+  m.deleter = dl_deleter_v;
+  nx_dl_tensor* t = &m.dl_tensor;
+  t->data = g_dl_data;
+  t->device.device_type = NX_CPU;
+  t->ndim = 1;
+  t->dtype.code = NX_DL_FLOAT, t->dtype.bits = 32, t->dtype.lanes = 1;
+  t->shape = shape;
+  switch (r->n) {
+    case 0: t->dtype.lanes = 4; break;
+    case 1: t->dtype.code = NX_DL_COMPLEX, t->dtype.bits = 64; break;
+    case 2: t->dtype.bits = 24; break;
+    case 3: t->dtype.code = NX_DL_UINT, t->dtype.bits = 8; break;
+    case 4: t->device.device_type = NX_CUDA; break;
+    case 5: t->device.device_type = 13; break;
+    case 6: m.version.major = NX_DL_MAJOR_VERSION + 1; break;
+    case 7: m.flags = NX_DL_FLAG_READ_ONLY; break;
+    case 8: t->shape = NULL; break;
+    case 9: t->data = NULL; break;
+    case 10: t->dtype.code = NX_DL_OPAQUE_HANDLE; break;
+    default: return nx_tensor_from_dlpack_versioned(OUT_T, NULL);
+  }
+  const int deleted = g_dl_deleted;
+  nx_status st = nx_tensor_from_dlpack_versioned(OUT_T, &m);
+  if (st != NX_OK && g_dl_deleted != deleted) return NX_ERR_INTERNAL;
+  return st;
+}
+static nx_status c_dlpack_export_bad(const misuse_row* r, void** out) {
+  (void)out;
+  nx_dl_managed_tensor_versioned* m = SENTINEL;
+  nx_status st = nx_tensor_to_dlpack_versioned(&m, BAD_T);
+  return st != NX_OK && m != NULL ? NX_ERR_INTERNAL : st;
+}
+
+/* ---- communication and DDP (no NCCL or GPU here) */
+static nx_status c_comm(const misuse_row* r, void** out) {
+  nx_comm_id id;
+  memset(&id, 0, sizeof id);
+  char buf[8];
+  size_t len, n;
+  int32_t i32;
+  nx_tensor ps[1] = {F.params[0]};
+  switch (r->n) {
+    case 0: return nx_comm_id_create(&id);
+    case 1: return nx_comm_create((nx_comm*)out, &id, 0, 1, (nx_device){NX_CUDA, 0});
+    case 2: return nx_comm_create_mpi((nx_comm*)out);
+    case 3: return nx_comm_id_to_hex(&id, buf, sizeof buf, &len);
+    case 4: return nx_comm_id_from_hex(&id, "zz");
+    case 5: return nx_comm_id_from_hex(&id, NULL);
+    case 6: return nx_comm_id_load(&id, "no/such/dir/comm.id", 0.0);
+    case 7: return nx_comm_rank(NULL, &i32);
+    case 8: return nx_comm_size((nx_comm)(void*)F.x4, &i32);
+    case 9: return nx_comm_all_reduce(F.x4, NULL, NX_REDUCE_SUM, NULL);
+    case 10: return nx_comm_all_gather(OUT_T, F.x4, NULL, NULL);
+    case 11: return nx_ddp_create((nx_ddp*)out, ps, 1, NULL, 0, NULL);
+    case 12: return nx_ddp_finish(NULL, NULL);
+    case 13: return nx_ddp_bucket_count((nx_ddp)(void*)F.linear, &n);
+    case 14: return nx_comm_id_to_hex(NULL, buf, sizeof buf, &len);
+    default: return nx_comm_id_save(&id, NULL);
+  }
+}
+
+/* ---- autocast (a successful push is popped again so the rows leave no scope open) */
+static nx_status c_autocast(const misuse_row* r, void** out) {
+  (void)out;
+  nx_status st;
+  switch (r->n) {
+    case 0: st = nx_autocast_push(NX_CPU, NX_I32, true); break;
+    case 1: st = nx_autocast_push((nx_device_type)99, NX_BF16, true); break;
+    case 2: st = nx_autocast_push(NX_CPU, (nx_dtype)99, true); break;
+    case 3: return nx_autocast_pop();
+    case 4: return nx_autocast_get_dtype(NX_CPU, NULL);
+    case 5: { nx_dtype d; return nx_autocast_get_dtype((nx_device_type)0, &d); }
+    default: st = nx_autocast_push(NX_CPU, NX_F64, true); break;
+  }
+  if (st == NX_OK) nx_autocast_pop();
+  return st;
+}
+
 #define ROW(what, call, v, n, want, out_type, api, needle) \
   { what, call, v, n, want, out_type, api, needle }
 #define TENSOR NX_HANDLE_TENSOR
@@ -606,6 +1207,15 @@ static nx_status c_copy_into_expanded(const misuse_row* r, void** out) {
 #define E_SHAPE NX_ERR_SHAPE
 #define E_DTYPE NX_ERR_DTYPE
 #define E_OOM NX_ERR_OUT_OF_MEMORY
+#define GRAPH NX_HANDLE_GRAPH
+#define STREAM NX_HANDLE_STREAM
+#define EVENT NX_HANDLE_EVENT
+#define SAFET NX_HANDLE_SAFETENSORS
+#define SCALER NX_HANDLE_GRAD_SCALER
+#define TOKENIZER NX_HANDLE_TOKENIZER
+#define LOADER NX_HANDLE_TEXT_LOADER
+#define COMM NX_HANDLE_COMM
+#define DDP NX_HANDLE_DDP
 
 static const misuse_row k_rows[] = {
     /* ---------------- item 8: sizes whose products or sums overflow */
@@ -830,6 +1440,394 @@ static const misuse_row k_rows[] = {
     ROW("module file without a parameter's tensor", c_module_load, 0, 0, NX_ERR_IO, NONE, "nx_module_load",
         "has no tensor \"bias\""),
     ROW("module file missing", c_module_load, 0, 1, NX_ERR_IO, NONE, "nx_module_load", "no/such/dir"),
+
+    /* ---------------- handles (NULL, freed, of another type), NULL outs, bad enums, every family */
+    ROW("nx_tensor_ndim: NULL tensor", c_tensor_bad, 0, 0, E_ARG, NONE, "nx_tensor_ndim", NULL),
+    ROW("nx_tensor_ndim: freed tensor", c_tensor_bad, 1, 0, E_ARG, NONE, "nx_tensor_ndim", NULL),
+    ROW("nx_tensor_ndim: module as tensor", c_tensor_bad, 2, 0, E_ARG, NONE, "nx_tensor_ndim", NULL),
+    ROW("nx_tensor_shape: NULL tensor", c_tensor_bad, 0, 1, E_ARG, NONE, "nx_tensor_shape", NULL),
+    ROW("nx_tensor_shape: freed tensor", c_tensor_bad, 1, 1, E_ARG, NONE, "nx_tensor_shape", NULL),
+    ROW("nx_tensor_shape: module as tensor", c_tensor_bad, 2, 1, E_ARG, NONE, "nx_tensor_shape", NULL),
+    ROW("nx_tensor_strides: NULL tensor", c_tensor_bad, 0, 2, E_ARG, NONE, "nx_tensor_strides", NULL),
+    ROW("nx_tensor_strides: freed tensor", c_tensor_bad, 1, 2, E_ARG, NONE, "nx_tensor_strides", NULL),
+    ROW("nx_tensor_numel: NULL tensor", c_tensor_bad, 0, 3, E_ARG, NONE, "nx_tensor_numel", NULL),
+    ROW("nx_tensor_numel: freed tensor", c_tensor_bad, 1, 3, E_ARG, NONE, "nx_tensor_numel", NULL),
+    ROW("nx_tensor_numel: module as tensor", c_tensor_bad, 2, 3, E_ARG, NONE, "nx_tensor_numel", NULL),
+    ROW("nx_tensor_dtype: NULL tensor", c_tensor_bad, 0, 4, E_ARG, NONE, "nx_tensor_dtype", NULL),
+    ROW("nx_tensor_dtype: freed tensor", c_tensor_bad, 1, 4, E_ARG, NONE, "nx_tensor_dtype", NULL),
+    ROW("nx_tensor_dtype: module as tensor", c_tensor_bad, 2, 4, E_ARG, NONE, "nx_tensor_dtype", NULL),
+    ROW("nx_tensor_device: freed tensor", c_tensor_bad, 1, 5, E_ARG, NONE, "nx_tensor_device", NULL),
+    ROW("nx_tensor_device: module as tensor", c_tensor_bad, 2, 5, E_ARG, NONE, "nx_tensor_device", NULL),
+    ROW("nx_tensor_is_contiguous: NULL tensor", c_tensor_bad, 0, 6, E_ARG, NONE, "nx_tensor_is_contiguous", NULL),
+    ROW("nx_tensor_is_contiguous: freed tensor", c_tensor_bad, 1, 6, E_ARG, NONE, "nx_tensor_is_contiguous", NULL),
+    ROW("nx_tensor_item: NULL tensor", c_tensor_bad, 0, 7, E_ARG, NONE, "nx_tensor_item", NULL),
+    ROW("nx_tensor_item: freed tensor", c_tensor_bad, 1, 7, E_ARG, NONE, "nx_tensor_item", NULL),
+    ROW("nx_tensor_item: module as tensor", c_tensor_bad, 2, 7, E_ARG, NONE, "nx_tensor_item", NULL),
+    ROW("nx_tensor_data_ptr: NULL tensor", c_tensor_bad, 0, 8, E_ARG, NONE, "nx_tensor_data_ptr", NULL),
+    ROW("nx_tensor_data_ptr: freed tensor", c_tensor_bad, 1, 8, E_ARG, NONE, "nx_tensor_data_ptr", NULL),
+    ROW("nx_tensor_retain: NULL tensor", c_tensor_bad, 0, 9, E_ARG, TENSOR, "nx_tensor_retain", NULL),
+    ROW("nx_tensor_retain: freed tensor", c_tensor_bad, 1, 9, E_ARG, TENSOR, "nx_tensor_retain", NULL),
+    ROW("nx_tensor_retain: module as tensor", c_tensor_bad, 2, 9, E_ARG, TENSOR, "nx_tensor_retain", NULL),
+    ROW("nx_tensor_copy_to_host: NULL tensor", c_tensor_bad, 0, 10, E_ARG, NONE, "nx_tensor_copy_to_host", NULL),
+    ROW("nx_tensor_copy_to_host: freed tensor", c_tensor_bad, 1, 10, E_ARG, NONE, "nx_tensor_copy_to_host", NULL),
+    ROW("nx_tensor_grad: NULL tensor", c_tensor_bad, 0, 11, E_ARG, TENSOR, "nx_tensor_grad", NULL),
+    ROW("nx_tensor_grad: freed tensor", c_tensor_bad, 1, 11, E_ARG, TENSOR, "nx_tensor_grad", NULL),
+    ROW("nx_tensor_grad: module as tensor", c_tensor_bad, 2, 11, E_ARG, TENSOR, "nx_tensor_grad", NULL),
+    ROW("nx_tensor_zero_grad: NULL tensor", c_tensor_bad, 0, 12, E_ARG, NONE, "nx_tensor_zero_grad", NULL),
+    ROW("nx_tensor_zero_grad: freed tensor", c_tensor_bad, 1, 12, E_ARG, NONE, "nx_tensor_zero_grad", NULL),
+    ROW("nx_tensor_detach: freed tensor", c_tensor_bad, 1, 13, E_ARG, TENSOR, "nx_tensor_detach", NULL),
+    ROW("nx_tensor_detach: module as tensor", c_tensor_bad, 2, 13, E_ARG, TENSOR, "nx_tensor_detach", NULL),
+    ROW("nx_tensor_set_requires_grad: NULL tensor", c_tensor_bad, 0, 14, E_ARG, NONE, "nx_tensor_set_requires_grad", NULL),
+    ROW("nx_tensor_set_requires_grad: freed tensor", c_tensor_bad, 1, 14, E_ARG, NONE, "nx_tensor_set_requires_grad", NULL),
+    ROW("nx_tensor_set_requires_grad: module as tensor", c_tensor_bad, 2, 14, E_ARG, NONE, "nx_tensor_set_requires_grad", NULL),
+    ROW("nx_tensor_get_requires_grad: freed tensor", c_tensor_bad, 1, 15, E_ARG, NONE, "nx_tensor_get_requires_grad", NULL),
+    ROW("nx_tensor_get_requires_grad: module as tensor", c_tensor_bad, 2, 15, E_ARG, NONE, "nx_tensor_get_requires_grad", NULL),
+    ROW("nx_tensor_is_leaf: NULL tensor", c_tensor_bad, 0, 16, E_ARG, NONE, "nx_tensor_is_leaf", NULL),
+    ROW("nx_tensor_is_leaf: freed tensor", c_tensor_bad, 1, 16, E_ARG, NONE, "nx_tensor_is_leaf", NULL),
+    ROW("nx_tensor_to: NULL tensor", c_tensor_bad, 0, 17, E_ARG, TENSOR, "nx_tensor_to", NULL),
+    ROW("nx_tensor_to: freed tensor", c_tensor_bad, 1, 17, E_ARG, TENSOR, "nx_tensor_to", NULL),
+    ROW("nx_tensor_to: module as tensor", c_tensor_bad, 2, 17, E_ARG, TENSOR, "nx_tensor_to", NULL),
+    ROW("nx_add: NULL tensor", c_tensor_bad, 0, 18, E_ARG, TENSOR, "nx_add", NULL),
+    ROW("nx_add: freed tensor", c_tensor_bad, 1, 18, E_ARG, TENSOR, "nx_add", NULL),
+    ROW("nx_add: module as tensor", c_tensor_bad, 2, 18, E_ARG, TENSOR, "nx_add", NULL),
+    ROW("nx_matmul: NULL tensor", c_tensor_bad, 0, 19, E_ARG, TENSOR, "nx_matmul", NULL),
+    ROW("nx_matmul: freed tensor", c_tensor_bad, 1, 19, E_ARG, TENSOR, "nx_matmul", NULL),
+    ROW("nx_matmul: module as tensor", c_tensor_bad, 2, 19, E_ARG, TENSOR, "nx_matmul", NULL),
+    ROW("nx_sum: NULL tensor", c_tensor_bad, 0, 20, E_ARG, TENSOR, "nx_sum", NULL),
+    ROW("nx_sum: freed tensor", c_tensor_bad, 1, 20, E_ARG, TENSOR, "nx_sum", NULL),
+    ROW("nx_sum: module as tensor", c_tensor_bad, 2, 20, E_ARG, TENSOR, "nx_sum", NULL),
+    ROW("nx_softmax: freed tensor", c_tensor_bad, 1, 21, E_ARG, TENSOR, "nx_softmax", NULL),
+    ROW("nx_softmax: module as tensor", c_tensor_bad, 2, 21, E_ARG, TENSOR, "nx_softmax", NULL),
+    ROW("nx_reshape: NULL tensor", c_tensor_bad, 0, 22, E_ARG, TENSOR, "nx_reshape", NULL),
+    ROW("nx_reshape: freed tensor", c_tensor_bad, 1, 22, E_ARG, TENSOR, "nx_reshape", NULL),
+    ROW("nx_relu: freed tensor", c_tensor_bad, 1, 23, E_ARG, TENSOR, "nx_relu", NULL),
+    ROW("nx_relu: module as tensor", c_tensor_bad, 2, 23, E_ARG, TENSOR, "nx_relu", NULL),
+    ROW("nx_where: NULL tensor", c_tensor_bad, 0, 24, E_ARG, TENSOR, "nx_where", NULL),
+    ROW("nx_where: freed tensor", c_tensor_bad, 1, 24, E_ARG, TENSOR, "nx_where", NULL),
+    ROW("nx_index_select: freed tensor", c_tensor_bad, 1, 25, E_ARG, TENSOR, "nx_index_select", NULL),
+    ROW("nx_index_select: module as tensor", c_tensor_bad, 2, 25, E_ARG, TENSOR, "nx_index_select", NULL),
+    ROW("nx_mse_loss: NULL tensor", c_tensor_bad, 0, 26, E_ARG, TENSOR, "nx_mse_loss", NULL),
+    ROW("nx_mse_loss: freed tensor", c_tensor_bad, 1, 26, E_ARG, TENSOR, "nx_mse_loss", NULL),
+    ROW("nx_backward: NULL tensor", c_tensor_bad, 0, 27, E_ARG, NONE, "nx_backward", NULL),
+    ROW("nx_backward: freed tensor", c_tensor_bad, 1, 27, E_ARG, NONE, "nx_backward", NULL),
+    ROW("nx_backward: module as tensor", c_tensor_bad, 2, 27, E_ARG, NONE, "nx_backward", NULL),
+    ROW("nx_graph_create: NULL tensor", c_tensor_bad, 0, 28, E_ARG, GRAPH, "nx_graph_create", NULL),
+    ROW("nx_graph_create: freed tensor", c_tensor_bad, 1, 28, E_ARG, GRAPH, "nx_graph_create", NULL),
+    ROW("nx_graph_create: module as tensor", c_tensor_bad, 2, 28, E_ARG, GRAPH, "nx_graph_create", NULL),
+    ROW("nx_module_forward: freed tensor", c_tensor_bad, 1, 29, E_ARG, TENSOR, "nx_module_forward", NULL),
+    ROW("nx_module_forward: module as tensor", c_tensor_bad, 2, 29, E_ARG, TENSOR, "nx_module_forward", NULL),
+    ROW("nx_add_: NULL tensor", c_tensor_bad, 0, 30, E_ARG, NONE, "nx_add_", NULL),
+    ROW("nx_add_: freed tensor", c_tensor_bad, 1, 30, E_ARG, NONE, "nx_add_", NULL),
+    ROW("nx_tensor_to_dlpack: NULL tensor", c_tensor_bad, 0, 31, E_ARG, NONE, "nx_tensor_to_dlpack", NULL),
+    ROW("nx_tensor_to_dlpack: freed tensor", c_tensor_bad, 1, 31, E_ARG, NONE, "nx_tensor_to_dlpack", NULL),
+    ROW("nx_tensor_to_dlpack: module as tensor", c_tensor_bad, 2, 31, E_ARG, NONE, "nx_tensor_to_dlpack", NULL),
+    ROW("nx_tensor_ndim: NULL out", c_tensor_null_out, 0, 0, E_ARG, NONE, "nx_tensor_ndim", NULL),
+    ROW("nx_tensor_shape: NULL out", c_tensor_null_out, 0, 1, E_ARG, NONE, "nx_tensor_shape", NULL),
+    ROW("nx_tensor_numel: NULL out", c_tensor_null_out, 0, 2, E_ARG, NONE, "nx_tensor_numel", NULL),
+    ROW("nx_tensor_dtype: NULL out", c_tensor_null_out, 0, 3, E_ARG, NONE, "nx_tensor_dtype", NULL),
+    ROW("nx_tensor_device: NULL out", c_tensor_null_out, 0, 4, E_ARG, NONE, "nx_tensor_device", NULL),
+    ROW("nx_tensor_item: NULL out", c_tensor_null_out, 0, 5, E_ARG, NONE, "nx_tensor_item", NULL),
+    ROW("nx_tensor_retain: NULL out", c_tensor_null_out, 0, 6, E_ARG, NONE, "nx_tensor_retain", NULL),
+    ROW("nx_add: NULL out", c_tensor_null_out, 0, 7, E_ARG, NONE, "nx_add", NULL),
+    ROW("nx_tensor_zeros: NULL out", c_tensor_null_out, 0, 8, E_ARG, NONE, "nx_tensor_zeros", NULL),
+    ROW("nx_tensor_to_dlpack: NULL out", c_tensor_null_out, 0, 9, E_ARG, NONE, "nx_tensor_to_dlpack", NULL),
+    ROW("nx_tensor_get_requires_grad: NULL out", c_tensor_null_out, 0, 10, E_ARG, NONE, "nx_tensor_get_requires_grad", NULL),
+    ROW("nx_tensor_copy_to_host: NULL out", c_tensor_null_out, 0, 11, E_ARG, NONE, "nx_tensor_copy_to_host", NULL),
+    ROW("add [2,3] + [4]", c_ops_bad_value, 0, 0, E_SHAPE, TENSOR, "nx_add", NULL),
+    ROW("matmul [2,3] @ [2,3]", c_ops_bad_value, 0, 1, E_SHAPE, TENSOR, "nx_matmul", NULL),
+    ROW("matmul i32 @ f32", c_ops_bad_value, 0, 2, E_DTYPE, TENSOR, "nx_matmul", NULL),
+    ROW("where cond f32", c_ops_bad_value, 0, 3, E_DTYPE, TENSOR, "nx_where", NULL),
+    ROW("softmax axis 2 of rank 2", c_ops_bad_value, 0, 4, E_SHAPE, TENSOR, "nx_softmax", NULL),
+    ROW("argmax axis -3 of rank 2", c_ops_bad_value, 0, 5, E_SHAPE, TENSOR, "nx_argmax", NULL),
+    ROW("squeeze an axis of size 3", c_ops_bad_value, 0, 6, E_SHAPE, TENSOR, "nx_squeeze", NULL),
+    ROW("permute a repeated axis", c_ops_bad_value, 0, 7, E_SHAPE, TENSOR, "nx_permute", NULL),
+    ROW("cast to dtype 99", c_ops_bad_value, 0, 8, E_DTYPE, TENSOR, "nx_cast", NULL),
+    ROW("tensor_shape capacity 1 < ndim 2", c_ops_bad_value, 0, 9, E_SHAPE, NONE, "nx_tensor_shape", NULL),
+    ROW("log_softmax axis MIN", c_ops_bad_value, 0, 10, E_SHAPE, TENSOR, "nx_log_softmax", NULL),
+    ROW("one_hot dtype -1", c_ops_bad_value, 0, 11, E_DTYPE, TENSOR, "nx_one_hot", NULL),
+    ROW("gather index of rank 1 for rank 2", c_ops_bad_value, 0, 13, E_SHAPE, TENSOR, "nx_gather", NULL),
+    ROW("copy_to_host 3 bytes of 16", c_ops_bad_value, 0, 14, E_ARG, NONE, "nx_tensor_copy_to_host", NULL),
+    ROW("item of 4 elements", c_ops_bad_value, 0, 15, E_SHAPE, NONE, "nx_tensor_item", NULL),
+    ROW("cross_entropy reduction 7", c_ops_bad_value, 0, 16, E_ARG, TENSOR, "nx_cross_entropy", NULL),
+    ROW("mse_loss [2,3] vs [4]", c_ops_bad_value, 0, 17, E_SHAPE, TENSOR, "nx_mse_loss", NULL),
+    ROW("bce_with_logits [2,3] vs [4,3]", c_ops_bad_value, 0, 18, E_SHAPE, TENSOR, "nx_bce_with_logits", NULL),
+    ROW("nll_loss f32 target", c_ops_bad_value, 0, 19, E_DTYPE, TENSOR, "nx_nll_loss", NULL),
+    ROW("cross_entropy 1-d logits", c_ops_bad_value, 0, 20, E_SHAPE, TENSOR, "nx_cross_entropy", NULL),
+    ROW("softmax_cross_entropy target 7 of 3 classes", c_ops_bad_value, 0, 21, E_ARG, TENSOR, "nx_softmax_cross_entropy", NULL),
+    ROW("mse_loss reduction -1", c_ops_bad_value, 0, 22, E_ARG, TENSOR, "nx_mse_loss", NULL),
+    ROW("tensor_to cuda:0 without CUDA", c_ops_bad_value, 0, 23, NX_ERR_DEVICE, TENSOR, "nx_tensor_to", NULL),
+    ROW("tensor_to device type 42", c_ops_bad_value, 0, 24, NX_ERR_DEVICE, TENSOR, "nx_tensor_to", NULL),
+    ROW("cat [4] with [2,3]", c_ops_bad_value, 0, 25, E_SHAPE, TENSOR, "nx_cat", NULL),
+    ROW("stack [4] with [4,3]", c_ops_bad_value, 0, 26, E_SHAPE, TENSOR, "nx_stack", NULL),
+    ROW("requires_grad on i64", c_ops_bad_value, 0, 27, E_DTYPE, NONE, "nx_tensor_set_requires_grad", NULL),
+    ROW("backward of 6 elements, grad NULL", c_autograd, 0, 0, E_SHAPE, NONE, "nx_backward", NULL),
+    ROW("backward grad [4] for [3,2]", c_autograd, 0, 1, E_SHAPE, NONE, "nx_backward", NULL),
+    ROW("autograd_grad grads NULL", c_autograd, 0, 2, E_ARG, NONE, "nx_autograd_grad", NULL),
+    ROW("autograd_grad inputs NULL", c_autograd, 0, 3, E_ARG, NONE, "nx_autograd_grad", NULL),
+    ROW("autograd_grad a freed input", c_autograd, 0, 4, E_ARG, NONE, "nx_autograd_grad", NULL),
+    ROW("jvp out NULL", c_autograd, 0, 5, E_ARG, NONE, "nx_jvp", NULL),
+    ROW("jvp tangents NULL", c_autograd, 0, 6, E_ARG, TENSOR, "nx_jvp", NULL),
+    ROW("jvp tangent [4] for [3,2]", c_autograd, 0, 7, E_SHAPE, TENSOR, "nx_jvp", NULL),
+    ROW("checkpoint fn NULL", c_autograd, 0, 8, E_ARG, NONE, "nx_checkpoint", NULL),
+    ROW("graph_create out NULL", c_autograd, 0, 9, E_ARG, NONE, "nx_graph_create", NULL),
+    ROW("autograd_grad SIZE_MAX inputs ending in NULL", c_autograd, 0, 10, E_ARG, NONE, "nx_autograd_grad", NULL),
+    ROW("nx_graph_node_count: NULL graph", c_graph_bad, 0, 0, E_ARG, NONE, "nx_graph_node_count", NULL),
+    ROW("nx_graph_node_count: freed graph", c_graph_bad, 1, 0, E_ARG, NONE, "nx_graph_node_count", NULL),
+    ROW("nx_graph_node_count: tensor as graph", c_graph_bad, 2, 0, E_ARG, NONE, "nx_graph_node_count", NULL),
+    ROW("nx_graph_node_name: NULL graph", c_graph_bad, 0, 1, E_ARG, NONE, "nx_graph_node_name", NULL),
+    ROW("nx_graph_node_name: freed graph", c_graph_bad, 1, 1, E_ARG, NONE, "nx_graph_node_name", NULL),
+    ROW("nx_graph_node_name: tensor as graph", c_graph_bad, 2, 1, E_ARG, NONE, "nx_graph_node_name", NULL),
+    ROW("nx_graph_saved_bytes: NULL graph", c_graph_bad, 0, 2, E_ARG, NONE, "nx_graph_saved_bytes", NULL),
+    ROW("nx_graph_saved_bytes: freed graph", c_graph_bad, 1, 2, E_ARG, NONE, "nx_graph_saved_bytes", NULL),
+    ROW("nx_graph_saved_bytes: tensor as graph", c_graph_bad, 2, 2, E_ARG, NONE, "nx_graph_saved_bytes", NULL),
+    ROW("nx_graph_to_dot: NULL graph", c_graph_bad, 0, 3, E_ARG, NONE, "nx_graph_to_dot", NULL),
+    ROW("nx_graph_to_dot: freed graph", c_graph_bad, 1, 3, E_ARG, NONE, "nx_graph_to_dot", NULL),
+    ROW("nx_graph_to_dot: tensor as graph", c_graph_bad, 2, 3, E_ARG, NONE, "nx_graph_to_dot", NULL),
+    ROW("graph_node_name 999", c_graph_value, 0, 0, E_ARG, NONE, "nx_graph_node_name", NULL),
+    ROW("graph_node_name SIZE_MAX", c_graph_value, 0, 1, E_ARG, NONE, "nx_graph_node_name", NULL),
+    ROW("graph_node_count out NULL", c_graph_value, 0, 2, E_ARG, NONE, "nx_graph_node_count", NULL),
+    ROW("graph_to_dot out NULL", c_graph_value, 0, 3, E_ARG, NONE, "nx_graph_to_dot", NULL),
+    ROW("graph_saved_bytes out NULL", c_graph_value, 0, 4, E_ARG, NONE, "nx_graph_saved_bytes", NULL),
+    ROW("stream_create out NULL", c_stream_event, 0, 0, E_ARG, NONE, "nx_stream_create", NULL),
+    ROW("stream_create cuda:0 without CUDA", c_stream_event, 0, 1, NX_ERR_DEVICE, STREAM, "nx_stream_create", NULL),
+    ROW("stream_create device type 99", c_stream_event, 0, 2, NX_ERR_DEVICE, STREAM, "nx_stream_create", NULL),
+    ROW("stream_device of a tokenizer", c_stream_event, 0, 3, E_ARG, NONE, "nx_stream_device", NULL),
+    ROW("stream_device of a tensor", c_stream_event, 0, 4, E_ARG, NONE, "nx_stream_device", NULL),
+    ROW("stream_synchronize of a module", c_stream_event, 0, 5, E_ARG, NONE, "nx_stream_synchronize", NULL),
+    ROW("event_create out NULL", c_stream_event, 0, 6, E_ARG, NONE, "nx_event_create", NULL),
+    ROW("event_create cuda:0 without CUDA", c_stream_event, 0, 7, NX_ERR_DEVICE, EVENT, "nx_event_create", NULL),
+    ROW("event_create device type 99", c_stream_event, 0, 8, NX_ERR_DEVICE, EVENT, "nx_event_create", NULL),
+    ROW("event_record NULL", c_stream_event, 0, 9, E_ARG, NONE, "nx_event_record", NULL),
+    ROW("event_wait NULL", c_stream_event, 0, 10, E_ARG, NONE, "nx_event_wait", NULL),
+    ROW("event_synchronize NULL", c_stream_event, 0, 11, E_ARG, NONE, "nx_event_synchronize", NULL),
+    ROW("event_synchronize of a tensor", c_stream_event, 0, 12, E_ARG, NONE, "nx_event_synchronize", NULL),
+    ROW("add on a module as the stream", c_stream_event, 0, 13, E_ARG, TENSOR, "nx_add", NULL),
+    ROW("safetensors_open out NULL", c_safetensors, 0, 0, E_ARG, NONE, "nx_safetensors_open", NULL),
+    ROW("safetensors_open path NULL", c_safetensors, 0, 1, E_ARG, SAFET, "nx_safetensors_open", NULL),
+    ROW("safetensors_open missing file", c_safetensors, 0, 2, NX_ERR_IO, SAFET, "nx_safetensors_open", NULL),
+    ROW("safetensors_count out NULL", c_safetensors, 0, 3, E_ARG, NONE, "nx_safetensors_count", NULL),
+    ROW("safetensors_name 99 of 1", c_safetensors, 0, 4, E_ARG, NONE, "nx_safetensors_name", NULL),
+    ROW("safetensors_get no such name", c_safetensors, 0, 5, E_ARG, TENSOR, "nx_safetensors_get", NULL),
+    ROW("safetensors_get name NULL", c_safetensors, 0, 6, E_ARG, TENSOR, "nx_safetensors_get", NULL),
+    ROW("safetensors_metadata key NULL", c_safetensors, 0, 7, E_ARG, NONE, "nx_safetensors_metadata", NULL),
+    ROW("safetensors_save path NULL", c_safetensors, 0, 8, E_ARG, NONE, "nx_safetensors_save", NULL),
+    ROW("safetensors_save names NULL", c_safetensors, 0, 9, E_ARG, NONE, "nx_safetensors_save", NULL),
+    ROW("safetensors_save a NULL tensor", c_safetensors, 0, 10, E_ARG, NONE, "nx_safetensors_save", NULL),
+    ROW("safetensors_save into a missing dir", c_safetensors, 0, 11, NX_ERR_IO, NONE, "nx_safetensors_save", NULL),
+    ROW("safetensors_get onto cuda:0", c_safetensors, 0, 12, NX_ERR_DEVICE, TENSOR, "nx_safetensors_get", NULL),
+    ROW("safetensors_name out NULL", c_safetensors, 0, 13, E_ARG, NONE, "nx_safetensors_name", NULL),
+    ROW("nx_safetensors_count: NULL file", c_safetensors_bad, 0, 0, E_ARG, NONE, "nx_safetensors_count", NULL),
+    ROW("nx_safetensors_count: freed file", c_safetensors_bad, 1, 0, E_ARG, NONE, "nx_safetensors_count", NULL),
+    ROW("nx_safetensors_count: loader as file", c_safetensors_bad, 2, 0, E_ARG, NONE, "nx_safetensors_count", NULL),
+    ROW("nx_safetensors_name: NULL file", c_safetensors_bad, 0, 1, E_ARG, NONE, "nx_safetensors_name", NULL),
+    ROW("nx_safetensors_name: freed file", c_safetensors_bad, 1, 1, E_ARG, NONE, "nx_safetensors_name", NULL),
+    ROW("nx_safetensors_name: loader as file", c_safetensors_bad, 2, 1, E_ARG, NONE, "nx_safetensors_name", NULL),
+    ROW("nx_safetensors_get: NULL file", c_safetensors_bad, 0, 2, E_ARG, TENSOR, "nx_safetensors_get", NULL),
+    ROW("nx_safetensors_get: freed file", c_safetensors_bad, 1, 2, E_ARG, TENSOR, "nx_safetensors_get", NULL),
+    ROW("nx_safetensors_get: loader as file", c_safetensors_bad, 2, 2, E_ARG, TENSOR, "nx_safetensors_get", NULL),
+    ROW("nx_safetensors_metadata: NULL file", c_safetensors_bad, 0, 3, E_ARG, NONE, "nx_safetensors_metadata", NULL),
+    ROW("nx_safetensors_metadata: freed file", c_safetensors_bad, 1, 3, E_ARG, NONE, "nx_safetensors_metadata", NULL),
+    ROW("nx_safetensors_metadata: loader as file", c_safetensors_bad, 2, 3, E_ARG, NONE, "nx_safetensors_metadata", NULL),
+    ROW("nx_module_forward: NULL module", c_module_bad, 0, 0, E_ARG, TENSOR, "nx_module_forward", NULL),
+    ROW("nx_module_forward: freed module", c_module_bad, 1, 0, E_ARG, TENSOR, "nx_module_forward", NULL),
+    ROW("nx_module_forward: tensor as module", c_module_bad, 2, 0, E_ARG, TENSOR, "nx_module_forward", NULL),
+    ROW("nx_module_kind: freed module", c_module_bad, 1, 1, E_ARG, NONE, "nx_module_kind", NULL),
+    ROW("nx_module_kind: tensor as module", c_module_bad, 2, 1, E_ARG, NONE, "nx_module_kind", NULL),
+    ROW("nx_module_parameter_count: freed module", c_module_bad, 1, 2, E_ARG, NONE, "nx_module_parameter_count", NULL),
+    ROW("nx_module_parameter_count: tensor as module", c_module_bad, 2, 2, E_ARG, NONE, "nx_module_parameter_count", NULL),
+    ROW("nx_module_parameter: NULL module", c_module_bad, 0, 3, E_ARG, TENSOR, "nx_module_parameter", NULL),
+    ROW("nx_module_parameter: freed module", c_module_bad, 1, 3, E_ARG, TENSOR, "nx_module_parameter", NULL),
+    ROW("nx_module_parameter: tensor as module", c_module_bad, 2, 3, E_ARG, TENSOR, "nx_module_parameter", NULL),
+    ROW("nx_module_set_training: freed module", c_module_bad, 1, 4, E_ARG, NONE, "nx_module_set_training", NULL),
+    ROW("nx_module_set_training: tensor as module", c_module_bad, 2, 4, E_ARG, NONE, "nx_module_set_training", NULL),
+    ROW("nx_module_get_training: freed module", c_module_bad, 1, 5, E_ARG, NONE, "nx_module_get_training", NULL),
+    ROW("nx_module_get_training: tensor as module", c_module_bad, 2, 5, E_ARG, NONE, "nx_module_get_training", NULL),
+    ROW("nx_module_save: freed module", c_module_bad, 1, 6, E_ARG, NONE, "nx_module_save", NULL),
+    ROW("nx_module_save: tensor as module", c_module_bad, 2, 6, E_ARG, NONE, "nx_module_save", NULL),
+    ROW("nx_module_load: freed module", c_module_bad, 1, 7, E_ARG, NONE, "nx_module_load", NULL),
+    ROW("nx_module_load: tensor as module", c_module_bad, 2, 7, E_ARG, NONE, "nx_module_load", NULL),
+    ROW("nx_module_to: NULL module", c_module_bad, 0, 8, E_ARG, NONE, "nx_module_to", NULL),
+    ROW("nx_module_to: freed module", c_module_bad, 1, 8, E_ARG, NONE, "nx_module_to", NULL),
+    ROW("nx_module_to: tensor as module", c_module_bad, 2, 8, E_ARG, NONE, "nx_module_to", NULL),
+    ROW("nx_residual_create: freed module", c_module_bad, 1, 9, E_ARG, MODULE, "nx_residual_create", NULL),
+    ROW("nx_residual_create: tensor as module", c_module_bad, 2, 9, E_ARG, MODULE, "nx_residual_create", NULL),
+    ROW("nx_module_parameters: NULL module", c_module_bad, 0, 10, E_ARG, NONE, "nx_module_parameters", NULL),
+    ROW("nx_module_parameters: freed module", c_module_bad, 1, 10, E_ARG, NONE, "nx_module_parameters", NULL),
+    ROW("nx_module_parameters: tensor as module", c_module_bad, 2, 10, E_ARG, NONE, "nx_module_parameters", NULL),
+    ROW("forward linear(2) on [2,3]", c_module_value, 0, 0, E_SHAPE, TENSOR, "nx_module_forward", NULL),
+    ROW("module_kind out NULL", c_module_value, 0, 1, E_ARG, NONE, "nx_module_kind", NULL),
+    ROW("module_parameter_count out NULL", c_module_value, 0, 2, E_ARG, NONE, "nx_module_parameter_count", NULL),
+    ROW("module_parameter 99 of 2", c_module_value, 0, 3, E_ARG, TENSOR, "nx_module_parameter", NULL),
+    ROW("module_to cuda:0 without CUDA", c_module_value, 0, 4, NX_ERR_DEVICE, NONE, "nx_module_to", NULL),
+    ROW("module_get_training out NULL", c_module_value, 0, 5, E_ARG, NONE, "nx_module_get_training", NULL),
+    ROW("module_save path NULL", c_module_value, 0, 6, E_ARG, NONE, "nx_module_save", NULL),
+    ROW("module_load path NULL", c_module_value, 0, 7, E_ARG, NONE, "nx_module_load", NULL),
+    ROW("activation unknown name", c_module_value, 0, 8, E_ARG, MODULE, "nx_activation_create", NULL),
+    ROW("activation name NULL", c_module_value, 0, 9, E_ARG, MODULE, "nx_activation_create", NULL),
+    ROW("sequential layers NULL", c_module_value, 0, 10, E_ARG, MODULE, "nx_sequential_create", NULL),
+    ROW("sequential with a NULL layer", c_module_value, 0, 11, E_ARG, MODULE, "nx_sequential_create", NULL),
+    ROW("linear dtype 99", c_module_value, 0, 12, E_DTYPE, MODULE, "nx_linear_create", NULL),
+    ROW("linear i32", c_module_value, 0, 13, E_DTYPE, MODULE, "nx_linear_create", NULL),
+    ROW("linear on cuda:0 without CUDA", c_module_value, 0, 14, NX_ERR_DEVICE, MODULE, "nx_linear_create", NULL),
+    ROW("embedding device type -5", c_module_value, 0, 15, NX_ERR_DEVICE, MODULE, "nx_embedding_create", NULL),
+    ROW("avg_pool2d kernel 0", c_module_value, 0, 16, E_ARG, MODULE, "nx_avg_pool2d_create", NULL),
+    ROW("flatten_create out NULL", c_module_value, 0, 17, E_ARG, NONE, "nx_flatten_create", NULL),
+    ROW("attention config NULL", c_module_value, 0, 18, E_ARG, MODULE, "nx_attention_create", NULL),
+    ROW("gpt config NULL", c_module_value, 0, 19, E_ARG, MODULE, "nx_gpt_create", NULL),
+    ROW("module_forward out NULL", c_module_value, 0, 20, E_ARG, NONE, "nx_module_forward", NULL),
+    ROW("nx_optimizer_step: NULL optimizer", c_optim_bad, 0, 0, E_ARG, NONE, "nx_optimizer_step", NULL),
+    ROW("nx_optimizer_step: freed optimizer", c_optim_bad, 1, 0, E_ARG, NONE, "nx_optimizer_step", NULL),
+    ROW("nx_optimizer_step: module as optimizer", c_optim_bad, 2, 0, E_ARG, NONE, "nx_optimizer_step", NULL),
+    ROW("nx_optimizer_zero_grad: NULL optimizer", c_optim_bad, 0, 1, E_ARG, NONE, "nx_optimizer_zero_grad", NULL),
+    ROW("nx_optimizer_zero_grad: freed optimizer", c_optim_bad, 1, 1, E_ARG, NONE, "nx_optimizer_zero_grad", NULL),
+    ROW("nx_optimizer_zero_grad: module as optimizer", c_optim_bad, 2, 1, E_ARG, NONE, "nx_optimizer_zero_grad", NULL),
+    ROW("nx_optimizer_set_lr: NULL optimizer", c_optim_bad, 0, 2, E_ARG, NONE, "nx_optimizer_set_lr", NULL),
+    ROW("nx_optimizer_set_lr: freed optimizer", c_optim_bad, 1, 2, E_ARG, NONE, "nx_optimizer_set_lr", NULL),
+    ROW("nx_optimizer_set_lr: module as optimizer", c_optim_bad, 2, 2, E_ARG, NONE, "nx_optimizer_set_lr", NULL),
+    ROW("nx_optimizer_get_lr: NULL optimizer", c_optim_bad, 0, 3, E_ARG, NONE, "nx_optimizer_get_lr", NULL),
+    ROW("nx_optimizer_get_lr: freed optimizer", c_optim_bad, 1, 3, E_ARG, NONE, "nx_optimizer_get_lr", NULL),
+    ROW("nx_optimizer_get_lr: module as optimizer", c_optim_bad, 2, 3, E_ARG, NONE, "nx_optimizer_get_lr", NULL),
+    ROW("nx_optimizer_save: NULL optimizer", c_optim_bad, 0, 4, E_ARG, NONE, "nx_optimizer_save", NULL),
+    ROW("nx_optimizer_save: freed optimizer", c_optim_bad, 1, 4, E_ARG, NONE, "nx_optimizer_save", NULL),
+    ROW("nx_optimizer_save: module as optimizer", c_optim_bad, 2, 4, E_ARG, NONE, "nx_optimizer_save", NULL),
+    ROW("nx_optimizer_load: NULL optimizer", c_optim_bad, 0, 5, E_ARG, NONE, "nx_optimizer_load", NULL),
+    ROW("nx_optimizer_load: freed optimizer", c_optim_bad, 1, 5, E_ARG, NONE, "nx_optimizer_load", NULL),
+    ROW("nx_optimizer_load: module as optimizer", c_optim_bad, 2, 5, E_ARG, NONE, "nx_optimizer_load", NULL),
+    ROW("optimizer_get_lr out NULL", c_optim_value, 0, 0, E_ARG, NONE, "nx_optimizer_get_lr", NULL),
+    ROW("optimizer_load missing file", c_optim_value, 0, 1, NX_ERR_IO, NONE, "nx_optimizer_load", NULL),
+    ROW("optimizer_save path NULL", c_optim_value, 0, 2, E_ARG, NONE, "nx_optimizer_save", NULL),
+    ROW("sgd params NULL", c_optim_value, 0, 3, E_ARG, OPTIM, "nx_sgd_create", NULL),
+    ROW("adam params NULL", c_optim_value, 0, 4, E_ARG, OPTIM, "nx_adam_create", NULL),
+    ROW("sgd a freed parameter", c_optim_value, 0, 5, E_ARG, OPTIM, "nx_sgd_create", NULL),
+    ROW("adam a freed parameter", c_optim_value, 0, 6, E_ARG, OPTIM, "nx_adam_create", NULL),
+    ROW("set_lr -inf", c_optim_value, 0, 8, E_ARG, NONE, "nx_optimizer_set_lr", NULL),
+    ROW("sgd out NULL", c_optim_value, 0, 7, E_ARG, NONE, "nx_sgd_create", NULL),
+    ROW("grad_scaler init_scale 0", c_scaler_options, 0, 0, E_ARG, SCALER, "nx_grad_scaler_create", NULL),
+    ROW("grad_scaler init_scale NaN", c_scaler_options, NAN, 0, E_ARG, SCALER, "nx_grad_scaler_create", NULL),
+    ROW("grad_scaler init_scale -1", c_scaler_options, -1, 0, E_ARG, SCALER, "nx_grad_scaler_create", NULL),
+    ROW("grad_scaler init_scale 1e39 (inf in f32)", c_scaler_options, 1e+39, 0, E_ARG, SCALER, "nx_grad_scaler_create", NULL),
+    ROW("grad_scaler init_scale inf", c_scaler_options, INFINITY, 0, E_ARG, SCALER, "nx_grad_scaler_create", NULL),
+    ROW("grad_scaler growth_factor 1", c_scaler_options, 1, 1, E_ARG, SCALER, "nx_grad_scaler_create", NULL),
+    ROW("grad_scaler growth_factor NaN", c_scaler_options, NAN, 1, E_ARG, SCALER, "nx_grad_scaler_create", NULL),
+    ROW("grad_scaler growth_factor 0.5", c_scaler_options, 0.5, 1, E_ARG, SCALER, "nx_grad_scaler_create", NULL),
+    ROW("grad_scaler backoff_factor 1", c_scaler_options, 1, 2, E_ARG, SCALER, "nx_grad_scaler_create", NULL),
+    ROW("grad_scaler backoff_factor 0", c_scaler_options, 0, 2, E_ARG, SCALER, "nx_grad_scaler_create", NULL),
+    ROW("grad_scaler backoff_factor NaN", c_scaler_options, NAN, 2, E_ARG, SCALER, "nx_grad_scaler_create", NULL),
+    ROW("grad_scaler backoff_factor -0.5", c_scaler_options, -0.5, 2, E_ARG, SCALER, "nx_grad_scaler_create", NULL),
+    ROW("grad_scaler growth_interval 0", c_scaler_options, 0, 3, E_ARG, SCALER, "nx_grad_scaler_create", NULL),
+    ROW("grad_scaler growth_interval -5", c_scaler_options, -5, 3, E_ARG, SCALER, "nx_grad_scaler_create", NULL),
+    ROW("nx_grad_scaler_scale: NULL scaler", c_scaler_bad, 0, 0, E_ARG, TENSOR, "nx_grad_scaler_scale", NULL),
+    ROW("nx_grad_scaler_scale: freed scaler", c_scaler_bad, 1, 0, E_ARG, TENSOR, "nx_grad_scaler_scale", NULL),
+    ROW("nx_grad_scaler_scale: optimizer as scaler", c_scaler_bad, 2, 0, E_ARG, TENSOR, "nx_grad_scaler_scale", NULL),
+    ROW("nx_grad_scaler_unscale: NULL scaler", c_scaler_bad, 0, 1, E_ARG, NONE, "nx_grad_scaler_unscale", NULL),
+    ROW("nx_grad_scaler_unscale: freed scaler", c_scaler_bad, 1, 1, E_ARG, NONE, "nx_grad_scaler_unscale", NULL),
+    ROW("nx_grad_scaler_unscale: optimizer as scaler", c_scaler_bad, 2, 1, E_ARG, NONE, "nx_grad_scaler_unscale", NULL),
+    ROW("nx_grad_scaler_step: NULL scaler", c_scaler_bad, 0, 2, E_ARG, NONE, "nx_grad_scaler_step", NULL),
+    ROW("nx_grad_scaler_step: freed scaler", c_scaler_bad, 1, 2, E_ARG, NONE, "nx_grad_scaler_step", NULL),
+    ROW("nx_grad_scaler_step: optimizer as scaler", c_scaler_bad, 2, 2, E_ARG, NONE, "nx_grad_scaler_step", NULL),
+    ROW("nx_grad_scaler_update: NULL scaler", c_scaler_bad, 0, 3, E_ARG, NONE, "nx_grad_scaler_update", NULL),
+    ROW("nx_grad_scaler_update: freed scaler", c_scaler_bad, 1, 3, E_ARG, NONE, "nx_grad_scaler_update", NULL),
+    ROW("nx_grad_scaler_update: optimizer as scaler", c_scaler_bad, 2, 3, E_ARG, NONE, "nx_grad_scaler_update", NULL),
+    ROW("nx_grad_scaler_get_scale: NULL scaler", c_scaler_bad, 0, 4, E_ARG, NONE, "nx_grad_scaler_get_scale", NULL),
+    ROW("nx_grad_scaler_get_scale: freed scaler", c_scaler_bad, 1, 4, E_ARG, NONE, "nx_grad_scaler_get_scale", NULL),
+    ROW("nx_grad_scaler_get_scale: optimizer as scaler", c_scaler_bad, 2, 4, E_ARG, NONE, "nx_grad_scaler_get_scale", NULL),
+    ROW("grad_scaler_create out NULL", c_scaler_value, 0, 0, E_ARG, NONE, "nx_grad_scaler_create", NULL),
+    ROW("grad_scaler_scale loss NULL", c_scaler_value, 0, 1, E_ARG, TENSOR, "nx_grad_scaler_scale", NULL),
+    ROW("grad_scaler_scale an i64 loss", c_scaler_value, 0, 2, E_DTYPE, TENSOR, "nx_grad_scaler_scale", NULL),
+    ROW("grad_scaler_unscale optimizer NULL", c_scaler_value, 0, 3, E_ARG, NONE, "nx_grad_scaler_unscale", NULL),
+    ROW("grad_scaler_step without gradients", c_scaler_value, 0, 4, NX_ERR_STATE, NONE, "nx_grad_scaler_step", NULL),
+    ROW("grad_scaler_update before unscale", c_scaler_value, 0, 5, NX_ERR_STATE, NONE, "nx_grad_scaler_update", NULL),
+    ROW("grad_scaler_get_scale out NULL", c_scaler_value, 0, 6, E_ARG, NONE, "nx_grad_scaler_get_scale", NULL),
+    ROW("grad_scaler_unscale a freed optimizer", c_scaler_value, 0, 7, E_ARG, NONE, "nx_grad_scaler_unscale", NULL),
+    ROW("grad_scaler_step a module as optimizer", c_scaler_value, 0, 8, E_ARG, NONE, "nx_grad_scaler_step", NULL),
+    ROW("nx_tokenizer_vocab_size: NULL tokenizer", c_tokenizer_bad, 0, 0, E_ARG, NONE, "nx_tokenizer_vocab_size", NULL),
+    ROW("nx_tokenizer_vocab_size: freed tokenizer", c_tokenizer_bad, 1, 0, E_ARG, NONE, "nx_tokenizer_vocab_size", NULL),
+    ROW("nx_tokenizer_vocab_size: scaler as tokenizer", c_tokenizer_bad, 2, 0, E_ARG, NONE, "nx_tokenizer_vocab_size", NULL),
+    ROW("nx_tokenizer_encode: NULL tokenizer", c_tokenizer_bad, 0, 1, E_ARG, TENSOR, "nx_tokenizer_encode", NULL),
+    ROW("nx_tokenizer_encode: freed tokenizer", c_tokenizer_bad, 1, 1, E_ARG, TENSOR, "nx_tokenizer_encode", NULL),
+    ROW("nx_tokenizer_encode: scaler as tokenizer", c_tokenizer_bad, 2, 1, E_ARG, TENSOR, "nx_tokenizer_encode", NULL),
+    ROW("nx_tokenizer_decode: NULL tokenizer", c_tokenizer_bad, 0, 2, E_ARG, NONE, "nx_tokenizer_decode", NULL),
+    ROW("nx_tokenizer_decode: freed tokenizer", c_tokenizer_bad, 1, 2, E_ARG, NONE, "nx_tokenizer_decode", NULL),
+    ROW("nx_tokenizer_decode: scaler as tokenizer", c_tokenizer_bad, 2, 2, E_ARG, NONE, "nx_tokenizer_decode", NULL),
+    ROW("nx_tokenizer_save: NULL tokenizer", c_tokenizer_bad, 0, 3, E_ARG, NONE, "nx_tokenizer_save", NULL),
+    ROW("nx_tokenizer_save: freed tokenizer", c_tokenizer_bad, 1, 3, E_ARG, NONE, "nx_tokenizer_save", NULL),
+    ROW("nx_tokenizer_save: scaler as tokenizer", c_tokenizer_bad, 2, 3, E_ARG, NONE, "nx_tokenizer_save", NULL),
+    ROW("tokenizer_bytes_create out NULL", c_tokenizer_value, 0, 0, E_ARG, NONE, "nx_tokenizer_bytes_create", NULL),
+    ROW("bpe_train text NULL", c_tokenizer_value, 0, 1, E_ARG, TOKENIZER, "nx_tokenizer_bpe_train", NULL),
+    ROW("bpe_train vocab 100 < 256", c_tokenizer_value, 0, 2, E_ARG, TOKENIZER, "nx_tokenizer_bpe_train", NULL),
+    ROW("bpe_train vocab 255 < 256", c_tokenizer_value, 0, 13, E_ARG, TOKENIZER, "nx_tokenizer_bpe_train", NULL),
+    ROW("bpe_train vocab -1", c_tokenizer_value, 0, 3, E_ARG, TOKENIZER, "nx_tokenizer_bpe_train", NULL),
+    ROW("tokenizer_load missing file", c_tokenizer_value, 0, 4, NX_ERR_IO, TOKENIZER, "nx_tokenizer_load", NULL),
+    ROW("tokenizer_load path NULL", c_tokenizer_value, 0, 5, E_ARG, TOKENIZER, "nx_tokenizer_load", NULL),
+    ROW("tokenizer_vocab_size out NULL", c_tokenizer_value, 0, 6, E_ARG, NONE, "nx_tokenizer_vocab_size", NULL),
+    ROW("tokenizer_encode text NULL", c_tokenizer_value, 0, 7, E_ARG, TENSOR, "nx_tokenizer_encode", NULL),
+    ROW("tokenizer_decode into 2 bytes", c_tokenizer_value, 0, 8, E_ARG, NONE, "nx_tokenizer_decode", NULL),
+    ROW("tokenizer_decode id 256", c_tokenizer_value, 0, 9, E_ARG, NONE, "nx_tokenizer_decode", NULL),
+    ROW("tokenizer_decode id -1", c_tokenizer_value, 0, 10, E_ARG, NONE, "nx_tokenizer_decode", NULL),
+    ROW("tokenizer_decode ids NULL", c_tokenizer_value, 0, 11, E_ARG, NONE, "nx_tokenizer_decode", NULL),
+    ROW("tokenizer_save path NULL", c_tokenizer_value, 0, 12, E_ARG, NONE, "nx_tokenizer_save", NULL),
+    ROW("nx_text_loader_next: NULL loader", c_loader_bad, 0, 0, E_ARG, NONE, "nx_text_loader_next", NULL),
+    ROW("nx_text_loader_next: freed loader", c_loader_bad, 1, 0, E_ARG, NONE, "nx_text_loader_next", NULL),
+    ROW("nx_text_loader_next: tokenizer as loader", c_loader_bad, 2, 0, E_ARG, NONE, "nx_text_loader_next", NULL),
+    ROW("nx_text_loader_batches_per_epoch: NULL loader", c_loader_bad, 0, 1, E_ARG, NONE, "nx_text_loader_batches_per_epoch", NULL),
+    ROW("nx_text_loader_batches_per_epoch: freed loader", c_loader_bad, 1, 1, E_ARG, NONE, "nx_text_loader_batches_per_epoch", NULL),
+    ROW("nx_text_loader_batches_per_epoch: tokenizer as loader", c_loader_bad, 2, 1, E_ARG, NONE, "nx_text_loader_batches_per_epoch", NULL),
+    ROW("nx_text_loader_shard: NULL loader", c_loader_bad, 0, 2, E_ARG, NONE, "nx_text_loader_shard", NULL),
+    ROW("nx_text_loader_shard: freed loader", c_loader_bad, 1, 2, E_ARG, NONE, "nx_text_loader_shard", NULL),
+    ROW("nx_text_loader_shard: tokenizer as loader", c_loader_bad, 2, 2, E_ARG, NONE, "nx_text_loader_shard", NULL),
+    ROW("text_loader tokens NULL", c_loader_value, 0, 0, E_ARG, LOADER, "nx_text_loader_create", NULL),
+    ROW("text_loader 4 tokens, seq 4", c_loader_value, 0, 1, E_ARG, LOADER, "nx_text_loader_create", NULL),
+    ROW("text_loader batch 0", c_loader_value, 0, 2, E_ARG, LOADER, "nx_text_loader_create", NULL),
+    ROW("text_loader seq -1", c_loader_value, 0, 3, E_ARG, LOADER, "nx_text_loader_create", NULL),
+    ROW("text_loader seq 64 of 64 tokens", c_loader_value, 0, 4, E_ARG, LOADER, "nx_text_loader_create", NULL),
+    ROW("text_loader 2-d tokens", c_loader_value, 0, 5, E_SHAPE, LOADER, "nx_text_loader_create", NULL),
+    ROW("text_loader batch, seq 2^62", c_loader_value, 0, 6, E_ARG, LOADER, "nx_text_loader_create", NULL),
+    ROW("text_loader out NULL", c_loader_value, 0, 7, E_ARG, NONE, "nx_text_loader_create", NULL),
+    ROW("text_loader_next inputs NULL", c_loader_value, 0, 8, E_ARG, NONE, "nx_text_loader_next", NULL),
+    ROW("text_loader_next onto cuda:0", c_loader_value, 0, 9, NX_ERR_DEVICE, NONE, "nx_text_loader_next", NULL),
+    ROW("batches_per_epoch out NULL", c_loader_value, 0, 10, E_ARG, NONE, "nx_text_loader_batches_per_epoch", NULL),
+    ROW("text_loader_shard rank 2 of 2", c_loader_value, 0, 11, E_ARG, NONE, "nx_text_loader_shard", NULL),
+    ROW("text_loader_shard rank -1", c_loader_value, 0, 12, E_ARG, NONE, "nx_text_loader_shard", NULL),
+    ROW("text_loader_shard world 0", c_loader_value, 0, 13, E_ARG, NONE, "nx_text_loader_shard", NULL),
+    ROW("dlpack lanes 4", c_dlpack_desc, 0, 0, E_DTYPE, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
+    ROW("dlpack complex64", c_dlpack_desc, 0, 1, E_DTYPE, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
+    ROW("dlpack float24", c_dlpack_desc, 0, 2, E_DTYPE, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
+    ROW("dlpack uint8", c_dlpack_desc, 0, 3, E_DTYPE, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
+    ROW("dlpack kDLCUDA without CUDA", c_dlpack_desc, 0, 4, NX_ERR_DEVICE, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
+    ROW("dlpack device type 13", c_dlpack_desc, 0, 5, NX_ERR_DEVICE, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
+    ROW("dlpack major version 2", c_dlpack_desc, 0, 6, NX_ERR_NOT_IMPLEMENTED, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
+    ROW("dlpack read-only", c_dlpack_desc, 0, 7, NX_ERR_NOT_IMPLEMENTED, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
+    ROW("dlpack shape NULL", c_dlpack_desc, 0, 8, E_ARG, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
+    ROW("dlpack data NULL", c_dlpack_desc, 0, 9, E_ARG, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
+    ROW("dlpack opaque handle", c_dlpack_desc, 0, 10, E_DTYPE, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
+    ROW("dlpack managed NULL", c_dlpack_desc, 0, 11, E_ARG, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
+    ROW("to_dlpack_versioned NULL tensor", c_dlpack_export_bad, 0, 0, E_ARG, NONE, "nx_tensor_to_dlpack_versioned", NULL),
+    ROW("to_dlpack_versioned freed tensor", c_dlpack_export_bad, 1, 0, E_ARG, NONE, "nx_tensor_to_dlpack_versioned", NULL),
+    ROW("to_dlpack_versioned module as tensor", c_dlpack_export_bad, 2, 0, E_ARG, NONE, "nx_tensor_to_dlpack_versioned", NULL),
+    ROW("comm_id_create without NCCL", c_comm, 0, 0, NX_ERR_DEVICE, NONE, "nx_comm_id_create", NULL),
+    ROW("comm_create without NCCL", c_comm, 0, 1, NX_ERR_DEVICE, COMM, "nx_comm_create", NULL),
+    ROW("comm_create_mpi without MPI", c_comm, 0, 2, NX_ERR_NOT_IMPLEMENTED, COMM, "nx_comm_create_mpi", NULL),
+    ROW("comm_id_to_hex into 8 bytes", c_comm, 0, 3, E_ARG, NONE, "nx_comm_id_to_hex", NULL),
+    ROW("comm_id_from_hex \"zz\"", c_comm, 0, 4, E_ARG, NONE, "nx_comm_id_from_hex", NULL),
+    ROW("comm_id_from_hex NULL", c_comm, 0, 5, E_ARG, NONE, "nx_comm_id_from_hex", NULL),
+    ROW("comm_id_load missing file", c_comm, 0, 6, NX_ERR_IO, NONE, "nx_comm_id_load", NULL),
+    ROW("comm_rank NULL", c_comm, 0, 7, E_ARG, NONE, "nx_comm_rank", NULL),
+    ROW("comm_size of a tensor", c_comm, 0, 8, E_ARG, NONE, "nx_comm_size", NULL),
+    ROW("all_reduce comm NULL", c_comm, 0, 9, E_ARG, NONE, "nx_comm_all_reduce", NULL),
+    ROW("all_gather comm NULL", c_comm, 0, 10, E_ARG, TENSOR, "nx_comm_all_gather", NULL),
+    ROW("ddp_create comm NULL", c_comm, 0, 11, E_ARG, DDP, "nx_ddp_create", NULL),
+    ROW("ddp_finish NULL", c_comm, 0, 12, E_ARG, NONE, "nx_ddp_finish", NULL),
+    ROW("ddp_bucket_count of a module", c_comm, 0, 13, E_ARG, NONE, "nx_ddp_bucket_count", NULL),
+    ROW("comm_id_to_hex id NULL", c_comm, 0, 14, E_ARG, NONE, "nx_comm_id_to_hex", NULL),
+    ROW("comm_id_save path NULL", c_comm, 0, 15, E_ARG, NONE, "nx_comm_id_save", NULL),
+    ROW("autocast_push i32", c_autocast, 0, 0, E_DTYPE, NONE, "nx_autocast_push", NULL),
+    ROW("autocast_push device type 99", c_autocast, 0, 1, NX_ERR_DEVICE, NONE, "nx_autocast_push", NULL),
+    ROW("autocast_push dtype 99", c_autocast, 0, 2, E_DTYPE, NONE, "nx_autocast_push", NULL),
+    ROW("autocast_pop with none open", c_autocast, 0, 3, NX_ERR_STATE, NONE, "nx_autocast_pop", NULL),
+    ROW("autocast_get_dtype out NULL", c_autocast, 0, 4, E_ARG, NONE, "nx_autocast_get_dtype", NULL),
+    ROW("autocast_get_dtype device type 0", c_autocast, 0, 5, NX_ERR_DEVICE, NONE, "nx_autocast_get_dtype", NULL),
+    ROW("autocast_push f64", c_autocast, 0, 6, E_DTYPE, NONE, "nx_autocast_push", NULL),
+
 };
 #define NROWS (sizeof k_rows / sizeof k_rows[0])
 
@@ -838,6 +1836,15 @@ static void free_handle_of(nx_handle_type type, void* h) {
     case NX_HANDLE_TENSOR: nx_tensor_free((nx_tensor)h); break;
     case NX_HANDLE_MODULE: nx_module_free((nx_module)h); break;
     case NX_HANDLE_OPTIMIZER: nx_optimizer_free((nx_optimizer)h); break;
+    case NX_HANDLE_STREAM: nx_stream_free((nx_stream)h); break;
+    case NX_HANDLE_EVENT: nx_event_free((nx_event)h); break;
+    case NX_HANDLE_TOKENIZER: nx_tokenizer_free((nx_tokenizer)h); break;
+    case NX_HANDLE_TEXT_LOADER: nx_text_loader_free((nx_text_loader)h); break;
+    case NX_HANDLE_SAFETENSORS: nx_safetensors_free((nx_safetensors)h); break;
+    case NX_HANDLE_GRAPH: nx_graph_free((nx_graph)h); break;
+    case NX_HANDLE_COMM: nx_comm_free((nx_comm)h); break;
+    case NX_HANDLE_DDP: nx_ddp_free((nx_ddp)h); break;
+    case NX_HANDLE_GRAD_SCALER: nx_grad_scaler_free((nx_grad_scaler)h); break;
     default: break;
   }
 }
