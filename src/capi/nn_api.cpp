@@ -55,7 +55,7 @@ struct Placement {
   DType dtype;
   Device device;
 };
-Placement placement(nx_dtype dtype, nx_device device, nx_stream stream) {
+Placement placement(const nx_dtype& dtype, nx_device device, nx_stream stream) {  // by reference: see enum_value
   Placement p{dtype_arg(dtype), device_arg(device)};
   if (!is_floating(p.dtype)) fail(NX_ERR_DTYPE, current_api(), ": layer parameters need a floating dtype, got ", dtype_name(p.dtype));
   check_stream(stream, p.device);
