@@ -13,12 +13,6 @@
  * that line's sum is a little above the plain step time). */
 #include "example_util.h"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int main(int argc, char** argv) {
   const int64_t batch = argc > 1 ? atoll(argv[1]) : 8, steps = argc > 2 ? atoll(argv[2]) : 20;
   const bool bf16 = argc > 3 && !strcmp(argv[3], "bf16");
@@ -77,10 +71,10 @@ int main(int argc, char** argv) {
       allocs_at_start = mem.num_device_allocs;
       CHECK(nx_cuda_reset_peak_memory(0));  /* the steady state's peak, as the twin measures it */
       CHECK(nx_runtime_get_host_syncs(&syncs_at_start));
-      start = now_s();
+      start = ex_now();
     }
     const int b = (int)(step % batches);
-    double t0 = now_s();
+    double t0 = ex_now();
     nx_tensor logits, lf, loss;
     if (bf16) CHECK(nx_autocast_push(NX_CUDA, NX_BF16, true));
     CHECK(nx_module_forward(&logits, model, xs[b], NULL));
@@ -90,15 +84,15 @@ int main(int argc, char** argv) {
     nx_tensor_free(logits);
     nx_tensor_free(lf);
     if (phases) CHECK(nx_stream_synchronize(NULL));
-    double t1 = now_s();
+    double t1 = ex_now();
     CHECK(nx_optimizer_zero_grad(opt));
     CHECK(nx_backward(loss, NULL, NULL, NULL));
     if (phases) CHECK(nx_stream_synchronize(NULL));
-    double t2 = now_s();
+    double t2 = ex_now();
     CHECK(nx_optimizer_step(opt, NULL));
     if (phases) {
       CHECK(nx_stream_synchronize(NULL));
-      if (step >= warmup) t_fwd += t1 - t0, t_bwd += t2 - t1, t_opt += now_s() - t2;
+      if (step >= warmup) t_fwd += t1 - t0, t_bwd += t2 - t1, t_opt += ex_now() - t2;
     }
     /* The loss is read only on the first and last steps (a read is a host sync). */
     if (step == 0) CHECK(nx_tensor_item(loss, &loss0, NULL));
@@ -106,7 +100,7 @@ int main(int argc, char** argv) {
     nx_tensor_free(loss);
   }
   CHECK(nx_stream_synchronize(NULL));
-  const double elapsed = now_s() - start;
+  const double elapsed = ex_now() - start;
   uint64_t syncs_at_end = 0;
   CHECK(nx_runtime_get_host_syncs(&syncs_at_end));
   CHECK(nx_cuda_get_memory_stats(0, &mem));

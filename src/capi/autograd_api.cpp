@@ -3,7 +3,6 @@
 #include "autograd/checkpoint.hpp"
 #include "autograd/engine.hpp"
 #include "capi/capi.hpp"
-#include "ops/autocast.hpp"
 
 struct nx_graph_s {
   std::vector<std::shared_ptr<nx::Node>> nodes;

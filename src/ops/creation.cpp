@@ -91,7 +91,7 @@ static void record_uploaded_range(const Tensor& host, const Tensor& out) {
   int64_t lo = INT64_MAX, hi = INT64_MIN;
   const int64_t count = host.numel();
   for (int64_t i = 0; i < count; ++i) {
-    const int64_t v = host.dtype() == DType::I64 ? host.data_as<int64_t>()[i] : host.data_as<int32_t>()[i];
+    const int64_t v = index_at(host, i);
     lo = v < lo ? v : lo;
     hi = v > hi ? v : hi;
   }

@@ -30,7 +30,7 @@ void check_index_range(const Tensor& index, int64_t n, const char* what) {
   Tensor host = contiguous(detach(to_device(index, Device{})));
   const int64_t count = host.numel();
   for (int64_t i = 0; i < count; ++i) {
-    int64_t v = host.dtype() == DType::I64 ? host.data_as<int64_t>()[i] : host.data_as<int32_t>()[i];
+    const int64_t v = index_at(host, i);
     if (v < 0 || v >= n)
       fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": index ", v, " at position ", i, " is out of range for ",
            what, " of size ", n);

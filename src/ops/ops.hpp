@@ -24,6 +24,10 @@ Tensor rand(const Shape& shape, DType dtype, Device device);
 Tensor randn(const Shape& shape, DType dtype, Device device);
 void manual_seed(uint64_t seed);
 uint64_t next_random_offset(uint64_t count, uint64_t* seed);
+// Element i of a contiguous CPU tensor of i32 or i64 (index arrays), as an int64.
+inline int64_t index_at(const Tensor& host, int64_t i) {
+  return host.dtype() == DType::I64 ? host.data_as<int64_t>()[i] : host.data_as<int32_t>()[i];
+}
 // The random stream's position: (seed, offset of the next draw).
 struct RandomState {
   uint64_t seed = 0, offset = 0;
