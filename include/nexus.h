@@ -131,7 +131,8 @@ typedef enum {
   NX_HANDLE_GRAPH = 9,
   NX_HANDLE_COMM = 10,
   NX_HANDLE_DDP = 11,
-  NX_HANDLE_GRAD_SCALER = 12 /* 1.1.0 */
+  NX_HANDLE_GRAD_SCALER = 12, /* 1.1.0 */
+  NX_HANDLE_PLAN = 13         /* 1.3.0 */
 } nx_handle_type;
 typedef struct nx_tensor_s* nx_tensor;
 typedef struct nx_stream_s* nx_stream;
@@ -960,6 +961,64 @@ NX_API void nx_ddp_free(nx_ddp ddp);
  * windows one loader would give, so world ranks together see exactly what one process with
  * world times the batch sees. */
 NX_API nx_status nx_text_loader_shard(nx_text_loader loader, int32_t rank, int32_t world);
+
+/* ---------------------------------------------------------------- compiled steps (1.3.0)
+ * Trace -> compile -> replay (docs/compiler.md). A plan wraps a step function: fn computes
+ * noutputs tensors (the loss...) from ninputs tensors (a batch) through the C API, including
+ * nx_backward and nx_optimizer_step. nx_plan_run calls it with the plan's copies of the inputs:
+ *  - a new input signature (shapes, dtypes, device) runs fn eagerly the first time, so that the
+ *    state its steps update (gradients, optimizer moments) exists;
+ *  - the second time fn runs once more while every kernel it launches is recorded; the record is
+ *    compiled: dead kernels removed, every temporary placed in one arena by liveness, and on a
+ *    GPU the whole step captured as one CUDA graph (options.cuda_graph);
+ *  - later calls replay the record: the inputs are copied in, optimizer step counts advance,
+ *    learning rates and bias corrections are written to device memory, and the kernels run with
+ *    no dispatch, autodiff or allocation. fn is not called. Results equal an eager step bit for
+ *    bit with the same inputs and state (in deterministic mode on a GPU).
+ * Host data that fn reads (a tensor made from a C array inside fn) is frozen into the plan as a
+ * constant: pass what changes as inputs. A step whose output depends on host code is refused with
+ * NX_ERR_STATE naming the call: reading a value (nx_tensor_item, nx_tensor_copy_to_host,
+ * nx_tensor_data_ptr) inside fn, random draws (dropout > 0), collectives and nx_ddp, an index
+ * computed inside fn. nx_checkpoint segments inside fn are captured like any other kernels.
+ * A compiled step is captured again (nx_plan_stats.recaptures) when something it assumed
+ * changed: a module's train/eval mode, a tensor's requires_grad, a parameter moved or its
+ * gradient replaced, loaded optimizer state, the deterministic or TF32 setting, autocast or grad
+ * mode, an SGD learning rate (Adam's may change every step). At most max_plans signatures stay
+ * compiled (least recently used dropped). A plan is used by one thread at a time (another
+ * thread's nx_plan_run fails with NX_ERR_STATE). It keeps the tensors and optimizers its
+ * steps use alive until nx_plan_free. */
+typedef struct nx_plan_s* nx_plan;
+typedef nx_status (*nx_plan_fn)(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs, size_t ninputs,
+                                void* user_data);
+typedef struct {
+  size_t struct_size; /* sizeof(nx_plan_options) */
+  int64_t max_plans;  /* signatures kept compiled (>= 1) */
+  bool cuda_graph;    /* replay a GPU plan as one CUDA graph (else as its kernel list) */
+} nx_plan_options;
+#define NX_PLAN_OPTIONS_DEFAULT {sizeof(nx_plan_options), 4, true}
+NX_API nx_status nx_plan_create(nx_plan* out, nx_plan_fn fn, void* user_data, size_t noutputs,
+                                const nx_plan_options* options /* NULL: defaults */);
+/* Runs the step on inputs (all on one device) and writes noutputs new handles (owned by the
+ * caller; on a replay, copies of the plan's outputs). Work is enqueued on stream. */
+NX_API nx_status nx_plan_run(nx_plan plan, nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs,
+                             size_t ninputs, nx_stream stream);
+typedef struct {
+  size_t struct_size;
+  int64_t eager_runs, captures, recaptures, replays;
+  /* Of the step compiled last: kernels replayed, kernels found dead and removed, uploads of
+   * constants; the arena holding every temporary, the step's allocations at their eager peak
+   * (the arena's counterpart), and buffers alive after the step (gradients, outputs). */
+  int64_t ops, ops_eliminated, uploads;
+  int64_t arena_bytes, eager_peak_bytes, kept_bytes;
+  bool cuda_graph;
+} nx_plan_stats;
+NX_API nx_status nx_plan_get_stats(nx_plan plan, nx_plan_stats* out);
+typedef enum { NX_PLAN_TABLE = 0, NX_PLAN_DOT = 1 } nx_plan_format;
+/* The step compiled last: a table (op, the C call that launched it, buffers: written or read,
+ * arena offset or kept buffer, dtype and shape) or Graphviz DOT (ops as nodes, an edge from the
+ * op that last wrote a buffer to each op reading it). Valid until the next call on plan. */
+NX_API nx_status nx_plan_to_string(nx_plan plan, nx_plan_format format, const char** out);
+NX_API void nx_plan_free(nx_plan plan);
 
 #ifdef __cplusplus
 }

@@ -275,6 +275,21 @@ def kernels(reg) -> str:
         args = ", ".join(p.name for p in params)
         lines.append(f"  X({k['name']}, ({sig}), ({args})) \\")
     end_macro(lines)
+    lines += ["", "// X(name, mask): bit i set when the kernel writes its parameter i (counted after ctx); for",
+              "// adam_multi's slots, the params and moments. The compiler (src/compile) reads it for liveness.",
+              "#define NX_KERNEL_WRITES(X) \\"]
+    for k in reg["kernels"]:
+        names = [p.name for p in parse_params(k["params"])]
+        written = k.get("writes")
+        if not written:
+            raise SystemExit(f"opgen: kernel {k['name']}: `writes:` lists the parameters it writes")
+        mask = 0
+        for w in written:
+            if w not in names:
+                raise SystemExit(f"opgen: kernel {k['name']}: writes {w}, which is not a parameter")
+            mask |= 1 << names.index(w)
+        lines.append(f"  X({k['name']}, {hex(mask)}) \\")
+    end_macro(lines)
     lines.append("")
     return "\n".join(lines)
 

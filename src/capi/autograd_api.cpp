@@ -17,33 +17,6 @@ namespace {
 
 const nx_graph_s& graph_arg(nx_graph g) { return handle_object(g, "g"); }
 
-// Runs a user segment function on tensors; its failures surface with its own status and message.
-std::vector<Tensor> call_segment(nx_checkpoint_fn fn, void* user_data, const std::vector<Tensor>& inputs,
-                                 size_t noutputs) {
-  std::vector<nx_tensor> in_handles, out_handles(noutputs, nullptr);
-  for (const Tensor& t : inputs) in_handles.push_back(wrap(t));
-  auto free_all = [&] {
-    for (nx_tensor h : in_handles) release(h);
-    for (nx_tensor h : out_handles) release(h);
-  };
-  nx_status st = fn(out_handles.data(), noutputs, in_handles.data(), in_handles.size(), user_data);
-  if (st != NX_OK) {
-    std::string msg = last_error();
-    free_all();
-    fail(st, "nx_checkpoint: the segment function failed: ", msg);
-  }
-  std::vector<Tensor> outs;
-  for (size_t i = 0; i < noutputs; ++i) {
-    if (!out_handles[i]) {
-      free_all();
-      fail(NX_ERR_STATE, "nx_checkpoint: the segment function returned NX_OK but left output ", i, " NULL");
-    }
-    outs.push_back(unwrap(out_handles[i], "segment output"));
-  }
-  free_all();
-  return outs;
-}
-
 }  // namespace
 
 extern "C" {
@@ -56,6 +29,7 @@ nx_status nx_tensor_set_requires_grad(nx_tensor t, bool requires_grad) {
            x.grad_fn()->name, " (use nx_tensor_detach first)");
     if (requires_grad && !is_floating(x.dtype()))
       fail(NX_ERR_DTYPE, current_api(), ": only floating tensors can require grad, this one is ", dtype_name(x.dtype()));
+    if (x.impl()->requires_grad != requires_grad) bump_capture_epoch();
     x.impl()->requires_grad = requires_grad;
   });
 }
@@ -204,7 +178,7 @@ nx_status nx_checkpoint(nx_tensor* outputs, size_t noutputs, const nx_tensor* in
     for (size_t i = 0; i < ninputs; ++i) ins.push_back(unwrap(inputs[i], "an element of inputs"));
     if (!ins.empty()) check_stream(stream, ins[0].device());
     std::vector<Tensor> outs = checkpoint(
-        [fn, user_data, noutputs](const std::vector<Tensor>& xs) { return call_segment(fn, user_data, xs, noutputs); },
+        [fn, user_data, noutputs](const std::vector<Tensor>& xs) { return call_tensor_fn(fn, user_data, xs, noutputs, "nx_checkpoint: the segment function"); },
         ins);
     for (size_t i = 0; i < noutputs; ++i) outputs[i] = wrap(outs[i]);
   });

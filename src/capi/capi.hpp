@@ -106,6 +106,11 @@ void check_stream(nx_stream stream, Device device);
 std::vector<int64_t> axes_arg(const int64_t* axes, size_t naxes);
 std::vector<Tensor> tensor_list(const nx_tensor* xs, size_t n);
 Reduction reduction_arg(const nx_reduction& reduction);  // by reference: see enum_value
+// Runs a user function of tensors (a checkpoint segment, a plan's step) on handles to inputs and
+// returns its noutputs results; a failure surfaces with the function's own status and message,
+// prefixed by who ("nx_checkpoint: the segment function").
+std::vector<Tensor> call_tensor_fn(nx_status (*fn)(nx_tensor*, size_t, const nx_tensor*, size_t, void*), void* user_data,
+                                   const std::vector<Tensor>& inputs, size_t noutputs, const char* who);
 // Writes results[i] to *outs[i]; on failure releases the handles already made.
 void wrap_outs(std::initializer_list<nx_tensor*> outs, const std::vector<Tensor>& results);
 

@@ -58,6 +58,7 @@ const char* handle_kind_name(HandleKind kind) {
     case HandleKind::Comm: return "communicator";
     case HandleKind::Ddp: return "nx_ddp";
     case HandleKind::GradScaler: return "gradient scaler";
+    case HandleKind::Plan: return "plan";
   }
   return "unknown";
 }

@@ -25,8 +25,9 @@ enum class HandleKind : uint8_t {
   Comm = NX_HANDLE_COMM,
   Ddp = NX_HANDLE_DDP,
   GradScaler = NX_HANDLE_GRAD_SCALER,
+  Plan = NX_HANDLE_PLAN,
 };
-constexpr int kHandleKinds = NX_HANDLE_GRAD_SCALER + 1;
+constexpr int kHandleKinds = NX_HANDLE_PLAN + 1;
 
 const char* handle_kind_name(HandleKind kind);  // "tensor", "module"...
 // Registers object under a new id (never 0). The table does not own the object.

@@ -102,4 +102,35 @@ void wrap_outs(std::initializer_list<nx_tensor*> outs, const std::vector<Tensor>
   for (nx_tensor* out : outs) *out = made[i++];
 }
 
+std::vector<Tensor> call_tensor_fn(nx_status (*fn)(nx_tensor*, size_t, const nx_tensor*, size_t, void*), void* user_data,
+                                   const std::vector<Tensor>& inputs, size_t noutputs, const char* who) {
+  std::vector<nx_tensor> in_handles, out_handles(noutputs, nullptr);
+  auto free_all = [&] {
+    for (nx_tensor h : in_handles) release(h);
+    for (nx_tensor h : out_handles) release(h);
+  };
+  try {
+    for (const Tensor& t : inputs) in_handles.push_back(wrap(t));
+  } catch (...) {
+    free_all();
+    throw;
+  }
+  nx_status st = fn(out_handles.data(), noutputs, in_handles.data(), in_handles.size(), user_data);
+  if (st != NX_OK) {
+    std::string msg = last_error();
+    free_all();
+    fail(st, who, " failed: ", msg);
+  }
+  std::vector<Tensor> outs;
+  for (size_t i = 0; i < noutputs; ++i) {
+    if (!out_handles[i]) {
+      free_all();
+      fail(NX_ERR_STATE, who, " returned NX_OK but left output ", i, " NULL");
+    }
+    outs.push_back(unwrap(out_handles[i], "an output of the function"));
+  }
+  free_all();
+  return outs;
+}
+
 }  // namespace nx::capi

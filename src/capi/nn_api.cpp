@@ -13,7 +13,7 @@ struct nx_module_s {
   std::vector<std::string> names;  // stable storage for nx_module_parameter's name
 };
 struct nx_optimizer_s {
-  std::unique_ptr<nx::nn::Optimizer> opt;
+  std::shared_ptr<nx::nn::Optimizer> opt;
 };
 struct nx_grad_scaler_s {
   nx::nn::GradScaler scaler;
@@ -343,7 +343,7 @@ nx_status nx_sgd_create(nx_optimizer* out, const nx_tensor* params, size_t n, co
     auto ps = tensors_arg(params, n, "params");
     const auto o = struct_arg(options, nx_sgd_options NX_SGD_OPTIONS_DEFAULT, "options");
     *out = make_handle(std::make_unique<nx_optimizer_s>(
-        nx_optimizer_s{std::make_unique<nn::SGD>(ps, o.lr, o.momentum, o.nesterov, o.weight_decay)}));
+        nx_optimizer_s{std::make_shared<nn::SGD>(ps, o.lr, o.momentum, o.nesterov, o.weight_decay)}));
   });
 }
 nx_status nx_adam_create(nx_optimizer* out, const nx_tensor* params, size_t n, const nx_adam_options* options) {
@@ -353,7 +353,7 @@ nx_status nx_adam_create(nx_optimizer* out, const nx_tensor* params, size_t n, c
     auto ps = tensors_arg(params, n, "params");
     const auto o = struct_arg(options, nx_adam_options NX_ADAM_OPTIONS_DEFAULT, "options");
     *out = make_handle(std::make_unique<nx_optimizer_s>(nx_optimizer_s{
-        std::make_unique<nn::Adam>(ps, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled_weight_decay)}));
+        std::make_shared<nn::Adam>(ps, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.decoupled_weight_decay)}));
   });
 }
 nx_status nx_optimizer_step(nx_optimizer opt, nx_stream stream) {

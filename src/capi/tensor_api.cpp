@@ -148,7 +148,7 @@ nx_status nx_runtime_get_host_syncs(uint64_t* out) {
 }
 int64_t nx_live_handle_count(nx_handle_type type) {
   const int t = enum_value(type);
-  return t >= NX_HANDLE_TENSOR && t <= NX_HANDLE_GRAD_SCALER ? handle_count(HandleKind(t)) : -1;
+  return t >= NX_HANDLE_TENSOR && t <= NX_HANDLE_PLAN ? handle_count(HandleKind(t)) : -1;
 }
 
 // ---------------------------------------------------------------- streams
@@ -296,6 +296,7 @@ nx_status nx_tensor_data_ptr(nx_tensor t, void** out) {
     const Tensor& x = unwrap(t, "t");
     if (!x.device().is_cpu())
       fail(NX_ERR_DEVICE, current_api(), ": the tensor is on ", device_str(x.device()), "; only CPU data is host-addressable");
+    if (CaptureHooks* hooks = capture_hooks()) hooks->host_read(x);
     x.impl()->storage->mark_shared();  // the caller may write it
     *out = x.data();
   });

@@ -7,6 +7,10 @@ namespace nx::dist {
 namespace {
 
 void check_tensor(const Comm& c, const Tensor& t, const char* what) {
+  // NCCL calls are not backend calls, so a plan's replay would skip them: refused by name.
+  if (capture_hooks())
+    fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": collectives (and DDP's gradient buckets) inside a step ",
+         "captured by nx_plan_run are not supported; run the plan on each rank without them");
   if (t.device() != c.device)
     fail(NX_ERR_DEVICE, current_api(), ": ", what, " is on ", device_str(t.device()), " but the communicator is on ",
          device_str(c.device));

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/capture_hooks.hpp"
 #include "core/dtype.hpp"
 #include "core/tensor.hpp"
 
@@ -14,7 +15,10 @@ struct View {
   void* data;
   std::vector<int64_t> shape, strides;  // strides in elements
   DType dtype;
-  static View of(const Tensor& t) { return View{t.data(), t.shape(), t.strides(), t.dtype()}; }
+  static View of(const Tensor& t) {
+    if (CaptureHooks* h = capture_hooks()) h->observe(t);
+    return View{t.data(), t.shape(), t.strides(), t.dtype()};
+  }
   // t broadcast to shape (stride 0 on new or size-1 dimensions).
   static View broadcast(const Tensor& t, const Shape& shape);
   int64_t numel() const { return numel_of(shape); }
@@ -85,6 +89,10 @@ struct AdamSlot {
 struct AdamParams {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled;  // AdamW: p *= 1 - lr wd; else Adam's g += wd p
+  // Set inside a compiled plan: lr, then lr / bc1 and 1 / sqrt(bc2) of each slot in turn, read
+  // from this memory (the device's) when the kernel runs, so that a replay sees each step's
+  // values; lr and the slots' bc1, bc2 above are then ignored.
+  const double* step_values = nullptr;
 };
 
 class Backend {
@@ -98,6 +106,8 @@ class Backend {
   // Host <-> device transfers of n contiguous bytes; download returns once dst holds the data.
   virtual void upload(const ExecContext& ctx, void* dst, const void* host_src, size_t n) = 0;
   virtual void download(const ExecContext& ctx, void* host_dst, const void* src, size_t n) = 0;
+  // n bytes from src to dst, both this device's memory, in stream order.
+  virtual void copy_bytes(const ExecContext& ctx, void* dst, const void* src, size_t n) = 0;
   // The kernels, declared once in src/ops/ops.yaml (`kernels:`) with their contracts.
 #define NX_PURE_KERNEL(name, params, args) virtual void name params = 0;
   NX_KERNELS(NX_PURE_KERNEL)
@@ -109,8 +119,11 @@ class Backend {
 };
 
 // The backend of a device (src/core/device.cpp); fails with NX_ERR_DEVICE, naming the running C
-// function, for an unknown device type, a type this build lacks, or an index out of range.
+// function, for an unknown device type, a type this build lacks, or an index out of range. While
+// a step is captured (core/capture_hooks.hpp), the plan's device answers with a recording backend.
 Backend& backend(Device device);
+// The device's own backend, never the recording one (what a recording backend forwards to).
+Backend& device_backend(Device device);
 // The context of a call on device from the running C function: the stream its nx_stream argument
 // set (current_stream(), core/error.hpp). Kernel calls read the ambient stream here and only here.
 ExecContext exec_context(Device device);

@@ -4,6 +4,7 @@
 // cudaEvent_t as void*).
 #pragma once
 #include <cstddef>
+#include <functional>
 
 namespace nx::cuda {
 
@@ -23,6 +24,12 @@ struct MemoryStats {
 MemoryStats memory_stats(int device);
 void reset_peak(int device);
 void empty_cache(int device);
+// CUDA graphs for compiled plans (src/compile): record enqueues work on the stream it is given,
+// which is captured into a graph instead of run; the graph (an opaque handle) is launched on any
+// stream of device and destroyed once no launch of it is pending (graph_destroy waits).
+void* graph_capture(int device, const std::function<void(void* stream)>& record);
+void graph_launch(void* graph, void* stream);
+void graph_destroy(void* graph);
 void set_tf32(bool enabled);
 bool tf32_enabled();
 

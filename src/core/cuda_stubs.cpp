@@ -21,6 +21,9 @@ void event_destroy(void*) {}
 MemoryStats memory_stats(int device) { unavailable(device); }
 void reset_peak(int device) { unavailable(device); }
 void empty_cache(int device) { unavailable(device); }
+void* graph_capture(int device, const std::function<void(void*)>&) { unavailable(device); }
+void graph_launch(void*, void*) { unavailable(0); }
+void graph_destroy(void*) {}
 static bool g_tf32 = false;
 void set_tf32(bool enabled) { g_tf32 = enabled; }
 bool tf32_enabled() { return g_tf32; }

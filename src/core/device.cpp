@@ -8,6 +8,7 @@
 namespace nx {
 
 View View::broadcast(const Tensor& t, const Shape& shape) {
+  if (CaptureHooks* h = capture_hooks()) h->observe(t);
   View v{t.data(), shape, Shape(shape.size(), 0), t.dtype()};
   const size_t off = shape.size() - t.shape().size();
   for (size_t i = 0; i < t.shape().size(); ++i)
@@ -38,6 +39,12 @@ void no_backend(Device device) {
 }
 
 Backend& backend(Device device) {
+  if (CaptureHooks* h = capture_hooks())
+    if (Backend* recording = h->backend_for(device)) return *recording;
+  return device_backend(device);
+}
+
+Backend& device_backend(Device device) {
   const BackendProvider* s = slot(device.type);
   if (!s || !s->get) no_backend(device);
   const int n = s->device_count();
@@ -49,8 +56,14 @@ Backend& backend(Device device) {
 
 ExecContext exec_context(Device device) { return ExecContext{device, current_stream()}; }
 
+static std::atomic<uint64_t> g_capture_epoch{0};
+void bump_capture_epoch() { g_capture_epoch.fetch_add(1); }
+uint64_t capture_epoch() { return g_capture_epoch.load(); }
+
 static std::atomic<bool> g_deterministic{false};
-void set_deterministic(bool on) { g_deterministic = on; }
+void set_deterministic(bool on) {
+  if (g_deterministic.exchange(on) != on) bump_capture_epoch();
+}
 bool deterministic() { return g_deterministic; }
 static std::atomic<uint64_t> g_host_syncs{0};
 void count_host_sync() {

@@ -127,6 +127,7 @@ class CpuBackend final : public Backend {
     adam_multi_cpu(slots, dtype, p);
   }
   void upload(const ExecContext&, void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
+  void copy_bytes(const ExecContext&, void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
   void download(const ExecContext&, void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
 
   void copy(const ExecContext&, const View& dst, const View& src) override {

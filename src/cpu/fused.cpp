@@ -180,13 +180,15 @@ void adam_multi_t(const std::vector<AdamSlot>& slots, const AdamParams& p) {
   for (size_t i = 0; i < slots.size(); ++i)
     for (int64_t b = 0; b < slots[i].n; b += kChunk) chunks.push_back({i, b, std::min(slots[i].n, b + kChunk)});
   const A b1 = A(p.beta1), b2 = A(p.beta2), eps = A(p.eps), wd = A(p.weight_decay);
-  const A decay = A(1 - p.lr * p.weight_decay);
+  const double* sv = p.step_values;  // a compiled plan's lr, then (lr / bc1, 1 / sqrt(bc2)) per slot
+  const A decay = A(1 - (sv ? sv[0] : p.lr) * p.weight_decay);
 #pragma omp parallel for schedule(dynamic, 1)
   for (size_t c = 0; c < chunks.size(); ++c) {
     const AdamSlot& s = slots[chunks[c].slot];
     T *pp = static_cast<T*>(s.param), *mp_ = static_cast<T*>(s.m), *vp = static_cast<T*>(s.v);
     const T* gp = static_cast<const T*>(s.grad);
-    const A step = A(p.lr / s.bc1), inv_sqrt_bc2 = A(1 / std::sqrt(s.bc2));
+    const size_t k = chunks[c].slot;
+    const A step = A(sv ? sv[1 + 2 * k] : p.lr / s.bc1), inv_sqrt_bc2 = A(sv ? sv[2 + 2 * k] : 1 / std::sqrt(s.bc2));
     for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i) {
       A g = A(ld(gp[i])), w = A(ld(pp[i]));
       if (wd != A(0) && !p.decoupled) g += wd * w;

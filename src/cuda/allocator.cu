@@ -2,6 +2,7 @@
 // reused by later allocations on the same stream, whose order makes the reuse safe; steady-state
 // training does no cudaMalloc. Out of memory: the cache is emptied and the allocation retried
 // once before NX_ERR_OUT_OF_MEMORY.
+#include <algorithm>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -34,12 +35,18 @@ struct DeviceCache {
   std::unordered_map<void*, Block> in_use;
   MemoryStats stats;
 
+  std::vector<cudaStream_t> held;  // streams whose blocks a CUDA graph uses
+
   void release_free_blocks() {
-    for (auto& [size, b] : free_blocks) {
-      cudaFree(b.ptr);
-      stats.reserved -= b.size;
+    for (auto it = free_blocks.begin(); it != free_blocks.end();) {
+      if (std::find(held.begin(), held.end(), it->second.stream) != held.end()) {
+        ++it;
+        continue;
+      }
+      cudaFree(it->second.ptr);
+      stats.reserved -= it->second.size;
+      it = free_blocks.erase(it);
     }
-    free_blocks.clear();
   }
 };
 
@@ -100,6 +107,27 @@ void device_free(int device, void* ptr) {
   c.in_use.erase(it);
   c.stats.allocated -= b.size;
   c.free_blocks.emplace(b.size, b);
+}
+
+void hold_stream_blocks(int device, cudaStream_t stream) {
+  DeviceCache& c = cache(device);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.held.push_back(stream);
+}
+
+void release_stream_blocks(int device, cudaStream_t stream) {
+  DeviceCache& c = cache(device);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  c.held.erase(std::remove(c.held.begin(), c.held.end(), stream), c.held.end());
+  for (auto it = c.free_blocks.begin(); it != c.free_blocks.end();) {
+    if (it->second.stream != stream) {
+      ++it;
+      continue;
+    }
+    cudaFree(it->second.ptr);
+    c.stats.reserved -= it->second.size;
+    it = c.free_blocks.erase(it);
+  }
 }
 
 MemoryStats memory_stats(int device) {

@@ -107,6 +107,10 @@ class CudaBackend final : public Backend {
     count_host_sync();
     NX_CUDA_CHECK(cudaStreamSynchronize(stream_of(ctx)));
   }
+  void copy_bytes(const ExecContext& ctx, void* dst, const void* src, size_t n) override {
+    use_device(device_);
+    if (n) NX_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream_of(ctx)));
+  }
   bool native_half_matmul() const override { return true; }
   bool native_half_attention() const override { return true; }
   // Each kernel of the registry: select this backend's device, then launch on ctx's stream

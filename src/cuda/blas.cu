@@ -77,7 +77,10 @@ cudaDataType_t cuda_type(DType d) {
 
 }  // namespace
 
-void set_tf32(bool enabled) { g_tf32 = enabled; }
+void set_tf32(bool enabled) {
+  if (g_tf32 != enabled) bump_capture_epoch();  // cuBLAS's math mode is part of a captured plan
+  g_tf32 = enabled;
+}
 bool tf32_enabled() { return g_tf32; }
 
 namespace {

@@ -29,10 +29,10 @@ struct DevChunk {
 };
 
 template <class T, class A>
-__device__ __forceinline__ void adam_one(T& p, T g_in, T& m, T& v, const AdamParams& hp, A step, A isb) {
+__device__ __forceinline__ void adam_one(T& p, T g_in, T& m, T& v, const AdamParams& hp, A lr, A step, A isb) {
   A g = to_acc<A>(g_in), w = to_acc<A>(p);
   const A wd = A(hp.weight_decay);
-  if (hp.decoupled) w *= A(1) - A(hp.lr) * wd;
+  if (hp.decoupled) w *= A(1) - lr * wd;
   else g += wd * w;
   const A mm = A(hp.beta1) * to_acc<A>(m) + (A(1) - A(hp.beta1)) * g;
   const A vv = A(hp.beta2) * to_acc<A>(v) + (A(1) - A(hp.beta2)) * g * g;
@@ -42,6 +42,7 @@ __device__ __forceinline__ void adam_one(T& p, T g_in, T& m, T& v, const AdamPar
 }
 
 // step_size > 0: every slot's bias corrections (the table's are then zero); otherwise per slot.
+// hp.step_values (a compiled plan's, in device memory) overrides both and hp.lr.
 template <class T>
 __global__ void adam_multi_kernel(const DevSlot* slots, const DevChunk* chunks, AdamParams hp, double step_size,
                                   double inv_sqrt_bc2) {
@@ -52,7 +53,10 @@ __global__ void adam_multi_kernel(const DevSlot* slots, const DevChunk* chunks, 
   T *p = static_cast<T*>(s.p) + c.begin, *m = static_cast<T*>(s.m) + c.begin, *v = static_cast<T*>(s.v) + c.begin;
   const T* g = static_cast<const T*>(s.g) + c.begin;
   const int64_t len = end - c.begin;
-  const A step = A(step_size > 0 ? step_size : s.step_size), isb = A(step_size > 0 ? inv_sqrt_bc2 : s.inv_sqrt_bc2);
+  const double* sv = hp.step_values;
+  const A lr = A(sv ? sv[0] : hp.lr);
+  const A step = A(sv ? sv[1 + 2 * c.slot] : step_size > 0 ? step_size : s.step_size);
+  const A isb = A(sv ? sv[2 + 2 * c.slot] : step_size > 0 ? inv_sqrt_bc2 : s.inv_sqrt_bc2);
   constexpr int N = Pack<T>::N;
   const bool aligned = ((reinterpret_cast<uintptr_t>(p) | reinterpret_cast<uintptr_t>(g) | reinterpret_cast<uintptr_t>(m) |
                          reinterpret_cast<uintptr_t>(v)) & 15) == 0;
@@ -63,13 +67,13 @@ __global__ void adam_multi_kernel(const DevSlot* slots, const DevChunk* chunks, 
       Pack<T> pp = reinterpret_cast<Pack<T>*>(p)[i], gg = reinterpret_cast<const Pack<T>*>(g)[i];
       Pack<T> mm = reinterpret_cast<Pack<T>*>(m)[i], vv = reinterpret_cast<Pack<T>*>(v)[i];
 #pragma unroll
-      for (int k = 0; k < N; ++k) adam_one<T, A>(pp.v[k], gg.v[k], mm.v[k], vv.v[k], hp, step, isb);
+      for (int k = 0; k < N; ++k) adam_one<T, A>(pp.v[k], gg.v[k], mm.v[k], vv.v[k], hp, lr, step, isb);
       reinterpret_cast<Pack<T>*>(p)[i] = pp;
       reinterpret_cast<Pack<T>*>(m)[i] = mm;
       reinterpret_cast<Pack<T>*>(v)[i] = vv;
     }
   }
-  for (int64_t i = done + threadIdx.x; i < len; i += blockDim.x) adam_one<T, A>(p[i], g[i], m[i], v[i], hp, step, isb);
+  for (int64_t i = done + threadIdx.x; i < len; i += blockDim.x) adam_one<T, A>(p[i], g[i], m[i], v[i], hp, lr, step, isb);
 }
 
 // Pinned host memory for the tables, reused across steps; `done` marks the end of the last copy
@@ -124,9 +128,15 @@ void launch_adam_multi(const ExecContext& ctx, const std::vector<AdamSlot>& slot
   std::vector<char> wanted(bytes);
   std::memcpy(wanted.data(), ds.data(), slot_bytes);
   std::memcpy(wanted.data() + slot_bytes, dc.data(), dc.size() * sizeof(DevChunk));
+  const void* table = nullptr;
   Staging& st = staging(ctx.device.index);
-  std::lock_guard<std::mutex> lock(st.mu);
-  if (st.table_bytes != wanted) {
+  std::unique_lock<std::mutex> lock(st.mu);
+  if (stream_capturing(stream_of(ctx))) {
+    // Recorded into a CUDA graph: the table must outlive the staging ring's reuse, so it is a
+    // copy the graph owns (the steps' values come from hp.step_values, not from the table).
+    lock.unlock();
+    table = graph_owned_copy(wanted.data(), bytes);
+  } else if (st.table_bytes != wanted) {
     PinnedBuffer& pb = st.ring[st.next];
     st.next = (st.next + 1) % kRing;
     if (!pb.done) NX_CUDA_CHECK(cudaEventCreateWithFlags(&pb.done, cudaEventDisableTiming));
@@ -145,7 +155,7 @@ void launch_adam_multi(const ExecContext& ctx, const std::vector<AdamSlot>& slot
     NX_CUDA_CHECK(cudaEventRecord(pb.done, stream_of(ctx)));
     st.table_bytes = std::move(wanted);
   }
-  const void* table = st.table->ptr;
+  if (!table) table = st.table->ptr;
   const DevSlot* d_slots = static_cast<const DevSlot*>(table);
   const DevChunk* d_chunks = reinterpret_cast<const DevChunk*>(static_cast<const char*>(table) + slot_bytes);
   dispatch_float(dtype, [&](auto tag) {

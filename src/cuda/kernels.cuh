@@ -29,5 +29,16 @@ void staged_upload(const ExecContext& ctx, void* dst, const void* src, size_t n)
 // allocated for.
 void* device_allocate(int device, size_t bytes, cudaStream_t stream);
 void device_free(int device, void* ptr);
+// Blocks allocated on a held stream stay reserved for it (never returned to the driver by an
+// out-of-memory retry or empty_cache) until release_stream_blocks frees its free blocks: a CUDA
+// graph captured on that stream keeps using their addresses.
+void hold_stream_blocks(int device, cudaStream_t stream);
+void release_stream_blocks(int device, cudaStream_t stream);
+
+// CUDA graphs (graph.cu). Whether stream is being captured into a graph now.
+bool stream_capturing(cudaStream_t stream);
+// A device copy of n host bytes owned by the graph being captured on this thread (freed with
+// it): what a captured kernel reads that a later eager call could overwrite (Adam's slot table).
+const void* graph_owned_copy(const void* host, size_t n);
 
 }  // namespace nx::cuda

@@ -22,6 +22,7 @@ void Module::to(Device device) {
   GradModeGuard off(false);
   for (auto& [name, t] : params_) {
     if (t->device() == device) continue;
+    bump_capture_epoch();  // a captured plan holds the old parameter's memory
     bool rg = t->requires_grad();
     *t = detach(to_device(*t, device));
     t->impl()->requires_grad = rg;
@@ -30,6 +31,7 @@ void Module::to(Device device) {
 }
 
 void Module::train(bool training) {
+  if (training_ != training) bump_capture_epoch();
   training_ = training;
   for (auto& [name, child] : children_) child->train(training);
 }

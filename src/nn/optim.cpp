@@ -77,7 +77,16 @@ SGD::SGD(std::vector<Tensor> params, double lr_, double mom, bool nest, double w
 
 void SGD::step() {
   GradModeGuard off(false);
-  ++steps;
+  if (CaptureHooks* hooks = capture_hooks()) {
+    // Its update is written with ops that take lr as a constant: a plan keeps it only while lr
+    // is unchanged (a schedule makes each step a new capture), and repeats the step count.
+    std::shared_ptr<Optimizer> self = weak_from_this().lock();
+    if (!self) fail(NX_ERR_STATE, current_api(), ": this optimizer is not owned by a handle and cannot be captured");
+    hooks->guard([self, at = lr] { return self->lr == at; });
+    hooks->host_action([self] { ++self->steps; });
+  } else {
+    ++steps;
+  }
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor g = grad_of(i);
     if (!g.defined()) continue;
@@ -145,6 +154,7 @@ std::vector<std::vector<size_t>> Adam::fusable_groups() const {
 
 void Adam::step() {
   GradModeGuard off(false);
+  if (CaptureHooks* hooks = capture_hooks()) return step_captured(*hooks);
   ++steps;
   std::vector<bool> done(params_.size(), false);
   for (const auto& idx : fusable_groups()) {
@@ -179,6 +189,52 @@ void Adam::step() {
     // p -= lr * (m / bc1) / (sqrt(v / bc2) + eps), in torch's operation order
     Tensor denom = add_scalar(mul_scalar(unary(UnaryOp::Sqrt, v_[i]), 1.0 / std::sqrt(bc2)), eps);
     copy_(p, sub(base, mul_scalar(div(m_[i], denom), lr / bc1)));
+  }
+}
+
+void Adam::step_captured(CaptureHooks& hooks) {
+  std::shared_ptr<Optimizer> self = weak_from_this().lock();
+  if (!self) fail(NX_ERR_STATE, current_api(), ": this optimizer is not owned by a handle and cannot be captured");
+  const auto groups = fusable_groups();
+  std::vector<bool> fused(params_.size(), false);
+  for (const auto& idx : groups)
+    for (size_t i : idx) {
+      if (!m_[i].defined())
+        fail(NX_ERR_STATE, current_api(), ": parameter ", i, " has no Adam moments yet; a plan captures a step ",
+             "only after one eager step (nx_plan_run runs a new shape's first call eagerly)");
+      fused[i] = true;
+    }
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (grad_of(i).defined() && !fused[i])
+      fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": parameter ", i, " cannot join a fused Adam kernel (not ",
+           "contiguous, or another device or dtype); its per-tensor update would freeze lr into the plan");
+  // The step counts advance on the host at every replay, as eager steps advance them.
+  hooks.host_action([self, this, groups] {
+    ++steps;
+    for (const auto& idx : groups)
+      for (size_t i : idx) ++t_[i];
+  });
+  for (const auto& idx : groups) {
+    std::vector<Tensor> ps, gs, ms, vs;
+    std::vector<int64_t> ts;
+    for (size_t i : idx) {
+      Tensor g = grad_of(i);
+      ps.push_back(params_[i]);
+      gs.push_back(g.is_contiguous() ? g : contiguous(g));
+      ms.push_back(m_[i]);
+      vs.push_back(v_[i]);
+      ts.push_back(t_[i]);
+    }
+    AdamParams hp{lr, beta1, beta2, eps, weight_decay, decoupled};
+    hp.step_values = hooks.dynamic_values(params_[idx[0]].device(), 1 + 2 * idx.size(), [self, this, idx](double* out) {
+      out[0] = lr;
+      for (size_t k = 0; k < idx.size(); ++k) {
+        const double t = double(t_[idx[k]]);
+        out[1 + 2 * k] = lr / (1 - std::pow(beta1, t));
+        out[2 + 2 * k] = 1 / std::sqrt(1 - std::pow(beta2, t));
+      }
+    });
+    adam_step_multi(ps, gs, ms, vs, ts, hp);
   }
 }
 
@@ -218,6 +274,7 @@ void Adam::load_state(const std::map<std::string, Tensor>& s, const std::string&
   v_.swap(v);
   t_.swap(t);
   steps = new_steps;
+  bump_capture_epoch();  // a captured plan steps the old moments
 }
 
 Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {

@@ -2,6 +2,7 @@
 // and gradient clipping. Updates run under no-grad as in-place writes.
 #pragma once
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,7 +10,8 @@
 
 namespace nx::nn {
 
-class Optimizer {
+// Owned through a shared_ptr (the C handle's): a compiled plan that steps it keeps it alive.
+class Optimizer : public std::enable_shared_from_this<Optimizer> {
  public:
   explicit Optimizer(std::vector<Tensor> params, double lr);
   virtual ~Optimizer() = default;
@@ -74,6 +76,9 @@ class Adam : public Optimizer {
   // without a gradient at some step is skipped, and its bias corrections do not advance.
   std::vector<int64_t> t_;
   std::vector<std::vector<size_t>> fusable_groups() const;
+  // step() inside a plan being captured (core/capture_hooks.hpp): fused groups only, with the
+  // step counts advanced by a host action and lr, bias corrections read from step_values.
+  void step_captured(CaptureHooks& hooks);
 };
 
 // Scales all gradients so that their global L2 norm is at most max_norm; returns the norm before,

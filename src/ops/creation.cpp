@@ -128,6 +128,7 @@ void copy_to_host(const Tensor& t, void* dst, size_t nbytes) {
   if (nbytes != t.nbytes())
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": buffer is ", nbytes, " bytes but the tensor of shape ",
          shape_str(t.shape()), " and dtype ", dtype_name(t.dtype()), " needs ", t.nbytes());
+  if (CaptureHooks* hooks = capture_hooks()) hooks->host_read(t);
   Tensor c = contiguous(to_device(t, Device{}));
   if (nbytes) std::memcpy(dst, c.data(), nbytes);
 }

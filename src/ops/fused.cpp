@@ -222,6 +222,9 @@ void adam_step_multi(const std::vector<Tensor>& params, const std::vector<Tensor
     slots.push_back({params[i].data(), grads[i].data(), m[i].data(), v[i].data(), params[i].numel(),
                      1 - std::pow(p.beta1, t), 1 - std::pow(p.beta2, t)});
   }
+  if (CaptureHooks* hooks = capture_hooks())  // the slots hold raw pointers: the plan must see the tensors
+    for (const auto* list : {&params, &grads, &m, &v})
+      for (const Tensor& t : *list) hooks->observe(t);
   kernels(p0.device()).adam_multi(slots, p0.dtype(), p);
   for (size_t i = 0; i < n; ++i)
     for (const Tensor* t : {&params[i], &m[i], &v[i]}) t->impl()->storage->version++;

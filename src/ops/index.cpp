@@ -4,9 +4,6 @@
 #include "ops/ops.hpp"
 
 namespace nx {
-namespace {
-
-using Grads = std::vector<Tensor>;
 
 // Indices are validated before any kernel runs, so kernels never see bad ones.
 void check_index_range(const Tensor& index, int64_t n, const char* what) {
@@ -14,7 +11,11 @@ void check_index_range(const Tensor& index, int64_t n, const char* what) {
   if (index.numel() == 0) return;
   Storage& storage = *index.impl()->storage;
   int64_t lo = 0, hi = 0;
-  if (storage.value_range(&lo, &hi) && lo >= 0 && hi < n) return;  // known bounds: no device read
+  CaptureHooks* hooks = capture_hooks();  // a replay must check the values it will hold then
+  if (storage.value_range(&lo, &hi) && lo >= 0 && hi < n) {  // known bounds: no device read
+    if (hooks) hooks->index_range_trusted(storage, n);
+    return;
+  }
   if (!index.device().is_cpu()) {
     // On a GPU: the index's range (two reductions, two scalars copied back) instead of the whole
     // index copied to the host and scanned; only an index out of range pays for the scan below,
@@ -24,6 +25,7 @@ void check_index_range(const Tensor& index, int64_t n, const char* what) {
     if (mn >= 0 && mx < double(n)) {
       if (index.offset() == 0 && index.is_contiguous() && index.nbytes() == storage.nbytes)
         storage.set_value_range(int64_t(mn), int64_t(mx));
+      if (hooks) hooks->index_range_trusted(storage, n);
       return;
     }
   }
@@ -35,7 +37,12 @@ void check_index_range(const Tensor& index, int64_t n, const char* what) {
       fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": index ", v, " at position ", i, " is out of range for ",
            what, " of size ", n);
   }
+  if (hooks) hooks->index_range_trusted(storage, n);
 }
+
+namespace {
+
+using Grads = std::vector<Tensor>;
 
 struct Split3 { int64_t outer = 1, n = 1, inner = 1; };
 // The products fit when s has no zero dimension (they divide its element count); an empty s may

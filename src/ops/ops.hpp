@@ -24,6 +24,9 @@ Tensor rand(const Shape& shape, DType dtype, Device device);
 Tensor randn(const Shape& shape, DType dtype, Device device);
 void manual_seed(uint64_t seed);
 uint64_t next_random_offset(uint64_t count, uint64_t* seed);
+// Fails with NX_ERR_INVALID_ARGUMENT (naming what and the first bad position) unless every value
+// of the integer tensor index lies in [0, n); reads the device only when the bounds are unknown.
+void check_index_range(const Tensor& index, int64_t n, const char* what);
 // Element i of a contiguous CPU tensor of i32 or i64 (index arrays), as an int64.
 inline int64_t index_at(const Tensor& host, int64_t i) {
   return host.dtype() == DType::I64 ? host.data_as<int64_t>()[i] : host.data_as<int32_t>()[i];

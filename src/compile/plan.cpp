@@ -1,0 +1,467 @@
+#include "compile/plan.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "core/cuda_iface.hpp"
+#include "ops/autocast.hpp"
+#include "ops/ops.hpp"
+
+namespace nx::compile {
+
+// Arena offsets keep every buffer as aligned as the allocators' own blocks (CPU 64, CUDA 512
+// bytes), so that kernels take the same vector paths, and round the same way, as in the eager run;
+// the eager peak is counted in the same granules.
+size_t granule(Device d) { return d.is_cpu() ? 64 : 512; }
+size_t round_up(size_t n, size_t g) { return (std::max<size_t>(n, 1) + g - 1) / g * g; }
+
+class CompiledStep {
+ public:
+  // Traces fn on copies of inputs and compiles it; the traced run's outputs go to *outputs.
+  CompiledStep(const StepFn& fn, const std::vector<Tensor>& inputs, bool cuda_graph, std::vector<Tensor>* outputs);
+  ~CompiledStep();
+  bool still_valid() const;
+  std::vector<Tensor> replay(const std::vector<Tensor>& inputs);
+  void fill_stats(PlanStats* s) const;
+  std::string table() const;
+  std::string dot() const;
+
+ private:
+  void compile();
+  void place_temporaries();
+  void place(const std::vector<size_t>& order);  // first fit in this order into place_, arena_bytes_
+  void check_index_requirements();
+  std::string label(size_t call, const BufferRef& ref) const;
+
+  Device device_;
+  Trace trace_;
+  std::vector<Tensor> inputs_, outputs_;
+  std::vector<bool> keep_;                 // per recorded call: not dead
+  std::vector<size_t> place_;              // per allocation: arena offset (temporaries in use)
+  std::vector<std::shared_ptr<Storage>> kept_;  // allocations alive after the step (gradients, outputs)
+  std::vector<Storage*> written_;          // storages a replay writes (versions bumped)
+  std::vector<std::pair<size_t, int64_t>> input_ranges_;  // (input, n): its values must lie in [0, n)
+  std::vector<std::pair<std::shared_ptr<Storage>, uint64_t>> frozen_ranges_;  // index storages made before the step
+  std::vector<void*> constants_;           // device copies of uploaded bytes
+  void* arena_ = nullptr;
+  size_t arena_bytes_ = 0, eager_peak_ = 0, kept_bytes_ = 0;
+  bool use_graph_;
+  void* graph_ = nullptr;
+  // Guards: what the capture assumed.
+  uint64_t epoch_;
+  bool deterministic_, grad_enabled_;
+  std::optional<DType> autocast_;
+  // Each parameter's gradient after the step: one the step made (zero_grad inside it) is put
+  // back by every replay, as an eager step would give it new ones; one made before must stay.
+  struct LeafGrad {
+    std::weak_ptr<TensorImpl> leaf;
+    std::shared_ptr<TensorImpl> grad;
+    bool made_by_step;
+  };
+  std::vector<LeafGrad> leaf_grads_;
+};
+
+CompiledStep::CompiledStep(const StepFn& fn, const std::vector<Tensor>& inputs, bool cuda_graph,
+                           std::vector<Tensor>* outputs)
+    : device_(inputs.at(0).device()), trace_(device_), use_graph_(cuda_graph) {
+  {
+    GradModeGuard off(false);
+    for (const Tensor& x : inputs) inputs_.push_back(clone(x));  // the plan's own input buffers
+  }
+  epoch_ = capture_epoch();
+  deterministic_ = deterministic();
+  grad_enabled_ = grad_enabled();
+  autocast_ = autocast_dtype(device_);
+  try {
+    TraceScope scope(trace_);
+    outputs_ = fn(inputs_);
+  } catch (const Error& e) {
+    if (!trace_.refusal.empty()) fail(NX_ERR_STATE, current_api(), ": the step cannot be captured: ", trace_.refusal);
+    throw;
+  }
+  if (!trace_.refusal.empty()) fail(NX_ERR_STATE, current_api(), ": the step cannot be captured: ", trace_.refusal);
+  for (size_t i = 0; i < outputs_.size(); ++i)
+    if (outputs_[i].device() != device_)
+      fail(NX_ERR_DEVICE, current_api(), ": output ", i, " of the step is on ", device_str(outputs_[i].device()),
+           ", its inputs on ", device_str(device_));
+  compile();
+  *outputs = outputs_;
+}
+
+CompiledStep::~CompiledStep() {
+  if (graph_) cuda::graph_destroy(graph_);
+  else if (!device_.is_cpu()) device_backend(device_).synchronize(exec_context(device_));
+  Backend& be = device_backend(device_);
+  for (void* c : constants_) be.deallocate(c, 0);
+  if (arena_) be.deallocate(arena_, arena_bytes_);
+}
+
+void CompiledStep::compile() {
+  auto& calls = trace_.calls;
+  auto& allocs = trace_.allocations;
+  // Dead calls: walking backwards, a call is kept when it writes memory that outlives the step
+  // (a tensor made before it, a kept allocation) or that a kept later call reads.
+  keep_.assign(calls.size(), false);
+  std::vector<bool> needed(allocs.size(), false);
+  for (size_t c = calls.size(); c-- > 0;) {
+    bool live = false;
+    for (const BufferRef& r : calls[c]->refs)
+      if (r.written)
+        live = live || r.kind == BufferRef::External || allocs[r.index].died == Allocation::kAlive || needed[r.index];
+    if (!live) continue;
+    keep_[c] = true;
+    for (const BufferRef& r : calls[c]->refs)
+      if (r.kind == BufferRef::Internal) needed[r.index] = true;
+  }
+  // Allocations alive after the step stay where they are, held by the plan; the others that a
+  // kept call touches go to the arena.
+  for (size_t a = 0; a < allocs.size(); ++a) {
+    if (allocs[a].died != Allocation::kAlive || !needed[a]) continue;
+    std::shared_ptr<Storage> s = allocs[a].storage.lock();
+    if (!s) fail(NX_ERR_INTERNAL, current_api(), ": a buffer alive after the captured step has no tensor");
+    kept_bytes_ += allocs[a].bytes;
+    kept_.push_back(std::move(s));
+  }
+  place_temporaries();
+  check_index_requirements();
+  // Point every kept call's temporaries into the arena.
+  Backend& be = trace_.inner;
+  const ExecContext ctx = exec_context(device_);
+  if (arena_bytes_) arena_ = be.allocate(ctx, arena_bytes_);
+  std::set<Storage*> written;
+  for (size_t c = 0; c < calls.size(); ++c) {
+    if (!keep_[c]) continue;
+    size_t k = 0;
+    calls[c]->visit([&](void*& p, bool, const View*) {
+      const BufferRef& r = calls[c]->refs.at(k++);
+      if (r.kind == BufferRef::External) {
+        if (r.written) written.insert(trace_.externals[r.index].get());
+        return;
+      }
+      const Allocation& a = allocs[r.index];
+      if (a.died == Allocation::kAlive) {
+        if (r.written) written.insert(allocs[r.index].storage.lock().get());
+        return;
+      }
+      p = static_cast<char*>(arena_) + place_[r.index] + r.offset;
+    });
+  }
+  written.erase(nullptr);
+  written_.assign(written.begin(), written.end());
+  // Uploaded bytes become device constants, so that a replay copies device to device.
+  if (!device_.is_cpu())
+    for (size_t c = 0; c < calls.size(); ++c)
+      if (keep_[c]) calls[c]->make_device_constant(be, ctx, &constants_);
+  for (const auto& leaf : trace_.leaves) {
+    auto impl = leaf.lock();
+    if (!impl) continue;
+    bool made = false;
+    for (const auto& k : kept_) made = made || (impl->grad && impl->grad->storage == k);
+    leaf_grads_.push_back({leaf, impl->grad, made});
+  }
+  if (!device_.is_cpu() && use_graph_)
+    graph_ = cuda::graph_capture(device_.index, [&](void* stream) {
+      const ExecContext gctx{device_, stream};
+      for (size_t c = 0; c < calls.size(); ++c)
+        if (keep_[c]) calls[c]->run(be, gctx);
+    });
+}
+
+void CompiledStep::place_temporaries() {
+  const auto& allocs = trace_.allocations;
+  // Peak of the eager run: every allocation of the step alive at once, at the worst moment.
+  const size_t g = granule(device_);
+  std::vector<std::pair<size_t, int64_t>> events;
+  for (const Allocation& a : allocs) {
+    events.push_back({a.born, int64_t(round_up(a.bytes, g))});
+    if (a.died != Allocation::kAlive) events.push_back({a.died, -int64_t(round_up(a.bytes, g))});
+  }
+  std::sort(events.begin(), events.end(), [](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first < y.first : x.second < y.second;  // frees before allocations
+  });
+  int64_t live = 0, peak = 0;
+  for (const auto& e : events) peak = std::max(peak, live += e.second);
+  eager_peak_ = size_t(peak);
+  // Temporaries that a kept call uses, placed largest first at the lowest offset free for their
+  // whole lifetime [born, died] (greedy by size, as in TFLite's and XLA's planners).
+  std::vector<bool> used(allocs.size(), false);
+  for (size_t c = 0; c < trace_.calls.size(); ++c)
+    if (keep_[c])
+      for (const BufferRef& r : trace_.calls[c]->refs)
+        if (r.kind == BufferRef::Internal && allocs[r.index].died != Allocation::kAlive) used[r.index] = true;
+  std::vector<size_t> by_birth;
+  for (size_t a = 0; a < allocs.size(); ++a)
+    if (used[a]) by_birth.push_back(a);
+  std::vector<size_t> by_size = by_birth;
+  std::stable_sort(by_size.begin(), by_size.end(), [&](size_t x, size_t y) { return allocs[x].bytes > allocs[y].bytes; });
+  // Two greedy orders (largest first; first allocated first, as eager does); the smaller arena wins.
+  std::vector<size_t> best_place;
+  size_t best = ~size_t(0);
+  for (const auto* order : {&by_size, &by_birth}) {
+    place(*order);
+    if (arena_bytes_ < best) {
+      best = arena_bytes_;
+      best_place = place_;
+    }
+  }
+  place_ = std::move(best_place);
+  arena_bytes_ = best == ~size_t(0) ? 0 : best;
+}
+
+void CompiledStep::place(const std::vector<size_t>& order) {
+  const auto& allocs = trace_.allocations;
+  const size_t g = granule(device_);
+  arena_bytes_ = 0;
+  place_.assign(allocs.size(), 0);
+  std::vector<size_t> placed;
+  for (size_t a : order) {
+    const size_t size = round_up(allocs[a].bytes, g);
+    std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of placed buffers alive with a
+    for (size_t b : placed)
+      if (allocs[b].born <= allocs[a].died && allocs[a].born <= allocs[b].died)
+        busy.push_back({place_[b], place_[b] + round_up(allocs[b].bytes, g)});
+    std::sort(busy.begin(), busy.end());
+    size_t at = 0;
+    for (const auto& [lo, hi] : busy) {
+      if (at + size <= lo) break;
+      at = std::max(at, hi);
+    }
+    place_[a] = at;
+    arena_bytes_ = std::max(arena_bytes_, at + size);
+    placed.push_back(a);
+  }
+}
+
+void CompiledStep::check_index_requirements() {
+  for (const auto& req : trace_.index_requirements) {
+    bool done = false;
+    for (size_t i = 0; i < inputs_.size() && !done; ++i)
+      if (inputs_[i].impl()->storage.get() == req.raw) {
+        input_ranges_.push_back({i, req.n});
+        done = true;
+      }
+    for (size_t e = 0; e < trace_.externals.size() && !done; ++e)
+      if (trace_.externals[e].get() == req.raw) {
+        // An index made before the step (a cached position table): it must not change.
+        frozen_ranges_.push_back({trace_.externals[e], trace_.externals[e]->version.load()});
+        done = true;
+      }
+    if (done) continue;
+    // Made inside the step: only constants (uploaded bytes) can be trusted at replay.
+    for (size_t a = 0; a < trace_.allocations.size(); ++a) {
+      if (trace_.allocations[a].storage.lock().get() != req.raw) continue;
+      bool constant = true;
+      for (size_t c = 0; c < trace_.calls.size(); ++c)
+        for (const BufferRef& r : trace_.calls[c]->refs)
+          if (keep_[c] && r.kind == BufferRef::Internal && r.index == a && r.written &&
+              std::strcmp(trace_.calls[c]->name(), "upload") != 0)
+            constant = false;
+      done = constant;
+    }
+    if (!done)
+      fail(NX_ERR_STATE, current_api(), ": the step cannot be captured: an index computed inside it is used by an ",
+           "index op, whose range check a replay could not repeat; pass the index as an input of the step");
+  }
+}
+
+bool CompiledStep::still_valid() const {
+  if (capture_epoch() != epoch_ || deterministic() != deterministic_ || grad_enabled() != grad_enabled_ ||
+      autocast_dtype(device_) != autocast_)
+    return false;
+  for (const LeafGrad& lg : leaf_grads_) {
+    auto impl = lg.leaf.lock();
+    if (!impl || lg.made_by_step) continue;  // gone (the plan keeps its memory), or put back by replay
+    if ((impl->grad ? impl->grad->storage : nullptr) != (lg.grad ? lg.grad->storage : nullptr)) return false;
+  }
+  for (const auto& [storage, version] : frozen_ranges_)
+    if (storage->version.load() != version) return false;
+  for (const auto& g : trace_.guards)
+    if (!g()) return false;
+  return true;
+}
+
+std::vector<Tensor> CompiledStep::replay(const std::vector<Tensor>& inputs) {
+  for (const auto& [i, n] : input_ranges_) check_index_range(inputs[i], n, "an input of the plan");
+  Backend& be = trace_.inner;
+  const ExecContext ctx = exec_context(device_);
+  for (size_t i = 0; i < inputs.size(); ++i) be.copy(ctx, View::of(inputs_[i]), View::of(inputs[i]));
+  for (const auto& action : trace_.host_actions) action();
+  for (const auto& d : trace_.dynamics) {
+    d->fill(d->host.data());
+    be.upload(ctx, d->device, d->host.data(), d->host.size() * sizeof(double));
+  }
+  if (graph_) {
+    cuda::graph_launch(graph_, ctx.stream);
+  } else {
+    for (size_t c = 0; c < trace_.calls.size(); ++c)
+      if (keep_[c]) trace_.calls[c]->run(be, ctx);
+  }
+  for (Storage* s : written_) s->version++;
+  for (const LeafGrad& lg : leaf_grads_)
+    if (lg.made_by_step)
+      if (auto impl = lg.leaf.lock()) impl->grad = lg.grad;
+  std::vector<Tensor> out;
+  GradModeGuard off(false);
+  for (const Tensor& o : outputs_) out.push_back(clone(o));
+  return out;
+}
+
+void CompiledStep::fill_stats(PlanStats* s) const {
+  s->ops = 0;
+  s->uploads = 0;
+  for (size_t c = 0; c < trace_.calls.size(); ++c) {
+    if (!keep_[c]) continue;
+    s->ops++;
+    if (std::strcmp(trace_.calls[c]->name(), "upload") == 0) s->uploads++;
+  }
+  s->ops_eliminated = int64_t(trace_.calls.size()) - s->ops;
+  s->arena_bytes = int64_t(arena_bytes_);
+  s->eager_peak_bytes = int64_t(eager_peak_);
+  s->kept_bytes = int64_t(kept_bytes_);
+  s->cuda_graph = graph_ != nullptr;
+}
+
+std::string CompiledStep::label(size_t call, const BufferRef& r) const {
+  std::ostringstream os;
+  if (r.kind == BufferRef::External) {
+    os << "state" << r.index;
+    for (size_t i = 0; i < inputs_.size(); ++i)
+      if (trace_.externals[r.index] == inputs_[i].impl()->storage) os << "(input " << i << ")";
+    if (r.offset) os << "+" << r.offset;
+  } else if (trace_.allocations[r.index].died == Allocation::kAlive) {
+    os << "kept" << r.index;
+    if (r.offset) os << "+" << r.offset;
+  } else {
+    os << "arena@" << place_[r.index] + r.offset;
+  }
+  (void)call;
+  return os.str();
+}
+
+static std::string view_str(const View* v) {
+  if (!v) return "";
+  std::ostringstream os;
+  os << dtype_name(v->dtype) << shape_str(v->shape);
+  return os.str();
+}
+
+std::string CompiledStep::table() const {
+  PlanStats s;
+  fill_stats(&s);
+  std::ostringstream os;
+  os << "plan on " << device_str(device_) << ": " << s.ops << " ops (" << s.ops_eliminated << " dead removed), "
+     << s.uploads << " constant uploads; arena " << arena_bytes_ << " bytes (the eager run's step allocations peaked at "
+     << eager_peak_ << "), " << kept_bytes_ << " bytes kept after the step; CUDA graph: " << (graph_ ? "yes" : "no")
+     << "; fusion: none (each op its own kernel)\n";
+  os << "#     op                   fused  from C call                   buffers (w: written; arena@offset)\n";
+  size_t n = 0;
+  for (size_t c = 0; c < trace_.calls.size(); ++c) {
+    if (!keep_[c]) continue;
+    Call& call = *trace_.calls[c];
+    char head[128];
+    std::snprintf(head, sizeof head, "%-5zu %-20s %-6s %-29s ", n++, call.name(), "-", call.api.c_str());
+    os << head;
+    size_t k = 0;
+    const_cast<Call&>(call).visit([&](void*&, bool written, const View* v) {
+      const BufferRef& r = call.refs[k++];
+      os << (k > 1 ? ", " : "") << (written ? "w:" : "") << label(c, r);
+      if (v) os << " " << view_str(v);
+    });
+    os << " |" << call.scalars() << "\n";
+  }
+  return os.str();
+}
+
+std::string CompiledStep::dot() const {
+  // Calls are nodes; an edge runs from the last call that wrote a buffer to each call reading it.
+  std::ostringstream os;
+  os << "digraph plan {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
+  std::map<std::pair<int, size_t>, size_t> last_writer;
+  size_t n = 0;
+  std::vector<size_t> id(trace_.calls.size());
+  for (size_t c = 0; c < trace_.calls.size(); ++c) {
+    if (!keep_[c]) continue;
+    id[c] = n++;
+    os << "  n" << id[c] << " [label=\"" << trace_.calls[c]->name() << "\\n" << trace_.calls[c]->api << "\"];\n";
+    std::set<size_t> from;
+    for (const BufferRef& r : trace_.calls[c]->refs)
+      if (!r.written)
+        if (auto it = last_writer.find({int(r.kind), r.index}); it != last_writer.end()) from.insert(it->second);
+    for (size_t f : from) os << "  n" << f << " -> n" << id[c] << ";\n";
+    for (const BufferRef& r : trace_.calls[c]->refs)
+      if (r.written) last_writer[{int(r.kind), r.index}] = id[c];
+  }
+  os << "}\n";
+  return os.str();
+}
+
+// ---------------------------------------------------------------- Plan
+
+Plan::Plan(StepFn fn, size_t max_steps, bool cuda_graph)
+    : fn_(std::move(fn)), max_steps_(std::max<size_t>(max_steps, 1)), cuda_graph_(cuda_graph) {}
+Plan::~Plan() = default;
+
+static std::string signature(const std::vector<Tensor>& inputs) {
+  std::ostringstream os;
+  for (const Tensor& x : inputs) os << device_str(x.device()) << dtype_name(x.dtype()) << shape_str(x.shape()) << ";";
+  return os.str();
+}
+
+std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
+  std::unique_lock<std::mutex> lock(busy_, std::try_to_lock);
+  if (!lock.owns_lock())
+    fail(NX_ERR_STATE, current_api(), ": the plan is running on another thread (a plan is used by one thread at a time)");
+  if (inputs.empty()) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": a plan's step needs at least one input tensor");
+  for (size_t i = 1; i < inputs.size(); ++i)
+    if (inputs[i].device() != inputs[0].device())
+      fail(NX_ERR_DEVICE, current_api(), ": input ", i, " is on ", device_str(inputs[i].device()), ", input 0 on ",
+           device_str(inputs[0].device()), " (a plan runs on one device)");
+  const std::string key = signature(inputs);
+  Entry& e = entries_[key];
+  e.last_use = ++clock_;
+  if (e.step && e.step->still_valid()) {
+    stats_.replays++;
+    last_ = e.step.get();
+    return e.step->replay(inputs);
+  }
+  if (e.step) {  // stale: captured again below
+    if (last_ == e.step.get()) last_ = nullptr;
+    e.step.reset();
+    stats_.recaptures++;
+  } else if (e.calls++ == 0) {
+    stats_.eager_runs++;  // the first call of a signature makes the state its steps update
+    return fn_(inputs);
+  }
+  // Keep at most max_steps_ compiled steps: the least recently used goes.
+  size_t compiled = 0;
+  for (const auto& [k, x] : entries_) compiled += x.step != nullptr;
+  while (compiled >= max_steps_) {
+    auto victim = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+      if (it->second.step && (victim == entries_.end() || it->second.last_use < victim->second.last_use)) victim = it;
+    if (victim == entries_.end()) break;
+    if (last_ == victim->second.step.get()) last_ = nullptr;
+    victim->second.step.reset();
+    compiled--;
+  }
+  std::vector<Tensor> outputs;
+  e.step = std::make_unique<CompiledStep>(fn_, inputs, cuda_graph_ && !inputs[0].device().is_cpu(), &outputs);
+  stats_.captures++;
+  last_ = e.step.get();
+  return outputs;
+}
+
+PlanStats Plan::stats() const {
+  PlanStats s = stats_;
+  if (last_) last_->fill_stats(&s);
+  return s;
+}
+
+std::string Plan::table() const { return last_ ? last_->table() : "plan: nothing compiled yet\n"; }
+std::string Plan::dot() const { return last_ ? last_->dot() : "digraph plan {\n}\n"; }
+
+}  // namespace nx::compile

@@ -1,0 +1,305 @@
+#include "compile/trace.hpp"
+
+#include <cstring>
+#include <sstream>
+#include <type_traits>
+#include <tuple>
+#include <utility>
+
+namespace nx::compile {
+namespace {
+
+// Which parameters each kernel writes (src/ops/ops.yaml, `writes:`).
+#define NX_WRITES_ENUM(name, mask) constexpr unsigned kWrites_##name = mask;
+NX_KERNEL_WRITES(NX_WRITES_ENUM)
+#undef NX_WRITES_ENUM
+
+// The memory arguments of a kernel: a View's data (skipped when absent or empty, as no kernel
+// touches it) and Adam's slots (param, m, v written when the slots are; the gradient read).
+void visit_arg(const Call::Visitor& f, View& v, bool written) {
+  if (v.data && v.numel() > 0) f(v.data, written, &v);
+}
+void visit_arg(const Call::Visitor& f, std::vector<AdamSlot>& slots, bool written) {
+  for (AdamSlot& s : slots) {
+    if (s.n == 0) continue;
+    f(s.param, written, nullptr);
+    f(s.grad, false, nullptr);
+    f(s.m, written, nullptr);
+    f(s.v, written, nullptr);
+  }
+}
+template <class T>
+void visit_arg(const Call::Visitor&, T&, bool) {}
+
+template <class T>
+void print_scalar(std::ostringstream& os, const T& v) {
+  if constexpr (std::is_arithmetic_v<T>) os << " " << v;
+  else if constexpr (std::is_enum_v<T>) os << " " << int(v);
+  else if constexpr (std::is_same_v<T, AdamParams>) os << " lr=" << v.lr << " wd=" << v.weight_decay;
+  else if constexpr (std::is_same_v<T, NormParams>) os << " eps=" << v.eps;
+  else if constexpr (std::is_same_v<T, AttentionParams>) os << " scale=" << v.scale << " causal=" << v.causal;
+}
+
+template <class... A>
+class KernelCall final : public Call {
+ public:
+  using Fn = void (Backend::*)(const ExecContext&, A...);
+  KernelCall(const char* name, unsigned writes, Fn fn, std::decay_t<A>... args)
+      : name_(name), writes_(writes), fn_(fn), args_(std::move(args)...) {}
+  const char* name() const override { return name_; }
+  void run(Backend& backend, const ExecContext& ctx) override {
+    std::apply([&](auto&... a) { (backend.*fn_)(ctx, a...); }, args_);
+  }
+  void visit(const Visitor& f) override { visit_each(f, std::index_sequence_for<A...>{}); }
+  std::string scalars() const override {
+    std::ostringstream os;
+    std::apply([&](const auto&... a) { (print_scalar(os, a), ...); }, args_);
+    return os.str();
+  }
+
+ private:
+  template <size_t... I>
+  void visit_each(const Visitor& f, std::index_sequence<I...>) {
+    (visit_arg(f, std::get<I>(args_), ((writes_ >> I) & 1) != 0), ...);
+  }
+  const char* name_;
+  unsigned writes_;
+  Fn fn_;
+  std::tuple<std::decay_t<A>...> args_;
+};
+
+// Host bytes copied into device memory inside the step: a constant of the plan (data the step
+// read on the host, frozen as JAX freezes a traced function's constants). On a GPU the compiler
+// gives it a device copy, so that a replay (and a CUDA graph) copies device to device.
+class UploadCall final : public Call {
+ public:
+  UploadCall(void* dst, const void* src, size_t n)
+      : dst_(dst), bytes_(static_cast<const char*>(src), static_cast<const char*>(src) + n) {}
+  const char* name() const override { return "upload"; }
+  void run(Backend& backend, const ExecContext& ctx) override {
+    if (device_copy_) backend.copy_bytes(ctx, dst_, device_copy_, bytes_.size());
+    else backend.upload(ctx, dst_, bytes_.data(), bytes_.size());
+  }
+  void visit(const Visitor& f) override {
+    if (!bytes_.empty()) f(dst_, true, nullptr);
+  }
+  void make_device_constant(Backend& backend, const ExecContext& ctx, std::vector<void*>* owned) override {
+    if (bytes_.empty() || device_copy_) return;
+    void* p = backend.allocate(ctx, bytes_.size());
+    owned->push_back(p);
+    backend.upload(ctx, p, bytes_.data(), bytes_.size());
+    device_copy_ = p;
+  }
+
+ private:
+  void* dst_;
+  std::vector<char> bytes_;
+  const void* device_copy_ = nullptr;
+};
+
+class CopyBytesCall final : public Call {
+ public:
+  CopyBytesCall(void* dst, const void* src, size_t n) : dst_(dst), src_(const_cast<void*>(src)), n_(n) {}
+  const char* name() const override { return "copy_bytes"; }
+  void run(Backend& backend, const ExecContext& ctx) override { backend.copy_bytes(ctx, dst_, src_, n_); }
+  void visit(const Visitor& f) override {
+    if (!n_) return;
+    f(dst_, true, nullptr);
+    f(src_, false, nullptr);
+  }
+
+ private:
+  void *dst_, *src_;
+  size_t n_;
+};
+
+#define NX_UNPAREN(...) __VA_ARGS__
+
+// The backend a traced step's ops get: each call is recorded, then run by the device's own one.
+class RecordingBackend final : public Backend {
+ public:
+  explicit RecordingBackend(Trace& trace) : trace_(trace), inner_(trace.inner) {}
+  void* allocate(const ExecContext& ctx, size_t nbytes) override {
+    void* p = inner_.allocate(ctx, nbytes);
+    trace_.on_allocate(p, nbytes);
+    return p;
+  }
+  void deallocate(void* p, size_t nbytes) override {
+    trace_.on_deallocate(p);
+    inner_.deallocate(p, nbytes);
+  }
+  void synchronize(const ExecContext& ctx) override { inner_.synchronize(ctx); }
+  void upload(const ExecContext& ctx, void* dst, const void* src, size_t n) override {
+    trace_.record(std::make_unique<UploadCall>(dst, src, n));
+    inner_.upload(ctx, dst, src, n);
+  }
+  void download(const ExecContext&, void*, const void*, size_t) override {
+    trace_.refuse(std::string(current_api()) +
+                  " copies a tensor to the host inside the captured step (a replay runs no host code); return the "
+                  "tensor as an output of the step and read it after nx_plan_run");
+  }
+  void copy_bytes(const ExecContext& ctx, void* dst, const void* src, size_t n) override {
+    trace_.record(std::make_unique<CopyBytesCall>(dst, src, n));
+    inner_.copy_bytes(ctx, dst, src, n);
+  }
+  bool native_half_attention() const override { return inner_.native_half_attention(); }
+  bool native_half_matmul() const override { return inner_.native_half_matmul(); }
+
+#define NX_RECORDED_KERNEL(name, params, args) \
+  void name params override { forward(#name, kWrites_##name, &Backend::name, NX_UNPAREN args); }
+  NX_KERNELS(NX_RECORDED_KERNEL)
+#undef NX_RECORDED_KERNEL
+
+ private:
+  template <class... A, class... B>
+  void forward(const char* name, unsigned writes, void (Backend::*fn)(const ExecContext&, A...), const ExecContext& ctx,
+               B&&... b) {
+    if (std::strcmp(name, "random") == 0)
+      trace_.refuse(std::string(current_api()) +
+                    " draws random numbers inside the captured step (dropout, nx_rand): not supported by plans yet; "
+                    "use dropout 0 or run the step eagerly");
+    trace_.record(std::make_unique<KernelCall<A...>>(name, writes, fn, std::decay_t<A>(b)...));
+    (inner_.*fn)(ctx, std::forward<B>(b)...);
+  }
+  Trace& trace_;
+  Backend& inner_;
+};
+
+}  // namespace
+
+Trace::Trace(Device device)
+    : inner(device_backend(device)), device_(device), recording_(std::make_unique<RecordingBackend>(*this)) {}
+
+Trace::~Trace() {
+  for (auto& d : dynamics) inner.deallocate(d->device, d->host.size() * sizeof(double));
+}
+
+Backend* Trace::backend_for(Device device) { return device == device_ ? recording_.get() : nullptr; }
+
+void Trace::observe(const Tensor& t) {
+  if (t.device() != device_) return;
+  const std::shared_ptr<Storage>& s = t.impl()->storage;
+  if (t.requires_grad() && !t.grad_fn() && leaf_set_.insert(t.impl()).second) leaves.push_back(t.impl_ptr());
+  const auto base = reinterpret_cast<uintptr_t>(s->data);
+  if (auto it = live_.find(base); it != live_.end()) {
+    Allocation& a = allocations[it->second];
+    if (a.storage.expired()) a.storage = s;
+    return;
+  }
+  if (external_at_.count(base)) return;
+  external_at_[base] = externals.size();
+  externals.push_back(s);
+}
+
+bool Trace::resolve(void* p, BufferRef* out) const {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  auto it = live_.upper_bound(at);
+  if (it != live_.begin()) {
+    --it;
+    const Allocation& a = allocations[it->second];
+    if (at < it->first + a.bytes) {
+      *out = BufferRef{BufferRef::Internal, it->second, size_t(at - it->first), false};
+      return true;
+    }
+  }
+  auto et = external_at_.upper_bound(at);
+  if (et != external_at_.begin()) {
+    --et;
+    if (at < et->first + externals[et->second]->nbytes) {
+      *out = BufferRef{BufferRef::External, et->second, size_t(at - et->first), false};
+      return true;
+    }
+  }
+  return false;
+}
+
+void Trace::record(std::unique_ptr<Call> call) {
+  call->api = current_api();
+  Call& c = *call;
+  c.visit([&](void*& p, bool written, const View*) {
+    BufferRef ref{};
+    if (!resolve(p, &ref))
+      refuse(std::string(current_api()) + ": kernel " + c.name() +
+             " uses memory that is neither a tensor of the step nor one made before it; a plan cannot keep it");
+    ref.written = written;
+    c.refs.push_back(ref);
+  });
+  // Memory of the step that a kernel reads before any recorded call wrote it was written by the
+  // host (a CPU tensor made from a C array, arange's values): its bytes now are a constant of
+  // the plan, recorded as an upload just before the call.
+  for (const BufferRef& r : c.refs) {
+    if (r.kind != BufferRef::Internal || r.written || allocations[r.index].written) continue;
+    Allocation& a = allocations[r.index];
+    a.written = true;
+    if (!device_.is_cpu()) continue;  // device memory is written only by recorded calls
+    auto snapshot = std::make_unique<UploadCall>(a.ptr, a.ptr, a.bytes);
+    snapshot->api = c.api;
+    snapshot->refs.push_back(BufferRef{BufferRef::Internal, r.index, 0, true});
+    calls.push_back(std::move(snapshot));
+  }
+  for (const BufferRef& r : c.refs)
+    if (r.kind == BufferRef::Internal && r.written) allocations[r.index].written = true;
+  calls.push_back(std::move(call));
+}
+
+void Trace::on_allocate(void* ptr, size_t bytes) {
+  live_[reinterpret_cast<uintptr_t>(ptr)] = allocations.size();
+  allocations.push_back(Allocation{ptr, bytes, calls.size(), Allocation::kAlive, {}});
+}
+
+void Trace::on_deallocate(void* ptr) {
+  auto it = live_.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == live_.end()) return;  // made before the trace
+  allocations[it->second].died = calls.size();
+  live_.erase(it);
+}
+
+void Trace::refuse(const std::string& why) {
+  if (refusal.empty()) refusal = why;
+  fail(NX_ERR_STATE, why);
+}
+
+void Trace::index_range_trusted(const Storage& storage, int64_t n) {
+  if (storage.device != device_) return;
+  std::weak_ptr<Storage> owner;
+  for (const auto& e : externals)
+    if (e.get() == &storage) owner = e;
+  for (const auto& a : allocations)
+    if (auto s = a.storage.lock(); s.get() == &storage) owner = s;
+  index_requirements.push_back({owner, &storage, n});
+}
+
+void Trace::host_read(const Tensor& t) {
+  if (t.device() != device_) return;
+  refuse(std::string(current_api()) +
+         " reads a tensor's values on the host inside the captured step (a replay runs no host code); return the "
+         "tensor as an output of the step and read it after nx_plan_run");
+}
+
+void Trace::host_action(std::function<void()> action) {
+  action();
+  host_actions.push_back(std::move(action));
+}
+
+const double* Trace::dynamic_values(Device device, size_t n, std::function<void(double*)> fill) {
+  if (device != device_) refuse(std::string(current_api()) + ": step values for another device than the plan's");
+  auto d = std::make_unique<DynamicValues>();
+  const ExecContext ctx = exec_context(device_);
+  d->device = static_cast<double*>(inner.allocate(ctx, n * sizeof(double)));
+  d->host.assign(n, 0.0);
+  d->fill = std::move(fill);
+  d->fill(d->host.data());
+  inner.upload(ctx, d->device, d->host.data(), n * sizeof(double));
+  dynamics.push_back(std::move(d));
+  return dynamics.back()->device;
+}
+
+void Trace::guard(std::function<bool()> still_valid) { guards.push_back(std::move(still_valid)); }
+
+TraceScope::TraceScope(Trace& trace) : previous_(tl_capture_hooks) {
+  if (previous_) fail(NX_ERR_STATE, current_api(), ": a step is already being captured on this thread (plans do not nest)");
+  tl_capture_hooks = &trace;
+}
+TraceScope::~TraceScope() { tl_capture_hooks = previous_; }
+
+}  // namespace nx::compile

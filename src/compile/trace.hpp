@@ -1,0 +1,120 @@
+// Trace: one run of a step with every backend call of the plan's device recorded (the kernels
+// with their arguments, uploads of host bytes) and every allocation's lifetime, in call order.
+// Installed as the thread's CaptureHooks (core/capture_hooks.hpp) while the step runs, it hands
+// ops a recording backend that forwards each call to the device's own backend after noting it,
+// so the traced run computes real results. Each memory argument is resolved when recorded to
+// the buffer it lies in (an allocation of the trace, or a tensor made before it), because a
+// later allocation may reuse the address.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/backend.hpp"
+
+namespace nx::compile {
+
+// Where a memory argument lies: in allocation `index` of the trace (Internal) or in external
+// buffer `index` (a storage that existed before the trace), `offset` bytes in.
+struct BufferRef {
+  enum Kind { Internal, External } kind;
+  size_t index;
+  size_t offset;
+  bool written;
+};
+
+// One recorded call. Its memory arguments are visited in a fixed order, each with its pointer
+// (which the compiler rewrites), whether the call writes it, and its view when it has one.
+class Call {
+ public:
+  virtual ~Call() = default;
+  virtual const char* name() const = 0;
+  virtual void run(Backend& backend, const ExecContext& ctx) = 0;
+  using Visitor = std::function<void(void*& ptr, bool written, const View* view)>;
+  virtual void visit(const Visitor& f) = 0;
+  // Its number arguments ("op=3 rows=64 eps=1e-05"...), for the plan's table.
+  virtual std::string scalars() const { return ""; }
+  // An upload of host bytes gives them a device copy (owned by the caller's list), so that a
+  // replay, and a CUDA graph, copies device to device; other calls do nothing.
+  virtual void make_device_constant(Backend&, const ExecContext&, std::vector<void*>*) {}
+  std::vector<BufferRef> refs;  // one per visited non-null pointer, in visit order
+  std::string api;              // the C function that made the call (for the plan's table)
+};
+
+struct Allocation {
+  void* ptr;
+  size_t bytes;
+  size_t born, died;  // the number of calls recorded before its allocation and before its free
+  std::weak_ptr<Storage> storage;  // the tensor storage on it, once a kernel has seen one
+  bool written = false;            // by a recorded call
+  static constexpr size_t kAlive = ~size_t(0);
+};
+
+struct DynamicValues {  // CaptureHooks::dynamic_values
+  double* device;       // n doubles of the plan's device (host memory on the CPU)
+  std::vector<double> host;
+  std::function<void(double*)> fill;
+};
+
+class Trace final : public CaptureHooks {
+ public:
+  explicit Trace(Device device);
+  ~Trace() override;
+  Device device() const { return device_; }
+
+  // CaptureHooks
+  Backend* backend_for(Device device) override;
+  void observe(const Tensor& t) override;
+  void index_range_trusted(const Storage& storage, int64_t n) override;
+  void host_read(const Tensor& t) override;
+  void host_action(std::function<void()> action) override;
+  const double* dynamic_values(Device device, size_t n, std::function<void(double*)> fill) override;
+  void guard(std::function<bool()> still_valid) override;
+
+  // What the recording backend reports.
+  void record(std::unique_ptr<Call> call);
+  void on_allocate(void* ptr, size_t bytes);
+  void on_deallocate(void* ptr);
+  [[noreturn]] void refuse(const std::string& why);
+
+  Backend& inner;  // the device's own backend
+  std::vector<std::unique_ptr<Call>> calls;
+  std::vector<Allocation> allocations;
+  std::vector<std::shared_ptr<Storage>> externals;   // kept alive by the plan
+  std::vector<std::function<void()>> host_actions;
+  std::vector<std::unique_ptr<DynamicValues>> dynamics;
+  std::vector<std::function<bool()>> guards;
+  struct IndexRequirement {
+    std::weak_ptr<Storage> storage;
+    const Storage* raw;
+    int64_t n;
+  };
+  std::vector<IndexRequirement> index_requirements;
+  std::vector<std::weak_ptr<TensorImpl>> leaves;  // tensors seen that require grad (their .grad is guarded)
+  std::string refusal;                             // set when the step did something a plan cannot replay
+
+ private:
+  Device device_;
+  std::unique_ptr<Backend> recording_;
+  std::map<uintptr_t, size_t> live_;           // base address -> allocations index, while allocated
+  std::map<uintptr_t, size_t> external_at_;    // base address -> externals index
+  std::set<const TensorImpl*> leaf_set_;
+  bool resolve(void* p, BufferRef* out) const;
+};
+
+// Installs a trace as this thread's hooks for its lifetime.
+class TraceScope {
+ public:
+  explicit TraceScope(Trace& trace);
+  ~TraceScope();
+  TraceScope(const TraceScope&) = delete;
+  TraceScope& operator=(const TraceScope&) = delete;
+
+ private:
+  CaptureHooks* previous_;
+};
+
+}  // namespace nx::compile

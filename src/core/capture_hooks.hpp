@@ -1,0 +1,50 @@
+// What a step being captured into a plan (src/compile) sees of the engine on this thread. Null
+// when nothing is captured, so an eager call pays one thread-local read per hook site. The
+// compiler implements it; core, ops and nn only call it, so they depend on no compiler code.
+#pragma once
+#include <cstdint>
+#include <functional>
+
+#include "core/tensor.hpp"
+
+namespace nx {
+
+class Backend;
+
+class CaptureHooks {
+ public:
+  virtual ~CaptureHooks() = default;
+  // The backend that ops on device get now: the recording one for the plan's device, else null
+  // (the device's own backend).
+  virtual Backend* backend_for(Device device) = 0;
+  // t's memory is about to reach a kernel (View::of): the plan keeps what it does not allocate.
+  virtual void observe(const Tensor& t) = 0;
+  // An index op skipped its range check because storage's values are known to lie in [0, n):
+  // a replay must check the same of whatever the storage holds then.
+  virtual void index_range_trusted(const Storage& storage, int64_t n) = 0;
+  // The host is about to read t's values (item, a copy to the host, a data pointer): a replay
+  // would not run the host code that uses them, so a plan refuses this for its device's tensors.
+  virtual void host_read(const Tensor& t) = 0;
+  // Host work that a replay repeats, in this order, before it launches the device work (an
+  // optimizer's step counts). It runs once now, too.
+  virtual void host_action(std::function<void()> action) = 0;
+  // n doubles in device memory (host memory on the CPU) that fill writes before each replay and
+  // once now; kernels read values that change every step (learning rate, bias corrections) here.
+  virtual const double* dynamic_values(Device device, size_t n, std::function<void(double*)> fill) = 0;
+  // A condition the capture assumed (a learning rate frozen into the step): a replay first
+  // checks it and captures the step again when it no longer holds.
+  virtual void guard(std::function<bool()> still_valid) = 0;
+};
+
+inline thread_local CaptureHooks* tl_capture_hooks = nullptr;
+inline CaptureHooks* capture_hooks() { return tl_capture_hooks; }
+
+}  // namespace nx
+
+namespace nx {
+// Bumped by every change that makes a captured step stale although its inputs look the same:
+// a module's train/eval mode, a tensor's requires_grad, loaded optimizer state, the TF32 or
+// deterministic setting. A plan captured under another epoch is captured again.
+void bump_capture_epoch();
+uint64_t capture_epoch();
+}  // namespace nx
