@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (see ../shared/gpu/README.md): build the CUDA configuration, run the GPU
 # tests, compute-sanitizer and the CUDA benchmarks; logs go to $OUT (or ./gpu-out).
-# usage: scripts/gpu_run.sh [targets...]   (build test sanitize bench attention fused parity_attn harness opbench gpt dist train124m profile amp_curve)   (default: everything GPU-related; `dist` runs the multi-GPU
+# usage: scripts/gpu_run.sh [targets...]   (build test sanitize bench attention fused parity_attn harness opbench gpt dist train124m profile amp_curve plan)   (default: everything GPU-related; `dist` runs the multi-GPU
 # tests, a 2-rank train_gpt and bench/dist_bench.sh, and is not in the default)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ if [[ $steps == *build* ]]; then
   log "build"
   cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90a -DNEXUS_TORCH_PYTHON="$(command -v python3)" \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests cuda_bench fused_bench attention_bench dist_bench train_gpt2 quickstart train_gpt} > "$out/build.log" 2>&1 \
+  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests cuda_bench fused_bench attention_bench dist_bench train_gpt2 quickstart train_gpt capi_test_plan plan_bench} > "$out/build.log" 2>&1 \
     || { grep -E 'error' -A3 "$out/build.log" | head -60; exit 1; }
 fi
 if [[ $steps == *test* ]]; then
@@ -124,6 +124,24 @@ if [[ $steps == *amp_curve* ]]; then
     > "$out/gpt_bf16_parity.txt" 2>&1
   echo "exit $?" | tee -a "$out/summary.txt"
   tail -3 "$out/gpt_bf16_parity.txt" | tee -a "$out/summary.txt"
+fi
+if [[ $steps == *plan* ]]; then
+  # Compiled steps (issue 16): the plan tests on the GPU (CUDA graphs; bit for bit in deterministic
+  # mode), then eager against replay, same process, per size (bench/plan_bench.c).
+  log "plan: capi_test_plan on cuda"
+  NEXUS_TEST_DEVICE=cuda NEXUS_PLAN_DUMP=1 build-gpu/tests/capi/capi_test_plan > "$out/plan_test.log" 2>&1
+  echo "exit $?" | tee -a "$out/summary.txt"
+  grep -E '^\[  (PASSED|FAILED|ERROR) |OK \]|ERROR|Failure' "$out/plan_test.log" | head -20 | tee -a "$out/summary.txt"
+  log "plan_bench"
+  while read -r args; do
+    timeout 300 build-gpu/bench/plan_bench $args 2>&1 | tail -3 | tee -a "$out/plan_bench.txt" "$out/summary.txt"
+  done <<< "${PLAN_BENCH_RUNS:-bench cuda 100 f32
+bench cuda 100 bf16
+gpt2 cuda 20 bf16 8
+gpt2 cuda 20 bf16 16
+gpt2 cuda 10 f32 8
+small cpu 20}"
+  PLAN_BENCH_DUMP="$out/plan_table_bench.txt" build-gpu/bench/plan_bench bench cuda 5 f32 > /dev/null 2>&1
 fi
 if [[ $steps == *dist* ]]; then
   log "dist: tests (Dist.*) on $(nvidia-smi -L | wc -l) GPU(s)"

@@ -180,4 +180,41 @@ static inline nx_device ex_default_device(void) {
   return d;
 }
 
+/* Named GPT sizes (examples/c/train_gpt.c, bench/plan_bench.c): NEXUS_GPT_SIZE picks one, so that
+ * tuning the main job's defaults does not move a benchmark's figure. RoPE, SwiGLU, RMSNorm and
+ * tied embeddings; AdamW. "small" is the CPU main job, "bench" the GPU one (the compiler issue's
+ * 6 x 256 model at batch 32 x 128; "medium" is its old name), "gpt2" GPT-2 124M's shape. */
+typedef struct {
+  const char* name;
+  int64_t dim, layers, heads, context, batch, vocab;
+  double lr;
+} ExGptSize;
+static const ExGptSize ex_gpt_sizes[] = {
+    {"small", 128, 3, 4, 64, 16, 512, 2e-3},
+    {"bench", 256, 6, 8, 128, 32, 1024, 1e-3},
+    {"medium", 256, 6, 8, 128, 32, 1024, 1e-3},
+    {"gpt2", 768, 12, 12, 1024, 8, 50257, 3e-4},
+};
+/* The size called name, or NULL. */
+static inline const ExGptSize* ex_gpt_size(const char* name) {
+  for (size_t i = 0; i < sizeof ex_gpt_sizes / sizeof ex_gpt_sizes[0]; ++i)
+    if (!strcmp(ex_gpt_sizes[i].name, name)) return &ex_gpt_sizes[i];
+  return NULL;
+}
+static inline nx_transformer_config ex_gpt_config(const ExGptSize* s) {
+  nx_transformer_config cfg = {sizeof(nx_transformer_config), s->vocab, s->context, s->dim, s->layers, s->heads, 0, 0,
+                               false, true, true, true, true, 0.0, NX_ACTIVATION_GELU, 0};
+  return cfg;
+}
+/* Removes the flag `name` from argv; whether it was there. */
+static inline int ex_take_flag(int* argc, char** argv, const char* name) {
+  for (int i = 1; i < *argc; ++i)
+    if (!strcmp(argv[i], name)) {
+      for (int j = i; j + 1 < *argc; ++j) argv[j] = argv[j + 1];
+      --*argc;
+      return 1;
+    }
+  return 0;
+}
+
 #endif

@@ -1,18 +1,45 @@
 /* Trains a small GPT on a real English corpus (Moby Dick by default) through the C API, then
  * writes text with the KV cache. Reports validation loss before and after, shows a progress bar
  * (step, loss, tokens/s, ETA), saves a SafeTensors checkpoint and a PNG of the loss curves.
- *   usage: train_gpt [--gpus N] [corpus.txt] [steps] [out_dir]
+ *   usage: train_gpt [--gpus N] [--compile] [corpus.txt] [steps] [out_dir]
  * --gpus N trains data-parallel on N GPUs, one process per GPU (dist_util.h), each with the
  * batch below, so the global batch is N times larger; rank 0 prints and saves.
- * Environment: NEXUS_DEVICE=cpu forces the CPU; NEXUS_GPT_SIZE=small|medium picks the model. */
+ * --compile runs each training step through a compiled plan (nx_plan_run: traced once, then
+ * replayed without dispatch; docs/compiler.md).
+ * Environment: NEXUS_DEVICE=cpu forces the CPU; NEXUS_GPT_SIZE=small|bench|gpt2 picks the model
+ * (example_util.h; default small on the CPU, bench on a GPU). */
 #include <sys/stat.h>
 
 #include "dist_util.h"
 
+/* One training step, for nx_plan_run: inputs x, y; output the loss. */
 typedef struct {
-  int64_t dim, layers, heads, context, batch, vocab;
-  double lr;
-} Size;
+  nx_module model;
+  nx_optimizer opt;
+  nx_tensor* params;
+  size_t nparams;
+  int64_t vocab;
+} Trainer;
+static nx_status train_step(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs, size_t ninputs, void* user) {
+  (void)noutputs, (void)ninputs;
+  const Trainer* t = (const Trainer*)user;
+  nx_tensor logits = NULL, flat = NULL, yflat = NULL, loss = NULL;
+  int64_t shape[2];
+  nx_status st = nx_tensor_shape(inputs[0], shape, 2);
+  const int64_t fs[2] = {shape[0] * shape[1], t->vocab}, ys[1] = {shape[0] * shape[1]};
+  if (st == NX_OK) st = nx_module_forward(&logits, t->model, inputs[0], NULL);
+  if (st == NX_OK) st = nx_reshape(&flat, logits, fs, 2, NULL);
+  if (st == NX_OK) st = nx_reshape(&yflat, inputs[1], ys, 1, NULL);
+  if (st == NX_OK) st = nx_cross_entropy(&loss, flat, yflat, -100, 0.0, NX_REDUCTION_MEAN, NULL);
+  if (st == NX_OK) st = nx_optimizer_zero_grad(t->opt);
+  if (st == NX_OK) st = nx_backward(loss, NULL, NULL, NULL);
+  if (st == NX_OK) st = nx_clip_grad_norm(NULL, t->params, t->nparams, 1.0, NULL);
+  if (st == NX_OK) st = nx_optimizer_step(t->opt, NULL);
+  nx_tensor_free(logits), nx_tensor_free(flat), nx_tensor_free(yflat);
+  if (st != NX_OK) nx_tensor_free(loss);
+  else outputs[0] = loss;
+  return st;
+}
 
 static double evaluate(nx_module model, nx_text_loader val, nx_device dev, int batches) {
   CHECK(nx_module_set_training(model, false));
@@ -40,7 +67,12 @@ static double evaluate(nx_module model, nx_text_loader val, nx_device dev, int b
 }
 
 int main(int argc, char** argv) {
+  const int compile = ex_take_flag(&argc, argv, "--compile");
   int gpus = ex_take_gpus(&argc, argv);
+  if (gpus > 0 && compile) {
+    fprintf(stderr, "--compile and --gpus do not combine: a plan cannot capture DDP's collectives\n");
+    return 2;
+  }
   if (gpus > 0 && !getenv("NEXUS_RANK")) return ex_launch_ranks(argv, gpus);
   nx_comm comm = ex_rank_comm();
   int32_t rank = 0, world = 1;
@@ -53,11 +85,13 @@ int main(int argc, char** argv) {
   nx_device dev = ex_default_device();
   if (comm) CHECK(nx_comm_device(comm, &dev));
   if (rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;  /* rank 0 speaks for all */
-  const char* size_name = getenv("NEXUS_GPT_SIZE");
   int gpu = dev.type == NX_CUDA;
-  Size sz = gpu || (size_name && !strcmp(size_name, "medium"))
-                ? (Size){256, 6, 8, 128, 32, 1024, 1e-3}
-                : (Size){128, 3, 4, 64, 16, 512, 2e-3};
+  const char* size_name = getenv("NEXUS_GPT_SIZE") ? getenv("NEXUS_GPT_SIZE") : gpu ? "bench" : "small";
+  if (!ex_gpt_size(size_name)) {
+    fprintf(stderr, "NEXUS_GPT_SIZE=%s: expected small, bench, medium or gpt2\n", size_name);
+    return 2;
+  }
+  const ExGptSize sz = *ex_gpt_size(size_name);
   int64_t steps = argc > 2 ? atoll(argv[2]) : (gpu ? 1500 : 250);
   mkdir(out_dir, 0755);
   nx_random_set_seed(1234);
@@ -91,8 +125,7 @@ int main(int argc, char** argv) {
   CHECK(nx_text_loader_shard(train, rank, world));
   CHECK(nx_text_loader_create(&val, val_ids, sz.batch, sz.context, 2));
 
-  nx_transformer_config cfg = {sizeof(nx_transformer_config), sz.vocab, sz.context, sz.dim, sz.layers, sz.heads, 0, 0,
-                               false, true, true, true, true, 0.0};
+  nx_transformer_config cfg = ex_gpt_config(&sz);
   nx_module model;
   CHECK(nx_gpt_create(&model, &cfg, NX_F32, dev, NULL));
   nx_tensor* params;
@@ -113,6 +146,9 @@ int main(int argc, char** argv) {
   nx_optimizer opt;
   const nx_adam_options adamw = {sizeof adamw, sz.lr, 0.9, 0.95, 1e-8, 0.1, true};
   CHECK(nx_adam_create(&opt, params, nparams, &adamw));
+  Trainer trainer = {model, opt, params, nparams, sz.vocab};
+  nx_plan plan = NULL;
+  if (compile) CHECK(nx_plan_create(&plan, train_step, &trainer, 1, NULL));
 
   const int eval_batches = 8, eval_every = steps / 5 > 0 ? (int)(steps / 5) : 1;
   double val_before = evaluate(model, val, dev, eval_batches);
@@ -121,19 +157,28 @@ int main(int argc, char** argv) {
   double* val_curve = (double*)malloc((size_t)steps * sizeof(double));
   double start = ex_now(), smooth = 0;
   for (int64_t step = 0; step < steps; ++step) {
-    nx_tensor x, y, logits, flat, yflat, loss;
+    nx_tensor x, y, loss;
     CHECK(nx_text_loader_next(&x, &y, train, dev, NULL));
-    CHECK(nx_module_forward(&logits, model, x, NULL));
-    int64_t fs[2] = {sz.batch * sz.context, sz.vocab}, ys[1] = {sz.batch * sz.context};
-    CHECK(nx_reshape(&flat, logits, fs, 2, NULL));
-    CHECK(nx_reshape(&yflat, y, ys, 1, NULL));
-    CHECK(nx_cross_entropy(&loss, flat, yflat, -100, 0.0, NX_REDUCTION_MEAN, NULL));
-    CHECK(nx_optimizer_zero_grad(opt));
-    CHECK(nx_backward(loss, NULL, NULL, NULL));
-    if (ddp) CHECK(nx_ddp_finish(ddp, NULL));
-    CHECK(nx_clip_grad_norm(NULL, params, nparams, 1.0, NULL));
     CHECK(nx_optimizer_set_lr(opt, nx_lr_cosine_warmup(sz.lr, step, steps / 20 + 1, steps, sz.lr * 0.1)));
-    CHECK(nx_optimizer_step(opt, NULL));
+    const nx_tensor batch[2] = {x, y};
+    if (plan) {
+      CHECK(nx_plan_run(plan, &loss, 1, batch, 2, NULL));
+    } else if (!ddp) {
+      CHECK(train_step(&loss, 1, batch, 2, &trainer));
+    } else { /* data-parallel: the gradients are averaged between backward and clipping */
+      nx_tensor logits, flat, yflat;
+      CHECK(nx_module_forward(&logits, model, x, NULL));
+      int64_t fs[2] = {sz.batch * sz.context, sz.vocab}, ys[1] = {sz.batch * sz.context};
+      CHECK(nx_reshape(&flat, logits, fs, 2, NULL));
+      CHECK(nx_reshape(&yflat, y, ys, 1, NULL));
+      CHECK(nx_cross_entropy(&loss, flat, yflat, -100, 0.0, NX_REDUCTION_MEAN, NULL));
+      CHECK(nx_optimizer_zero_grad(opt));
+      CHECK(nx_backward(loss, NULL, NULL, NULL));
+      CHECK(nx_ddp_finish(ddp, NULL));
+      CHECK(nx_clip_grad_norm(NULL, params, nparams, 1.0, NULL));
+      CHECK(nx_optimizer_step(opt, NULL));
+      nx_tensor_free(logits), nx_tensor_free(flat), nx_tensor_free(yflat);
+    }
     double l;
     if (comm) { /* the loss of the global batch: the mean of the ranks' means */
       nx_tensor mean;
@@ -152,8 +197,16 @@ int main(int argc, char** argv) {
     double tps = (double)(step + 1) * sz.batch * world * sz.context / (ex_now() - start);
     snprintf(extra, sizeof extra, "loss %.3f  %.0f tok/s", smooth, tps);
     if (rank == 0) ex_progress(step + 1, steps, start, extra);
-    nx_tensor_free(x); nx_tensor_free(y); nx_tensor_free(logits); nx_tensor_free(flat); nx_tensor_free(yflat);
-    nx_tensor_free(loss);
+    nx_tensor_free(x), nx_tensor_free(y), nx_tensor_free(loss);
+  }
+  if (plan) {
+    nx_plan_stats ps = {sizeof ps};
+    CHECK(nx_plan_get_stats(plan, &ps));
+    printf("plan: %lld eager, %lld captured, %lld recaptured (train/eval switches), %lld replayed steps; %lld ops, "
+           "arena %.1f MiB (eager step peak %.1f MiB), CUDA graph %s\n",
+           (long long)ps.eager_runs, (long long)ps.captures, (long long)ps.recaptures, (long long)ps.replays,
+           (long long)ps.ops, ps.arena_bytes / 1048576.0, ps.eager_peak_bytes / 1048576.0, ps.cuda_graph ? "yes" : "no");
+    nx_plan_free(plan);
   }
   double val_after = evaluate(model, val, dev, eval_batches);
   printf("validation loss after %lld steps: %.4f (before: %.4f); %.1f s\n", (long long)steps, val_after, val_before,

@@ -231,6 +231,8 @@ nx_status nx_module_forward(nx_tensor* out, nx_module m, nx_tensor x, nx_stream 
     auto& mod = module_arg(m);
     const Tensor& t = unwrap(x, "x");
     check_stream(stream, t.device());
+    if (CaptureHooks* hooks = capture_hooks())  // a replay must see the same train/eval modes
+      hooks->guard([module = handle_object(m, "m").module, modes = mod.modes()] { return module->modes() == modes; });
     *out = wrap(mod.forward(t));
   });
 }

@@ -43,8 +43,9 @@ inline CaptureHooks* capture_hooks() { return tl_capture_hooks; }
 
 namespace nx {
 // Bumped by every change that makes a captured step stale although its inputs look the same:
-// a module's train/eval mode, a tensor's requires_grad, loaded optimizer state, the TF32 or
-// deterministic setting. A plan captured under another epoch is captured again.
+// a tensor's requires_grad, a parameter moved, loaded optimizer state, the TF32 or deterministic
+// setting. A plan captured under another epoch is captured again. (Train/eval modes are guarded
+// per module by nx_module_forward: switching to eval and back between replays keeps the plan.)
 void bump_capture_epoch();
 uint64_t capture_epoch();
 }  // namespace nx

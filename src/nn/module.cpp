@@ -30,8 +30,16 @@ void Module::to(Device device) {
   for (auto& [name, child] : children_) child->to(device);
 }
 
+std::vector<bool> Module::modes() const {
+  std::vector<bool> out{training_};
+  for (const auto& [name, child] : children_) {
+    const std::vector<bool> sub = child->modes();
+    out.insert(out.end(), sub.begin(), sub.end());
+  }
+  return out;
+}
+
 void Module::train(bool training) {
-  if (training_ != training) bump_capture_epoch();
   training_ = training;
   for (auto& [name, child] : children_) child->train(training);
 }

@@ -21,6 +21,9 @@ class Module {
   void to(Device device);
   void train(bool training);
   bool training() const { return training_; }
+  // The training flag of this module and of each descendant, depth first: what a captured
+  // step's forward assumed (a compiled plan checks it before each replay).
+  std::vector<bool> modes() const;
 
  protected:
   Tensor& add_parameter(const std::string& name, Tensor value);

@@ -1,0 +1,180 @@
+/* Eager against compiled (nx_plan_run) training steps of one GPT, in one process: two copies of
+ * the model from the same seed, trained on the same batches, one step at a time as a user's loop
+ * runs them (set the learning rate, run the step, read the loss on the host every step, as the
+ * PyTorch twins do). The sizes are example_util.h's (NEXUS_GPT_SIZE names): "small" is the CPU
+ * main job, "bench" the GPU one (6 x 256, batch 32 x 128), "gpt2" GPT-2 124M's shape.
+ *
+ * usage: plan_bench [size=bench] [cpu|cuda] [steps=50] [f32|bf16] [batch=size's]
+ * Prints one line per mode (eager, then plan) and a summary:
+ *   RESULT size=S device=D mode=M batch=B eager_tok_s=X plan_tok_s=Y ratio=Y/X eager_peak_mib=P
+ *          plan_peak_mib=Q peak_ratio=Q/P arena_mib=A step_peak_mib=E ops=N graph=G max_loss_diff=L
+ * Peaks are the CUDA allocator's over the timed steps (0 on the CPU); arena_mib against
+ * step_peak_mib compares the plan's arena with the step's own allocations at their eager peak. */
+#include <math.h>
+
+#include "example_util.h"
+
+typedef struct {
+  nx_module model;
+  nx_optimizer opt;
+  nx_tensor* params;
+  size_t nparams;
+  int64_t vocab;
+  bool bf16;
+} Model;
+
+static nx_status step_fn(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs, size_t ninputs, void* user) {
+  (void)noutputs, (void)ninputs;
+  const Model* m = (const Model*)user;
+  nx_tensor logits = NULL, flat = NULL, loss = NULL;
+  int64_t shape[2];
+  nx_status st = nx_tensor_shape(inputs[0], shape, 2);
+  const int64_t fs[2] = {shape[0] * shape[1], m->vocab};
+  if (st == NX_OK && m->bf16) st = nx_autocast_push(NX_CUDA, NX_BF16, true);
+  if (st == NX_OK) st = nx_module_forward(&logits, m->model, inputs[0], NULL);
+  if (st == NX_OK) st = nx_reshape(&flat, logits, fs, 2, NULL);
+  if (st == NX_OK) st = nx_cross_entropy(&loss, flat, inputs[1], -100, 0.0, NX_REDUCTION_MEAN, NULL);
+  if (m->bf16) nx_autocast_pop();
+  if (st == NX_OK) st = nx_optimizer_zero_grad(m->opt);
+  if (st == NX_OK) st = nx_backward(loss, NULL, NULL, NULL);
+  if (st == NX_OK) st = nx_clip_grad_norm(NULL, m->params, m->nparams, 1.0, NULL);
+  if (st == NX_OK) st = nx_optimizer_step(m->opt, NULL);
+  nx_tensor_free(logits), nx_tensor_free(flat);
+  if (st != NX_OK) nx_tensor_free(loss);
+  else outputs[0] = loss;
+  return st;
+}
+
+static Model make_model(const ExGptSize* sz, nx_device dev, bool bf16) {
+  Model m = {0};
+  CHECK(nx_random_set_seed(1));
+  nx_transformer_config cfg = ex_gpt_config(sz);
+  CHECK(nx_gpt_create(&m.model, &cfg, NX_F32, dev, NULL));
+  CHECK(nx_module_parameters(m.model, &m.params, &m.nparams));
+  nx_adam_options adamw = NX_ADAM_OPTIONS_DEFAULT;
+  adamw.lr = sz->lr, adamw.beta2 = 0.95, adamw.weight_decay = 0.1, adamw.decoupled_weight_decay = true;
+  CHECK(nx_adam_create(&m.opt, m.params, m.nparams, &adamw));
+  m.vocab = sz->vocab;
+  m.bf16 = bf16;
+  return m;
+}
+
+static void free_model(Model* m) {
+  nx_optimizer_free(m->opt);
+  nx_tensor_array_free(m->params, m->nparams);
+  nx_module_free(m->model);
+}
+
+enum { kBatches = 4, kWarmup = 3 };
+
+/* Trains m for warmup + steps steps (through plan when given); losses[steps] of the timed ones. */
+static double run(Model* m, nx_plan plan, nx_tensor* xs, nx_tensor* ys, int64_t steps, double lr, nx_device dev,
+                  double* losses, double* peak_mib) {
+  double start = 0;
+  for (int64_t s = 0; s < kWarmup + steps; ++s) {
+    if (s == kWarmup) {
+      CHECK(nx_stream_synchronize(NULL));
+      if (dev.type == NX_CUDA) CHECK(nx_cuda_reset_peak_memory(0));
+      start = ex_now();
+    }
+    CHECK(nx_optimizer_set_lr(m->opt, nx_lr_cosine_warmup(lr, s, 5, kWarmup + steps, lr * 0.1)));
+    const nx_tensor in[2] = {xs[s % kBatches], ys[s % kBatches]};
+    nx_tensor loss;
+    if (plan) CHECK(nx_plan_run(plan, &loss, 1, in, 2, NULL));
+    else CHECK(step_fn(&loss, 1, in, 2, m));
+    double v;
+    CHECK(nx_tensor_item(loss, &v, NULL));  /* every step, as a training loop logs it */
+    if (s >= kWarmup) losses[s - kWarmup] = v;
+    nx_tensor_free(loss);
+  }
+  CHECK(nx_stream_synchronize(NULL));
+  const double elapsed = ex_now() - start;
+  *peak_mib = 0;
+  if (dev.type == NX_CUDA) {
+    nx_cuda_memory_stats mem = {sizeof mem};
+    CHECK(nx_cuda_get_memory_stats(0, &mem));
+    *peak_mib = (double)mem.peak_allocated_bytes / 1048576.0;
+  }
+  return elapsed;
+}
+
+int main(int argc, char** argv) {
+  const char* size_name = argc > 1 ? argv[1] : "bench";
+  const ExGptSize* sz0 = ex_gpt_size(size_name);
+  if (!sz0) {
+    fprintf(stderr, "unknown size %s (small, bench, gpt2)\n", size_name);
+    return 2;
+  }
+  ExGptSize sz = *sz0;
+  const nx_device dev = {argc > 2 && !strcmp(argv[2], "cpu") ? NX_CPU : NX_CUDA, 0};
+  const int64_t steps = argc > 3 ? atoll(argv[3]) : 50;
+  const bool bf16 = argc > 4 && !strcmp(argv[4], "bf16");
+  if (argc > 5) sz.batch = atoll(argv[5]);
+  if (dev.type == NX_CUDA && nx_cuda_device_count() == 0) {
+    fprintf(stderr, "plan_bench: no CUDA device (pass cpu)\n");
+    return 2;
+  }
+  if (bf16 && dev.type != NX_CUDA) {
+    fprintf(stderr, "plan_bench: bf16 autocast is measured on CUDA\n");
+    return 2;
+  }
+  if (dev.type == NX_CUDA) CHECK(nx_cuda_set_tf32(true));
+
+  /* kBatches batches of random tokens, cycled: x [batch, context] and its next tokens, flat
+   * [batch * context]; uploaded from the host, so their bounds are known (no range check reads
+   * the device in the step), as a data loader's batches are. */
+  nx_tensor xs[kBatches], ys[kBatches];
+  const int64_t n = sz.batch * sz.context;
+  int64_t *xh = (int64_t*)malloc((size_t)n * sizeof(int64_t)), *yh = (int64_t*)malloc((size_t)n * sizeof(int64_t));
+  uint64_t r = 88172645463325252ULL;
+  for (int b = 0; b < kBatches; ++b) {
+    for (int64_t row = 0; row < sz.batch; ++row)
+      for (int64_t t = 0; t <= sz.context; ++t) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        const int64_t id = (int64_t)(r % (uint64_t)sz.vocab);
+        if (t < sz.context) xh[row * sz.context + t] = id;
+        if (t > 0) yh[row * sz.context + t - 1] = id;
+      }
+    const int64_t shape[2] = {sz.batch, sz.context}, flat[1] = {n};
+    CHECK(nx_tensor_from_data(&xs[b], xh, shape, 2, NX_I64, dev, NULL));
+    CHECK(nx_tensor_from_data(&ys[b], yh, flat, 1, NX_I64, dev, NULL));
+  }
+  free(xh), free(yh);
+
+  double* eager_loss = (double*)malloc((size_t)steps * sizeof(double));
+  double* plan_loss = (double*)malloc((size_t)steps * sizeof(double));
+  double eager_peak, plan_peak;
+  Model a = make_model(&sz, dev, bf16);
+  const double t_eager = run(&a, NULL, xs, ys, steps, sz.lr, dev, eager_loss, &eager_peak);
+  free_model(&a);
+  CHECK(nx_stream_synchronize(NULL));
+  if (dev.type == NX_CUDA) CHECK(nx_cuda_empty_cache(0));
+
+  Model b = make_model(&sz, dev, bf16);
+  nx_plan plan;
+  CHECK(nx_plan_create(&plan, step_fn, &b, 1, NULL));
+  const double t_plan = run(&b, plan, xs, ys, steps, sz.lr, dev, plan_loss, &plan_peak);
+  nx_plan_stats ps = {sizeof ps};
+  CHECK(nx_plan_get_stats(plan, &ps));
+  if (getenv("PLAN_BENCH_DUMP")) {
+    const char* text;
+    CHECK(nx_plan_to_string(plan, NX_PLAN_TABLE, &text));
+    FILE* f = fopen(getenv("PLAN_BENCH_DUMP"), "w");
+    if (f) fputs(text, f), fclose(f);
+  }
+  double max_diff = 0;
+  for (int64_t s = 0; s < steps; ++s) max_diff = fmax(max_diff, fabs(eager_loss[s] - plan_loss[s]));
+  const double tokens = (double)(steps * sz.batch * sz.context);
+  printf("RESULT size=%s device=%s mode=%s batch=%lld eager_tok_s=%.0f plan_tok_s=%.0f ratio=%.3f eager_peak_mib=%.1f "
+         "plan_peak_mib=%.1f peak_ratio=%.3f arena_mib=%.1f step_peak_mib=%.1f ops=%lld graph=%d replays=%lld "
+         "max_loss_diff=%.3g loss_last=%.4f\n",
+         size_name, dev.type == NX_CUDA ? "cuda" : "cpu", bf16 ? "bf16" : "f32", (long long)sz.batch,
+         tokens / t_eager, tokens / t_plan, t_eager / t_plan, eager_peak, plan_peak,
+         eager_peak > 0 ? plan_peak / eager_peak : 0.0, ps.arena_bytes / 1048576.0, ps.eager_peak_bytes / 1048576.0,
+         (long long)ps.ops, ps.cuda_graph ? 1 : 0, (long long)ps.replays, max_diff, plan_loss[steps - 1]);
+  nx_plan_free(plan);
+  free_model(&b);
+  for (int i = 0; i < kBatches; ++i) nx_tensor_free(xs[i]), nx_tensor_free(ys[i]);
+  free(eager_loss), free(plan_loss);
+  return 0;
+}
