@@ -28,6 +28,10 @@ void visit_arg(const Call::Visitor& f, std::vector<AdamSlot>& slots, bool writte
     f(s.v, written, nullptr);
   }
 }
+void visit_arg(const Call::Visitor& f, std::vector<TensorSlot>& slots, bool written) {
+  for (TensorSlot& s : slots)
+    if (s.n) f(s.data, written, nullptr);
+}
 template <class T>
 void visit_arg(const Call::Visitor&, T&, bool) {}
 

@@ -86,6 +86,11 @@ struct AdamSlot {
   int64_t n;
   double bc1, bc2;
 };
+// One contiguous tensor of a multi-tensor kernel: its data and element count.
+struct TensorSlot {
+  void* data;
+  int64_t n;
+};
 struct AdamParams {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled;  // AdamW: p *= 1 - lr wd; else Adam's g += wd p

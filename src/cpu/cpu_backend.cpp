@@ -29,6 +29,8 @@ void xent_forward_cpu(const View& loss, const View& lse, const View& logits, con
 void xent_backward_cpu(const View& dlogits, const View& logits, const View& target, const View& lse, const View& scale,
                        int64_t rows, int64_t cols, int64_t ignore_index);
 void adam_multi_cpu(const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& p);
+void sumsq_multi_cpu(const std::vector<TensorSlot>& slots, DType dtype, const View& out);
+void scale_multi_cpu(const std::vector<TensorSlot>& slots, DType dtype, const View& factor);
 // reduce.cpp
 void reduce_rows_cpu(ReduceOp op, const View& dst, const View& src, int64_t rows, int64_t cols);
 void reduce_middle_cpu(ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n, int64_t inner);
@@ -125,6 +127,12 @@ class CpuBackend final : public Backend {
   }
   void adam_multi(const ExecContext&, const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& p) override {
     adam_multi_cpu(slots, dtype, p);
+  }
+  void sumsq_multi(const ExecContext&, const std::vector<TensorSlot>& slots, DType dtype, const View& out) override {
+    sumsq_multi_cpu(slots, dtype, out);
+  }
+  void scale_multi(const ExecContext&, const std::vector<TensorSlot>& slots, DType dtype, const View& factor) override {
+    scale_multi_cpu(slots, dtype, factor);
   }
   void upload(const ExecContext&, void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
   void copy_bytes(const ExecContext&, void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }

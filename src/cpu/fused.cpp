@@ -228,4 +228,45 @@ void adam_multi_cpu(const std::vector<AdamSlot>& slots, DType dtype, const AdamP
   dispatch_float(dtype, "adam", [&](auto tag) { adam_multi_t<decltype(tag)>(slots, p); });
 }
 
+// Chunks of kChunk elements: per-chunk f64 partials (in parallel), summed in chunk order, so the
+// result does not depend on the thread count.
+void sumsq_multi_cpu(const std::vector<TensorSlot>& slots, DType dtype, const View& out) {
+  constexpr int64_t kChunk = 1 << 16;
+  struct Chunk { size_t slot; int64_t begin, end; };
+  std::vector<Chunk> chunks;
+  for (size_t i = 0; i < slots.size(); ++i)
+    for (int64_t b = 0; b < slots[i].n; b += kChunk) chunks.push_back({i, b, std::min(slots[i].n, b + kChunk)});
+  std::vector<double> partial(chunks.size(), 0.0);
+  dispatch_float(dtype, "sum of squares", [&](auto tag) {
+    using T = decltype(tag);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (size_t c = 0; c < chunks.size(); ++c) {
+      const T* x = static_cast<const T*>(slots[chunks[c].slot].data);
+      double acc = 0;
+      for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i) {
+        const double v = double(ld(x[i]));
+        acc += v * v;
+      }
+      partial[c] = acc;
+    }
+  });
+  double total = 0;
+  for (double p : partial) total += p;
+  *static_cast<double*>(out.data) = total;
+}
+
+void scale_multi_cpu(const std::vector<TensorSlot>& slots, DType dtype, const View& factor) {
+  const double f = *static_cast<const double*>(factor.data);
+  dispatch_float(dtype, "scale", [&](auto tag) {
+    using T = decltype(tag);
+    using A = Acc<T>;
+    const A fa = A(f);
+    for (const TensorSlot& s : slots) {
+      T* x = static_cast<T*>(s.data);
+#pragma omp parallel for schedule(static) if (s.n > 32768)
+      for (int64_t i = 0; i < s.n; ++i) st(x + i, A(ld(x[i])) * fa);
+    }
+  });
+}
+
 }  // namespace nx::cpu

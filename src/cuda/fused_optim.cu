@@ -1,14 +1,11 @@
 // Multi-tensor Adam(W): one launch updates every (param, grad, m, v) of a step. The host builds
 // a table of slots (pointers, size, per-tensor bias corrections) and of chunks (slot, first
-// element; kChunk elements each), copies it to device memory through a pinned staging buffer
-// (a pageable copy would synchronize the stream, stalling the host until the backward is done)
-// and keeps it there for the next steps, and launches one block per chunk. Per element, in torch.optim's order:
+// element; kChunk elements each), puts it in device memory (upload_table, multi_tensor.cu: kept
+// there for the next steps, which step the same tensors) and launches one block per chunk. Per element, in torch.optim's order:
 //   g += wd p (Adam) | p *= 1 - lr wd (AdamW); m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 //   p -= (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps)
 #include <cmath>
 #include <cstring>
-#include <memory>
-#include <mutex>
 
 #include "cuda/fused.cuh"
 
@@ -76,36 +73,6 @@ __global__ void adam_multi_kernel(const DevSlot* slots, const DevChunk* chunks, 
   for (int64_t i = done + threadIdx.x; i < len; i += blockDim.x) adam_one<T, A>(p[i], g[i], m[i], v[i], hp, lr, step, isb);
 }
 
-// Pinned host memory for the tables, reused across steps; `done` marks the end of the last copy
-// out of it, so it is rewritten only once the device has read it.
-// The last table uploaded, kept on the device: a training loop steps the same parameters every
-// time, so from the second step on the table is reused and the step uploads nothing (the bias
-// corrections, the same for every slot then, go as kernel arguments). No host wait, no copy.
-// A new table (the gradients are new tensors after zero_grad) goes through one of a ring of
-// pinned buffers, so the host waits only if the device is kRing tables behind.
-constexpr int kRing = 4;
-struct PinnedBuffer {
-  void* host = nullptr;
-  size_t cap = 0;
-  cudaEvent_t done = nullptr;  // the copy out of it has ended
-};
-struct Staging {
-  std::mutex mu;
-  PinnedBuffer ring[kRing];
-  int next = 0;
-  std::vector<char> table_bytes;  // what `table` holds
-  std::unique_ptr<Scratch> table;
-};
-Staging& staging(int device) {
-  static std::mutex m;
-  static std::vector<std::unique_ptr<Staging>>* all = new std::vector<std::unique_ptr<Staging>>();  // never freed: used at exit
-  std::lock_guard<std::mutex> lock(m);
-  if (all->size() <= size_t(device)) all->resize(size_t(device) + 1);
-  auto& s = (*all)[size_t(device)];
-  if (!s) s = std::make_unique<Staging>();
-  return *s;
-}
-
 }  // namespace
 
 void launch_adam_multi(const ExecContext& ctx, const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& hp) {
@@ -128,34 +95,7 @@ void launch_adam_multi(const ExecContext& ctx, const std::vector<AdamSlot>& slot
   std::vector<char> wanted(bytes);
   std::memcpy(wanted.data(), ds.data(), slot_bytes);
   std::memcpy(wanted.data() + slot_bytes, dc.data(), dc.size() * sizeof(DevChunk));
-  const void* table = nullptr;
-  Staging& st = staging(ctx.device.index);
-  std::unique_lock<std::mutex> lock(st.mu);
-  if (stream_capturing(stream_of(ctx))) {
-    // Recorded into a CUDA graph: the table must outlive the staging ring's reuse, so it is a
-    // copy the graph owns (the steps' values come from hp.step_values, not from the table).
-    lock.unlock();
-    table = graph_owned_copy(wanted.data(), bytes);
-  } else if (st.table_bytes != wanted) {
-    PinnedBuffer& pb = st.ring[st.next];
-    st.next = (st.next + 1) % kRing;
-    if (!pb.done) NX_CUDA_CHECK(cudaEventCreateWithFlags(&pb.done, cudaEventDisableTiming));
-    wait_for_event(pb.done);  // its previous copy has left it
-    if (pb.cap < bytes) {
-      if (pb.host) NX_CUDA_CHECK(cudaFreeHost(pb.host));
-      pb.host = nullptr;
-      pb.cap = 0;
-      NX_CUDA_CHECK(cudaMallocHost(&pb.host, bytes * 2));
-      pb.cap = bytes * 2;
-    }
-    std::memcpy(pb.host, wanted.data(), bytes);
-    st.table_bytes.clear();
-    st.table = std::make_unique<Scratch>(ctx, bytes);  // the old one is freed in stream order
-    NX_CUDA_CHECK(cudaMemcpyAsync(st.table->ptr, pb.host, bytes, cudaMemcpyHostToDevice, stream_of(ctx)));
-    NX_CUDA_CHECK(cudaEventRecord(pb.done, stream_of(ctx)));
-    st.table_bytes = std::move(wanted);
-  }
-  if (!table) table = st.table->ptr;
+  const void* table = upload_table(ctx, TableSite::Adam, std::move(wanted));
   const DevSlot* d_slots = static_cast<const DevSlot*>(table);
   const DevChunk* d_chunks = reinterpret_cast<const DevChunk*>(static_cast<const char*>(table) + slot_bytes);
   dispatch_float(dtype, [&](auto tag) {

@@ -35,6 +35,14 @@ void device_free(int device, void* ptr);
 void hold_stream_blocks(int device, cudaStream_t stream);
 void release_stream_blocks(int device, cudaStream_t stream);
 
+// The argument table of a multi-tensor kernel (slots, chunks) in device memory, for work on ctx's
+// stream (multi_tensor.cu). A training loop passes the same tensors every step, so each cache
+// (one per call site) keeps the last table it uploaded, per device, and returns it again without
+// a copy; a new table goes through a ring of pinned buffers (a pageable copy would synchronize
+// the stream). While a CUDA graph is captured the table is a copy the graph owns.
+enum class TableSite { Adam, SumSquares, Scale, Count };
+const void* upload_table(const ExecContext& ctx, TableSite site, std::vector<char> bytes);
+
 // CUDA graphs (graph.cu). Whether stream is being captured into a graph now.
 bool stream_capturing(cudaStream_t stream);
 // A device copy of n host bytes owned by the graph being captured on this thread (freed with

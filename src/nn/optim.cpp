@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 namespace nx::nn {
 
@@ -283,6 +284,23 @@ Tensor clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   // by min(1, max_norm / (norm + 1e-6)) unconditionally, as torch.nn.utils.clip_grad_norm_ does:
   // no value comes back to the host, so a training step does not wait here. Squares are summed in
   // f32 (f64 for f64 gradients); f16/bf16 would overflow or underflow when squared.
+  // One device, one dtype, contiguous and no shared memory (the usual case): one kernel sums the
+  // squares (f64) and one scales every gradient in place.
+  std::vector<Tensor> grads;
+  std::set<const Storage*> storages;
+  bool fusable = true;
+  for (const auto& p : params) {
+    if (!p.impl()->grad) continue;
+    Tensor g(p.impl()->grad);
+    fusable = fusable && g.is_contiguous() && storages.insert(g.impl()->storage.get()).second;
+    if (!grads.empty()) fusable = fusable && g.dtype() == grads[0].dtype() && g.device() == grads[0].device();
+    grads.push_back(g);
+  }
+  if (fusable && !grads.empty()) {
+    Tensor total = unary(UnaryOp::Sqrt, sum_of_squares_multi(grads));
+    scale_multi_(grads, clamp(div(full_like(total, max_norm), add_scalar(total, 1e-6)), 0.0, 1.0));
+    return total;
+  }
   Tensor total_sq;
   for (const auto& p : params) {
     if (!p.impl()->grad) continue;

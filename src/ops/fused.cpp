@@ -183,6 +183,40 @@ Tensor softmax_cross_entropy(const Tensor& logits_in, const Tensor& target, int6
 
 Tensor swiglu(const Tensor& gate, const Tensor& up) { return binary(BinaryOp::SiluMul, gate, up); }
 
+namespace {
+// ts as slots of one multi-tensor kernel, after checking what its contract needs.
+std::vector<TensorSlot> multi_slots(const std::vector<Tensor>& ts) {
+  std::vector<TensorSlot> slots;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const Tensor& t = ts[i];
+    if (t.device() != ts[0].device() || t.dtype() != ts[0].dtype() || !t.is_contiguous() || !is_floating(t.dtype()))
+      fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": tensor ", i, " of a multi-tensor call is ", dtype_name(t.dtype()),
+           " on ", device_str(t.device()), t.is_contiguous() ? "" : " (not contiguous)", "; tensor 0 is ",
+           dtype_name(ts[0].dtype()), " on ", device_str(ts[0].device()), " (all floating, contiguous, alike)");
+    if (CaptureHooks* hooks = capture_hooks()) hooks->observe(t);  // raw pointers: the plan must see the tensors
+    slots.push_back({t.data(), t.numel()});
+  }
+  return slots;
+}
+}  // namespace
+
+Tensor sum_of_squares_multi(const std::vector<Tensor>& ts) {
+  if (ts.empty()) return zeros({}, DType::F64, Device{});
+  std::vector<TensorSlot> slots = multi_slots(ts);
+  Tensor out = Tensor::empty({}, DType::F64, ts[0].device());
+  kernels(ts[0].device()).sumsq_multi(slots, ts[0].dtype(), View::of(out));
+  return out;
+}
+
+void scale_multi_(const std::vector<Tensor>& ts, const Tensor& factor) {
+  if (ts.empty()) return;
+  std::vector<TensorSlot> slots = multi_slots(ts);
+  if (factor.dtype() != DType::F64 || factor.numel() != 1 || factor.device() != ts[0].device())
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": the factor must be one f64 element on ", device_str(ts[0].device()));
+  kernels(ts[0].device()).scale_multi(slots, ts[0].dtype(), View::of(contiguous(factor)));
+  for (const Tensor& t : ts) t.impl()->storage->version++;
+}
+
 void adam_step_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
                      const std::vector<Tensor>& v, const std::vector<int64_t>& steps, const AdamParams& p) {
   const size_t n = params.size();

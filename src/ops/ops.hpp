@@ -153,6 +153,12 @@ Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& target, int64_t
 Tensor swiglu(const Tensor& gate, const Tensor& up);
 // One Adam(W) step in place over every (param, grad, m, v), one kernel launch on CUDA; steps[i]
 // is the step number (>= 1) of param i, for its bias corrections. No autodiff.
+// The sum of the squares of every element of ts (contiguous, one device, one floating dtype), as
+// a 0-d f64 tensor on their device: one kernel (a deterministic order).
+Tensor sum_of_squares_multi(const std::vector<Tensor>& ts);
+// Every tensor of ts (contiguous, one device and dtype, no two sharing memory) multiplied in
+// place by factor (a 0-d f64 tensor on their device): one kernel; bumps their versions.
+void scale_multi_(const std::vector<Tensor>& ts, const Tensor& factor);
 void adam_step_multi(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
                      const std::vector<Tensor>& v, const std::vector<int64_t>& steps, const AdamParams& p);
 

@@ -147,15 +147,19 @@ static void test_replay_equals_eager_bit_for_bit(void** state) {
   (void)state;
   NX_OK_(nx_runtime_set_deterministic(true));
   const int64_t steps = 100, batch = 4;
-  Gpt eager, compiled;
+  Gpt eager, control, compiled;
   gpt_init(&eager, test_device());
+  gpt_init(&control, test_device());
   gpt_init(&compiled, test_device());
   nx_plan plan = make_plan(&compiled);
   for (int64_t s = 0; s < steps; ++s) {
     const double want = run_step(&eager, NULL, batch, s, steps);
+    const double again = run_step(&control, NULL, batch, s, steps);  /* eager is deterministic here */
     const double got = run_step(&compiled, plan, batch, s, steps);
+    if (want != again) fail_msg("step %lld: two eager runs differ (%.17g, %.17g)", (long long)s, want, again);
     if (want != got) fail_msg("step %lld: eager loss %.17g, replayed %.17g", (long long)s, want, got);
   }
+  gpt_free(&control);
   assert_same_params(&eager, &compiled);
   const nx_plan_stats st = plan_stats(plan);
   assert_int_equal(st.eager_runs, 1);
