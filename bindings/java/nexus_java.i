@@ -1,6 +1,6 @@
 /* Java typemaps for nexus.i: package org.nexusgrad, functions as static methods of class Nexus
  * (nx_ prefix dropped: Nexus.matmul(a, b, null)), handles as AutoCloseable classes (Tensor,
- * Stream, Event, SafeTensors, Graph, Layer (nx_module), Optimizer, Tokenizer, TextLoader).
+ * Stream, Event, SafeTensors, Graph, Layer (nx_module), Optimizer, Tokenizer, TextLoader, Plan...).
  *
  *   - A failing nx_status throws org.nexusgrad.NexusException (unchecked) whose status() is the
  *     Status enum value and whose message is nx_last_error_message().
@@ -15,8 +15,10 @@
  *     equal lengths (IllegalArgumentException otherwise).
  *   - Options structs (BackwardOptions, SgdOptions, AdamOptions) are classes whose constructor
  *     fills in the NX_*_OPTIONS_DEFAULT values, struct_size included; null passes NULL (defaults).
- * Not wrapped for Java: nx_checkpoint (C callback), nx_tensor_data_ptr (raw address), and the
- * DLPack functions (C structs for other C libraries).
+ * Not wrapped for Java: nx_checkpoint and nx_plan_create (C callbacks), nx_tensor_data_ptr (raw
+ * address), and the DLPack functions (C structs for other C libraries). The other nx_plan_*
+ * functions are wrapped like the rest (Plan, PlanStats, PlanFormat, Nexus.plan_run...), though
+ * without nx_plan_create Java cannot make a plan yet.
  */
 
 %{
@@ -124,6 +126,7 @@ static void nx_java_throw_arg(JNIEnv* jenv, const char* what) {
 %rename(Comm) nx_comm_s;
 %rename(DataParallel) nx_ddp_s;
 %rename(GradScaler) nx_grad_scaler_s;
+%rename(Plan) nx_plan_s;
 %rename(CommId) nx_comm_id;
 %rename(Status) nx_status;
 %rename(DType) nx_dtype;
@@ -138,12 +141,17 @@ static void nx_java_throw_arg(JNIEnv* jenv, const char* what) {
 %rename(SgdOptions) nx_sgd_options;
 %rename(AdamOptions) nx_adam_options;
 %rename(GradScalerOptions) nx_grad_scaler_options;
+%rename(PlanOptions) nx_plan_options;
+%rename(PlanStats) nx_plan_stats;
+%rename(PlanFormat) nx_plan_format;
 %rename(HandleType) nx_handle_type;
 %rename(ReduceOp) nx_reduce_op;
 
 /* Not for Java (see the top of this file). */
 %ignore nx_checkpoint;
 %ignore nx_checkpoint_fn;
+%ignore nx_plan_create;
+%ignore nx_plan_fn;
 %ignore nx_tensor_data_ptr;
 %ignore nx_tensor_to_dlpack;
 %ignore nx_tensor_to_dlpack_versioned;
@@ -196,6 +204,7 @@ NX_JAVA_HANDLE(nx_text_loader_s, TextLoader)
 NX_JAVA_HANDLE(nx_comm_s, Comm)
 NX_JAVA_HANDLE(nx_ddp_s, DataParallel)
 NX_JAVA_HANDLE(nx_grad_scaler_s, GradScaler)
+NX_JAVA_HANDLE(nx_plan_s, Plan)
 
 /* Tensor conveniences (the C functions stay available as Nexus.tensor_*). */
 %typemap(javacode) struct nx_tensor_s %{
@@ -309,6 +318,7 @@ NX_JAVA_OUT_HANDLE(nx_text_loader)
 NX_JAVA_OUT_HANDLE(nx_comm)
 NX_JAVA_OUT_HANDLE(nx_ddp)
 NX_JAVA_OUT_HANDLE(nx_grad_scaler)
+NX_JAVA_OUT_HANDLE(nx_plan)
 
 %define NX_JAVA_OUT_VALUE(TYPE, INIT, JNITYPE)
 %typemap(in, numinputs=0) TYPE* out (TYPE tmp = INIT) { $1 = ($1_ltype)&tmp; }
@@ -342,6 +352,8 @@ NX_JAVA_OUT_VALUE(nx_dtype, NX_F32, jint)
 %enddef
 NX_JAVA_OUT_STRUCT(nx_device, tmp.type = NX_CPU)
 NX_JAVA_OUT_STRUCT(nx_cuda_memory_stats, tmp.struct_size = (uint32_t)sizeof tmp)
+NX_JAVA_OUT_STRUCT(nx_plan_stats, tmp.struct_size = sizeof tmp)
+NX_JAVA_RET_HANDLE(nx_plan_get_stats, PlanStats)
 
 /* nx_tensor_shape / nx_tensor_strides -> long[] (the rank is asked first) */
 %typemap(in, numinputs=1) (nx_tensor t, int64_t* out, size_t capacity) (int64_t small[8], int64_t* buf = NULL, size_t nd = 0) {
@@ -516,6 +528,35 @@ NX_JAVA_OUT_ARRAY((nx_tensor* outs, nx_tensor x, const int64_t* sizes, size_t ns
 NX_JAVA_OUT_ARRAY((nx_tensor* grads, nx_tensor root, nx_tensor grad, const nx_tensor* inputs, size_t ninputs), $5)
 NX_JAVA_RET_TENSORS(nx_split)
 NX_JAVA_RET_TENSORS(nx_autograd_grad)
+
+/* nx_plan_run(plan, long noutputs, Tensor[] inputs, stream) -> Tensor[] */
+%typemap(jni) (nx_tensor* outputs, size_t noutputs) "jlong"
+%typemap(jtype) (nx_tensor* outputs, size_t noutputs) "long"
+%typemap(jstype) (nx_tensor* outputs, size_t noutputs) "long"
+%typemap(javain) (nx_tensor* outputs, size_t noutputs) "$javainput"
+%typemap(in) (nx_tensor* outputs, size_t noutputs) {
+  if ($input < 0 || $input > 4096) {
+    nx_java_throw_arg(jenv, "noutputs must be in 0..4096");
+    return $null;
+  }
+  $2 = (size_t)$input;
+  $1 = (nx_tensor*)calloc($2 ? $2 : 1, sizeof(nx_tensor));
+  if (!$1) {
+    nx_java_throw_arg(jenv, "out of memory");
+    return $null;
+  }
+}
+%typemap(freearg) (nx_tensor* outputs, size_t noutputs) { free($1); }
+%typemap(argout) (nx_tensor* outputs, size_t noutputs) {
+  jresult = (*jenv)->NewLongArray(jenv, (jsize)$2);
+  if (jresult) {
+    (*jenv)->SetLongArrayRegion(jenv, jresult, 0, (jsize)$2, (const jlong*)$1);
+  } else {
+    size_t i;
+    for (i = 0; i < $2; ++i) nx_tensor_free($1[i]);
+  }
+}
+NX_JAVA_RET_TENSORS(nx_plan_run)
 
 /* nx_module_parameters(m) -> Tensor[] (each retained; the engine's array is freed) */
 %typemap(in, numinputs=0) (nx_tensor** out, size_t* n) (nx_tensor* arr = NULL, size_t cnt = 0) {

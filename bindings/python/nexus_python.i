@@ -358,11 +358,14 @@ static PyObject* nx_py_handle_pair(nx_tensor a, nx_tensor b, swig_type_info* ty)
 NX_PY_DLPACK_DESTRUCTOR(nx_py_dltensor_destructor, nx_dl_managed_tensor, "dltensor")
 NX_PY_DLPACK_DESTRUCTOR(nx_py_dltensor_versioned_destructor, nx_dl_managed_tensor_versioned, "dltensor_versioned")
 
-/* ---------- gradient checkpointing: a Python callable as nx_checkpoint_fn */
+/* ---------- a Python callable as nx_checkpoint_fn / nx_plan_fn (one signature): the callable
+ * (user_data) gets a list of owned tensor handles and returns a sequence of noutputs handles. A
+ * Python exception it raises stays set and fails the C call, whose typemap then raises it as is.
+ * what names the function in the errors of this conversion. */
 static swig_type_info* nx_py_tensor_type(void);
 
-static nx_status nx_py_checkpoint_trampoline(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs,
-                                             size_t ninputs, void* user_data) {
+static nx_status nx_py_call_tensor_fn(const char* what, nx_tensor* outputs, size_t noutputs,
+                                      const nx_tensor* inputs, size_t ninputs, void* user_data) {
   PyGILState_STATE gil = PyGILState_Ensure();
   nx_status status = NX_ERR_INVALID_ARGUMENT;
   PyObject *args = NULL, *res = NULL, *seq = NULL;
@@ -388,22 +391,25 @@ static nx_status nx_py_checkpoint_trampoline(nx_tensor* outputs, size_t noutputs
   }
   res = PyObject_CallFunctionObjArgs((PyObject*)user_data, args, NULL);
   if (!res) goto done;
-  seq = PySequence_Fast(res, "the checkpoint function must return a sequence of tensor handles");
-  if (!seq) goto done;
+  seq = PySequence_Fast(res, "");
+  if (!seq) {
+    PyErr_Format(PyExc_TypeError, "%s must return a sequence of tensor handles, not %.100s", what,
+                 Py_TYPE(res)->tp_name);
+    goto done;
+  }
   if ((size_t)PySequence_Fast_GET_SIZE(seq) != noutputs) {
-    PyErr_Format(PyExc_ValueError, "the checkpoint function returned %zd tensors, expected %zu",
-                 PySequence_Fast_GET_SIZE(seq), noutputs);
+    PyErr_Format(PyExc_ValueError, "%s returned %zd tensors, expected %zu", what, PySequence_Fast_GET_SIZE(seq),
+                 noutputs);
     goto done;
   }
   for (i = 0; i < noutputs; ++i) {
     void* p = NULL;
     PyObject* item = PySequence_Fast_GET_ITEM(seq, (Py_ssize_t)i);
     if (!SWIG_IsOK(SWIG_ConvertPtr(item, &p, ty, 0)) || !p) {
-      PyErr_Format(PyExc_TypeError, "the checkpoint function returned a %.100s, expected a tensor handle",
-                   Py_TYPE(item)->tp_name);
+      PyErr_Format(PyExc_TypeError, "%s returned a %.100s, expected a tensor handle", what, Py_TYPE(item)->tp_name);
       goto done;
     }
-    /* the checkpoint owns what fn writes: give it its own handle */
+    /* the engine owns what fn writes: give it its own handle */
     if (nx_tensor_retain(&outputs[i], (nx_tensor)p) != NX_OK) {
       nx_py_raise(NX_ERR_INVALID_ARGUMENT);
       goto done;
@@ -421,6 +427,15 @@ done:
   Py_XDECREF(args);
   PyGILState_Release(gil);
   return status;
+}
+
+static nx_status nx_py_checkpoint_trampoline(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs,
+                                             size_t ninputs, void* user_data) {
+  return nx_py_call_tensor_fn("the checkpoint function", outputs, noutputs, inputs, ninputs, user_data);
+}
+static nx_status nx_py_plan_trampoline(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs, size_t ninputs,
+                                       void* user_data) {
+  return nx_py_call_tensor_fn("the step function", outputs, noutputs, inputs, ninputs, user_data);
 }
 %}
 
@@ -489,11 +504,12 @@ NX_PY_KEEP_GIL(nx_grad_scaler_get_scale)
 %noexception nx_safetensors_s::~nx_safetensors_s;
 %noexception nx_graph_s::~nx_graph_s;
 %noexception nx_grad_scaler_s::~nx_grad_scaler_s;
+%noexception nx_plan_s::~nx_plan_s;
 
 /* ---------------------------------------------------------------- status */
 %typemap(out) nx_status {
   if ($1 != NX_OK) {
-    /* an exception raised by Python code that the call ran (a checkpoint function) wins */
+    /* an exception raised by Python code that the call ran (a checkpoint or step function) wins */
     if (!PyErr_Occurred()) nx_py_raise($1);
     SWIG_fail;
   }
@@ -561,6 +577,7 @@ NX_PY_OUT_HANDLE(nx_text_loader, nx_text_loader_s, nx_text_loader_free)
 NX_PY_OUT_HANDLE(nx_comm, nx_comm_s, nx_comm_free)
 NX_PY_OUT_HANDLE(nx_ddp, nx_ddp_s, nx_ddp_free)
 NX_PY_OUT_HANDLE(nx_grad_scaler, nx_grad_scaler_s, nx_grad_scaler_free)
+NX_PY_OUT_HANDLE(nx_plan, nx_plan_s, nx_plan_free)
 
 %define NX_PY_OUT_VALUE(TYPE, INIT, CONVERT)
 %typemap(in, numinputs=0) TYPE* out (TYPE tmp = INIT) { $1 = ($1_ltype)&tmp; }
@@ -619,6 +636,29 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
                               "reserved_bytes", (unsigned long long)tmp$argnum.reserved_bytes,
                               "peak_allocated_bytes", (unsigned long long)tmp$argnum.peak_allocated_bytes,
                               "num_device_allocs", (unsigned long long)tmp$argnum.num_device_allocs);
+  if (!o) SWIG_fail;
+  $result = SWIG_Python_AppendOutput($result, o);
+}
+
+/* nx_plan_get_stats(plan) -> dict of the nx_plan_stats fields */
+%typemap(in, numinputs=0) nx_plan_stats* out (nx_plan_stats tmp) {
+  memset(&tmp, 0, sizeof tmp);
+  tmp.struct_size = sizeof tmp;
+  $1 = &tmp;
+}
+%typemap(argout) nx_plan_stats* out {
+  PyObject* o = Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O}",
+                              "eager_runs", (long long)tmp$argnum.eager_runs,
+                              "captures", (long long)tmp$argnum.captures,
+                              "recaptures", (long long)tmp$argnum.recaptures,
+                              "replays", (long long)tmp$argnum.replays,
+                              "ops", (long long)tmp$argnum.ops,
+                              "ops_eliminated", (long long)tmp$argnum.ops_eliminated,
+                              "uploads", (long long)tmp$argnum.uploads,
+                              "arena_bytes", (long long)tmp$argnum.arena_bytes,
+                              "eager_peak_bytes", (long long)tmp$argnum.eager_peak_bytes,
+                              "kept_bytes", (long long)tmp$argnum.kept_bytes,
+                              "cuda_graph", tmp$argnum.cuda_graph ? Py_True : Py_False);
   if (!o) SWIG_fail;
   $result = SWIG_Python_AppendOutput($result, o);
 }
@@ -882,6 +922,27 @@ NX_PY_SHARED_COUNT_ARRAY(const nx_tensor* exp_avgs)
 }
 %typemap(check) (nx_checkpoint_fn fn, void* user_data) {
   Py_INCREF((PyObject*)$2); /* kept: see above */
+}
+
+/* nx_plan_create(fn, noutputs, options) -> plan; nx_plan_run(plan, noutputs, inputs, stream) -> list
+ * (the nx_checkpoint conventions above). The plan calls fn again whenever it captures a step, so
+ * the plan handle keeps a reference to the callable (attribute _nx_step_fn of the handle object),
+ * dropped with the handle; an exception that fn raises propagates out of nx_plan_run. SWIG's
+ * handle objects take no part in the cycle collector: a callable that refers back to its plan
+ * handle keeps both alive (nexusgrad.compile's callable refers to its owner weakly). */
+%typemap(in) (nx_plan_fn fn, void* user_data) {
+  if (!PyCallable_Check($input)) {
+    SWIG_exception_fail(SWIG_TypeError, "in method '$symname', fn must be callable");
+  }
+  $1 = nx_py_plan_trampoline;
+  $2 = (void*)$input; /* borrowed until the argout below stores it on the new handle */
+}
+%typemap(argout) (nx_plan_fn fn, void* user_data) {
+  /* $result is the plan handle (the out-parameter comes first); it owns the reference */
+  if (PyObject_SetAttrString($result, "_nx_step_fn", (PyObject*)$2) < 0) {
+    Py_DECREF($result); /* frees the plan */
+    SWIG_fail;
+  }
 }
 
 /* nx_safetensors_save(path, names, tensors): a sequence of str and one of tensors */

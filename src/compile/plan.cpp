@@ -357,6 +357,9 @@ std::string CompiledStep::table() const {
      << s.uploads << " constant uploads; arena " << arena_bytes_ << " bytes (the eager run's step allocations peaked at "
      << eager_peak_ << "), " << kept_bytes_ << " bytes kept after the step; CUDA graph: " << (graph_ ? "yes" : "no")
      << "; fusion: none (each op its own kernel)\n";
+  for (size_t c : trace_.unwritten_reads)
+    os << "warning: call " << c << " (" << trace_.calls[c]->name() << " from " << trace_.calls[c]->api
+       << ") reads step memory that no kernel wrote before it\n";
   os << "#     op                   fused  from C call                   buffers (w: written; arena@offset)\n";
   size_t n = 0;
   for (size_t c = 0; c < trace_.calls.size(); ++c) {

@@ -235,7 +235,10 @@ void Trace::record(std::unique_ptr<Call> call) {
     if (r.kind != BufferRef::Internal || r.written || allocations[r.index].written) continue;
     Allocation& a = allocations[r.index];
     a.written = true;
-    if (!device_.is_cpu()) continue;  // device memory is written only by recorded calls
+    if (!device_.is_cpu()) {  // device memory is written only by recorded calls: a read of garbage
+      unwritten_reads.push_back(calls.size());
+      continue;
+    }
     auto snapshot = std::make_unique<UploadCall>(a.ptr, a.ptr, a.bytes);
     snapshot->api = c.api;
     snapshot->refs.push_back(BufferRef{BufferRef::Internal, r.index, 0, true});

@@ -95,6 +95,9 @@ class Trace final : public CaptureHooks {
   std::vector<IndexRequirement> index_requirements;
   std::vector<std::weak_ptr<TensorImpl>> leaves;  // tensors seen that require grad (their .grad is guarded)
   std::string refusal;                             // set when the step did something a plan cannot replay
+  // Calls (indices into calls) that read device memory of the step no recorded call had written:
+  // uninitialized reads, which a replay from an arena cannot reproduce (the plan's table lists them).
+  std::vector<size_t> unwritten_reads;
 
  private:
   Device device_;

@@ -2,6 +2,8 @@
 // float sums are not bit-reproducible run to run; f16/bf16 destinations accumulate in f32) and
 // the counter-based random generator, which is the same Philox function as the CPU's: a seed
 // gives identical tensors on both devices.
+#include <cub/device/device_radix_sort.cuh>
+
 #include "core/philox.hpp"
 #include "cuda/kernels.cuh"
 
@@ -134,10 +136,58 @@ void launch_index_select(const ExecContext& ctx, const View& dst, const View& sr
   NX_CUDA_LAUNCH_CHECK();
 }
 
+// Deterministic index_add (nx_runtime_set_deterministic): the source rows are stably sorted by
+// destination row (CUB radix sort of (o * n + index[j], o * nidx + j)), then one thread per
+// (run of equal destinations, inner element) adds the run's rows in ascending source order: the
+// same sums in the same order every time, where atomics add in whatever order blocks arrive.
+__global__ void index_keys_kernel(const void* index, bool i64, int64_t nidx, int64_t n, int64_t rows, int64_t* keys,
+                                  int64_t* vals) {
+  for (int64_t r = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < rows; r += int64_t(gridDim.x) * blockDim.x) {
+    keys[r] = (r / nidx) * n + index_at(index, i64, r % nidx);
+    vals[r] = r;
+  }
+}
+template <class T, class A>
+__global__ void index_add_sorted_kernel(A* dst, const T* src, const int64_t* keys, const int64_t* rows_sorted,
+                                        int64_t rows, int64_t inner) {
+  const int64_t total = rows * inner;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t p = e / inner, i = e % inner;
+    if (p > 0 && keys[p - 1] == keys[p]) continue;  // not the start of a run
+    A acc = dst[keys[p] * inner + i];
+    for (int64_t q = p; q < rows && keys[q] == keys[p]; ++q) acc += widen(src[rows_sorted[q] * inner + i]);
+    dst[keys[p] * inner + i] = acc;
+  }
+}
+
 void launch_index_add(const ExecContext& ctx, const View& dst, const View& src, const View& index, int64_t outer,
                       int64_t n, int64_t inner) {
   const int64_t nidx = index.numel(), total = outer * nidx * inner;
   if (!total) return;
+  if (deterministic()) {
+    const int64_t rows = outer * nidx;
+    if (rows > INT32_MAX) fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": deterministic index_add of more than 2^31 rows");
+    Scratch pairs(ctx, size_t(rows) * 4 * sizeof(int64_t));
+    int64_t* keys_in = static_cast<int64_t*>(pairs.ptr);
+    int64_t *vals_in = keys_in + rows, *keys_out = vals_in + rows, *vals_out = keys_out + rows;
+    index_keys_kernel<<<blocks_for(rows), kThreads, 0, stream_of(ctx)>>>(index.data, index.dtype == DType::I64, nidx, n,
+                                                                         rows, keys_in, vals_in);
+    NX_CUDA_LAUNCH_CHECK();
+    size_t temp_bytes = 0;
+    NX_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in, keys_out, vals_in, vals_out, int(rows), 0,
+                                                  64, stream_of(ctx)));
+    Scratch temp(ctx, std::max<size_t>(temp_bytes, 1));
+    NX_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.ptr, temp_bytes, keys_in, keys_out, vals_in, vals_out, int(rows),
+                                                  0, 64, stream_of(ctx)));
+    with_accumulator(ctx, dst, [&](auto tag, auto* acc) {
+      using T = decltype(tag);
+      using A = std::remove_pointer_t<decltype(acc)>;
+      index_add_sorted_kernel<T, A><<<blocks_for(rows * inner), kThreads, 0, stream_of(ctx)>>>(
+          acc, static_cast<const T*>(src.data), keys_out, vals_out, rows, inner);
+      NX_CUDA_LAUNCH_CHECK();
+    });
+    return;
+  }
   with_accumulator(ctx, dst, [&](auto tag, auto* acc) {
     using T = decltype(tag);
     using A = std::remove_pointer_t<decltype(acc)>;

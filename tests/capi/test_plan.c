@@ -129,9 +129,33 @@ static void assert_same_params(const Gpt* a, const Gpt* b) {
   }
 }
 
+/* The first parameter (index, max |difference|) where a and b differ, or -1 (diagnostics). */
+static int first_param_diff(const Gpt* a, const Gpt* b, double* maxdiff) {
+  for (size_t i = 0; i < a->nparams; ++i) {
+    int64_t n;
+    NX_OK_(nx_tensor_numel(a->params[i], &n));
+    float* pa = malloc(sizeof(float) * (size_t)n);
+    float* pb = malloc(sizeof(float) * (size_t)n);
+    NX_OK_(nx_tensor_copy_to_host(a->params[i], pa, sizeof(float) * (size_t)n, NULL));
+    NX_OK_(nx_tensor_copy_to_host(b->params[i], pb, sizeof(float) * (size_t)n, NULL));
+    double m = 0;
+    for (int64_t j = 0; j < n; ++j) m = fmax(m, fabs((double)pa[j] - (double)pb[j]));
+    free(pa);
+    free(pb);
+    if (m > 0) {
+      *maxdiff = m;
+      return (int)i;
+    }
+  }
+  return -1;
+}
+
 static nx_plan make_plan(Gpt* g) {
   nx_plan plan = NULL;
-  NX_OK_(nx_plan_create(&plan, gpt_step, g, 1, NULL));
+  nx_plan_options o = NX_PLAN_OPTIONS_DEFAULT;
+  const char* graph = getenv("NEXUS_TEST_PLAN_GRAPH"); /* 0: replay a GPU plan as its kernel list */
+  if (graph && !strcmp(graph, "0")) o.cuda_graph = false;
+  NX_OK_(nx_plan_create(&plan, gpt_step, g, 1, &o));
   return plan;
 }
 
@@ -156,6 +180,18 @@ static void test_replay_equals_eager_bit_for_bit(void** state) {
     const double want = run_step(&eager, NULL, batch, s, steps);
     const double again = run_step(&control, NULL, batch, s, steps);  /* eager is deterministic here */
     const double got = run_step(&compiled, plan, batch, s, steps);
+    if (getenv("NEXUS_TEST_PLAN_DIAG")) {
+      double d = 0;
+      const int i = first_param_diff(&eager, &compiled, &d);
+      const char* name = "";
+      nx_tensor t = NULL;
+      if (i >= 0) NX_OK_(nx_module_parameter(eager.model, (size_t)i, &name, &t));
+      printf("step %lld: loss %s; first differing parameter %d %s (max diff %.3g)\n", (long long)s,
+             want == got ? "same" : "differs", i, name, d);
+      nx_tensor_free(t);
+      if (s == 12) break;
+      continue;
+    }
     if (want != again) fail_msg("step %lld: two eager runs differ (%.17g, %.17g)", (long long)s, want, again);
     if (want != got) fail_msg("step %lld: eager loss %.17g, replayed %.17g", (long long)s, want, got);
   }

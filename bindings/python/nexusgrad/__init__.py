@@ -9,8 +9,9 @@
 
 Layers: ``nexusgrad._nexus`` is the SWIG wrapper of nexus.h (one function per C function, status
 codes turned into exceptions, out-parameters returned); this package adds :class:`Tensor` and
-PyTorch-style functions on top. Errors are :class:`Error` subclasses that also derive from the
-matching built-in exception (ShapeError is a ValueError, DTypeError a TypeError...).
+PyTorch-style functions on top, and :func:`compile` for whole training steps. Errors are
+:class:`Error` subclasses that also derive from the matching built-in exception (ShapeError is a
+ValueError, DTypeError a TypeError...).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from .functional import *  # noqa: E402,F401,F403
 from .functional import __all__ as _functional_all  # noqa: E402
 from . import nn  # noqa: E402
 from . import amp  # noqa: E402
+from .compiler import compile, CompiledStep  # noqa: E402
 
 # PyTorch's dtype aliases (nexusgrad.bool, nexusgrad.float...), as attributes of the package.
 globals().update({"bool": bool_, "float": float32, "double": float64, "half": float16, "long": int64,
@@ -46,4 +48,4 @@ __all__ = ["Error", "InvalidArgumentError", "ShapeError", "DTypeError", "DeviceE
            "Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "no_grad", "enable_grad", "autocast",
            "set_grad_enabled", "is_grad_enabled", "manual_seed", "zeros", "ones", "full", "rand", "randn",
            "arange", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "empty",
-           "nn", "amp", *_functional_all]
+           "nn", "amp", "compile", "CompiledStep", *_functional_all]

@@ -460,19 +460,27 @@ def jvp(output: Tensor, inputs: Union[Tensor, Sequence[Tensor]], tangents: Union
     return _wrap(_C.nx_jvp(output._h, [t._h for t in ins], [_t(v, ins[0])._h for v in tans], _S))
 
 
-def checkpoint(function: Callable[..., Any], *inputs: Tensor, num_outputs: int = 1) -> Any:
-    """Gradient checkpointing: function(*inputs) runs now without recording, and again inside
-    backward to rebuild its graph, so the activations inside are not kept. function must be
-    deterministic and return num_outputs tensors (one Tensor when num_outputs == 1). Note: the C API
-    cannot tell when the graph dies, so `function` is kept alive for the life of the process."""
+def _handle_function(function: Callable[..., Any], what: str) -> Callable[[List[Any]], List[Any]]:
+    """function(*Tensors) -> a Tensor or a sequence of Tensors, as the callable that the C API's
+    callbacks (nx_checkpoint_fn, nx_plan_fn) run through the low-level layer: it takes a list of
+    tensor handles and returns a list of handles. what names the caller in the errors."""
     def trampoline(handles: List[Any]) -> List[Any]:
         res = function(*[_wrap(h) for h in handles])
         outs = [res] if isinstance(res, Tensor) else list(res) if isinstance(res, (tuple, list)) else [res]
         for o in outs:
             if not isinstance(o, Tensor):
-                raise TypeError(f"checkpoint: the function must return Tensors, got {type(o).__name__}")
+                raise TypeError(f"{what}: the function must return Tensors, got {type(o).__name__}")
         return [o._h for o in outs]
 
+    return trampoline
+
+
+def checkpoint(function: Callable[..., Any], *inputs: Tensor, num_outputs: int = 1) -> Any:
+    """Gradient checkpointing: function(*inputs) runs now without recording, and again inside
+    backward to rebuild its graph, so the activations inside are not kept. function must be
+    deterministic and return num_outputs tensors (one Tensor when num_outputs == 1). Note: the C API
+    cannot tell when the graph dies, so `function` is kept alive for the life of the process."""
+    trampoline = _handle_function(function, "checkpoint")
     hs = _C.nx_checkpoint(int(num_outputs), [t._h for t in inputs], trampoline, _S)
     outs = tuple(_wrap(h) for h in hs)
     return outs[0] if num_outputs == 1 else outs
