@@ -160,31 +160,48 @@ __global__ void index_add_sorted_kernel(A* dst, const T* src, const int64_t* key
   }
 }
 
+__global__ void scatter_keys_kernel(const void* index, bool i64, Dims d, int64_t axis, int64_t total, int64_t* keys,
+                                    int64_t* vals) {
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += int64_t(gridDim.x) * blockDim.x) {
+    keys[e] = target_offset(d, e, axis, index_at(index, i64, e));
+    vals[e] = e;
+  }
+}
+
+// dst[key * inner + i] += src[row * inner + i] for every (key, row) that make_keys writes (rows
+// of them, into keys_in / vals_in), deterministically: sorted, then summed run by run.
+template <class MakeKeys>
+void ordered_add(const ExecContext& ctx, const View& dst, const View& src, int64_t rows, int64_t inner, MakeKeys make_keys) {
+  if (rows > INT32_MAX) fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": deterministic scatter of more than 2^31 rows");
+  Scratch pairs(ctx, size_t(rows) * 4 * sizeof(int64_t));
+  int64_t* keys_in = static_cast<int64_t*>(pairs.ptr);
+  int64_t *vals_in = keys_in + rows, *keys_out = vals_in + rows, *vals_out = keys_out + rows;
+  make_keys(keys_in, vals_in);
+  NX_CUDA_LAUNCH_CHECK();
+  size_t temp_bytes = 0;
+  NX_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in, keys_out, vals_in, vals_out, int(rows), 0, 64,
+                                                stream_of(ctx)));
+  Scratch temp(ctx, std::max<size_t>(temp_bytes, 1));
+  NX_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.ptr, temp_bytes, keys_in, keys_out, vals_in, vals_out, int(rows), 0,
+                                                64, stream_of(ctx)));
+  with_accumulator(ctx, dst, [&](auto tag, auto* acc) {
+    using T = decltype(tag);
+    using A = std::remove_pointer_t<decltype(acc)>;
+    index_add_sorted_kernel<T, A><<<blocks_for(rows * inner), kThreads, 0, stream_of(ctx)>>>(
+        acc, static_cast<const T*>(src.data), keys_out, vals_out, rows, inner);
+    NX_CUDA_LAUNCH_CHECK();
+  });
+}
+
 void launch_index_add(const ExecContext& ctx, const View& dst, const View& src, const View& index, int64_t outer,
                       int64_t n, int64_t inner) {
   const int64_t nidx = index.numel(), total = outer * nidx * inner;
   if (!total) return;
   if (deterministic()) {
     const int64_t rows = outer * nidx;
-    if (rows > INT32_MAX) fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": deterministic index_add of more than 2^31 rows");
-    Scratch pairs(ctx, size_t(rows) * 4 * sizeof(int64_t));
-    int64_t* keys_in = static_cast<int64_t*>(pairs.ptr);
-    int64_t *vals_in = keys_in + rows, *keys_out = vals_in + rows, *vals_out = keys_out + rows;
-    index_keys_kernel<<<blocks_for(rows), kThreads, 0, stream_of(ctx)>>>(index.data, index.dtype == DType::I64, nidx, n,
-                                                                         rows, keys_in, vals_in);
-    NX_CUDA_LAUNCH_CHECK();
-    size_t temp_bytes = 0;
-    NX_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys_in, keys_out, vals_in, vals_out, int(rows), 0,
-                                                  64, stream_of(ctx)));
-    Scratch temp(ctx, std::max<size_t>(temp_bytes, 1));
-    NX_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.ptr, temp_bytes, keys_in, keys_out, vals_in, vals_out, int(rows),
-                                                  0, 64, stream_of(ctx)));
-    with_accumulator(ctx, dst, [&](auto tag, auto* acc) {
-      using T = decltype(tag);
-      using A = std::remove_pointer_t<decltype(acc)>;
-      index_add_sorted_kernel<T, A><<<blocks_for(rows * inner), kThreads, 0, stream_of(ctx)>>>(
-          acc, static_cast<const T*>(src.data), keys_out, vals_out, rows, inner);
-      NX_CUDA_LAUNCH_CHECK();
+    ordered_add(ctx, dst, src, rows, inner, [&](int64_t* keys, int64_t* vals) {
+      index_keys_kernel<<<blocks_for(rows), kThreads, 0, stream_of(ctx)>>>(index.data, index.dtype == DType::I64, nidx,
+                                                                           n, rows, keys, vals);
     });
     return;
   }
@@ -213,6 +230,13 @@ void launch_scatter_add(const ExecContext& ctx, const View& dst, const View& src
   const int64_t total = index.numel();
   if (!total) return;
   Dims d = make_dims(index, dst.shape);
+  if (deterministic()) {
+    ordered_add(ctx, dst, src, total, 1, [&](int64_t* keys, int64_t* vals) {
+      scatter_keys_kernel<<<blocks_for(total), kThreads, 0, stream_of(ctx)>>>(index.data, index.dtype == DType::I64, d,
+                                                                              axis, total, keys, vals);
+    });
+    return;
+  }
   with_accumulator(ctx, dst, [&](auto tag, auto* acc) {
     using T = decltype(tag);
     using A = std::remove_pointer_t<decltype(acc)>;

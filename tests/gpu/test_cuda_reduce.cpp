@@ -108,5 +108,32 @@ TEST(CudaReduce, HalfSoftmaxMatchesCpu) {
   }
 }
 
+// Deterministic mode: index_add (embedding's backward) and scatter_add (gather's) sort the rows
+// by destination and add each destination's rows in order instead of with atomics: two runs agree
+// bit for bit, and both agree with the CPU (many repeats of few ids, f32 and bf16 sources).
+TEST(CudaIndex, DeterministicScatterRepeatsAndAgreesWithCpu) {
+  NX_REQUIRE_GPU();
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const Tensor src = uniform({4096, 96}, dt, -1, 1, 41), ids = cast(uniform({4096}, DType::F32, 0, 37, 42), DType::I64);
+    const Tensor base = uniform({37, 96}, dt, -1, 1, 43);
+    const Tensor flat_src = reshape(src, {4096 * 96}), flat_ids = cast(uniform({4096 * 96}, DType::F32, 0, 500, 44), DType::I64);
+    auto run = [&](Device d) {
+      set_deterministic(true);
+      Tensor a = index_add(to_device(base, d), 0, to_device(ids, d), to_device(src, d));
+      Tensor b = scatter_add(to_device(zeros({500}, dt, kCpu), d), 0, to_device(flat_ids, d), to_device(flat_src, d));
+      set_deterministic(false);
+      return std::make_pair(a, b);
+    };
+    auto [a1, b1] = run(kGpu);
+    auto [a2, b2] = run(kGpu);
+    auto [ac, bc] = run(kCpu);
+    EXPECT_TRUE(close(a1, a2, 0, 0)) << "index_add repeats, " << dtype_name(dt);
+    EXPECT_TRUE(close(b1, b2, 0, 0)) << "scatter_add repeats, " << dtype_name(dt);
+    const double tol = dt == DType::F32 ? 1e-4 : 0.1;
+    EXPECT_TRUE(close(a1, ac, tol, tol)) << "index_add against the CPU, " << dtype_name(dt);
+    EXPECT_TRUE(close(b1, bc, tol, tol)) << "scatter_add against the CPU, " << dtype_name(dt);
+  }
+}
+
 }  // namespace
 }  // namespace nx::gputest
