@@ -14,36 +14,7 @@
 
 #include "example_util.h"
 
-typedef struct {
-  nx_module model;
-  nx_optimizer opt;
-  nx_tensor* params;
-  size_t nparams;
-  int64_t vocab;
-  bool bf16;
-} Model;
-
-static nx_status step_fn(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs, size_t ninputs, void* user) {
-  (void)noutputs, (void)ninputs;
-  const Model* m = (const Model*)user;
-  nx_tensor logits = NULL, flat = NULL, loss = NULL;
-  int64_t shape[2];
-  nx_status st = nx_tensor_shape(inputs[0], shape, 2);
-  const int64_t fs[2] = {shape[0] * shape[1], m->vocab};
-  if (st == NX_OK && m->bf16) st = nx_autocast_push(NX_CUDA, NX_BF16, true);
-  if (st == NX_OK) st = nx_module_forward(&logits, m->model, inputs[0], NULL);
-  if (st == NX_OK) st = nx_reshape(&flat, logits, fs, 2, NULL);
-  if (st == NX_OK) st = nx_cross_entropy(&loss, flat, inputs[1], -100, 0.0, NX_REDUCTION_MEAN, NULL);
-  if (m->bf16) nx_autocast_pop();
-  if (st == NX_OK) st = nx_optimizer_zero_grad(m->opt);
-  if (st == NX_OK) st = nx_backward(loss, NULL, NULL, NULL);
-  if (st == NX_OK) st = nx_clip_grad_norm(NULL, m->params, m->nparams, 1.0, NULL);
-  if (st == NX_OK) st = nx_optimizer_step(m->opt, NULL);
-  nx_tensor_free(logits), nx_tensor_free(flat);
-  if (st != NX_OK) nx_tensor_free(loss);
-  else outputs[0] = loss;
-  return st;
-}
+typedef ExGptTrainer Model;
 
 static Model make_model(const ExGptSize* sz, nx_device dev, bool bf16) {
   Model m = {0};
@@ -81,7 +52,7 @@ static double run(Model* m, nx_plan plan, nx_tensor* xs, nx_tensor* ys, int64_t 
     const nx_tensor in[2] = {xs[s % kBatches], ys[s % kBatches]};
     nx_tensor loss;
     if (plan) CHECK(nx_plan_run(plan, &loss, 1, in, 2, NULL));
-    else CHECK(step_fn(&loss, 1, in, 2, m));
+    else CHECK(ex_gpt_train_step(&loss, 1, in, 2, m));
     double v;
     CHECK(nx_tensor_item(loss, &v, NULL));  /* every step, as a training loop logs it */
     if (s >= kWarmup) losses[s - kWarmup] = v;
@@ -152,7 +123,7 @@ int main(int argc, char** argv) {
 
   Model b = make_model(&sz, dev, bf16);
   nx_plan plan;
-  CHECK(nx_plan_create(&plan, step_fn, &b, 1, NULL));
+  CHECK(nx_plan_create(&plan, ex_gpt_train_step, &b, 1, NULL));
   const double t_plan = run(&b, plan, xs, ys, steps, sz.lr, dev, plan_loss, &plan_peak);
   nx_plan_stats ps = {sizeof ps};
   CHECK(nx_plan_get_stats(plan, &ps));

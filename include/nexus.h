@@ -58,7 +58,7 @@ extern "C" {
 
 /* ---------------------------------------------------------------- version */
 #define NX_VERSION_MAJOR 1
-#define NX_VERSION_MINOR 2
+#define NX_VERSION_MINOR 3
 #define NX_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. 1.0.0: C API 1.0; 1.1.0 appended
  * autocast (nx_autocast_*), the first addition under the append-only policy, and the gradient

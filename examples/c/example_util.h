@@ -206,6 +206,41 @@ static inline nx_transformer_config ex_gpt_config(const ExGptSize* s) {
                                false, true, true, true, true, 0.0, NX_ACTIVATION_GELU, 0};
   return cfg;
 }
+/* One training step of a GPT (the body of train_gpt's loop, and nx_plan_run's step function):
+ * inputs x [batch, context] and its next tokens (any shape of batch * context), output the loss.
+ * bf16 runs forward and loss under CUDA autocast. */
+typedef struct {
+  nx_module model;
+  nx_optimizer opt;
+  nx_tensor* params;
+  size_t nparams;
+  int64_t vocab;
+  bool bf16;
+} ExGptTrainer;
+static inline nx_status ex_gpt_train_step(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs, size_t ninputs,
+                                          void* user) {
+  (void)noutputs, (void)ninputs;
+  const ExGptTrainer* t = (const ExGptTrainer*)user;
+  nx_tensor logits = NULL, flat = NULL, yflat = NULL, loss = NULL;
+  int64_t shape[2];
+  nx_status st = nx_tensor_shape(inputs[0], shape, 2);
+  const int64_t fs[2] = {shape[0] * shape[1], t->vocab}, ys[1] = {shape[0] * shape[1]};
+  if (st == NX_OK && t->bf16) st = nx_autocast_push(NX_CUDA, NX_BF16, true);
+  if (st == NX_OK) st = nx_module_forward(&logits, t->model, inputs[0], NULL);
+  if (st == NX_OK) st = nx_reshape(&flat, logits, fs, 2, NULL);
+  if (st == NX_OK) st = nx_reshape(&yflat, inputs[1], ys, 1, NULL);
+  if (st == NX_OK) st = nx_cross_entropy(&loss, flat, yflat, -100, 0.0, NX_REDUCTION_MEAN, NULL);
+  if (t->bf16) nx_autocast_pop();
+  if (st == NX_OK) st = nx_optimizer_zero_grad(t->opt);
+  if (st == NX_OK) st = nx_backward(loss, NULL, NULL, NULL);
+  if (st == NX_OK) st = nx_clip_grad_norm(NULL, t->params, t->nparams, 1.0, NULL);
+  if (st == NX_OK) st = nx_optimizer_step(t->opt, NULL);
+  nx_tensor_free(logits), nx_tensor_free(flat), nx_tensor_free(yflat);
+  if (st != NX_OK) nx_tensor_free(loss);
+  else outputs[0] = loss;
+  return st;
+}
+
 /* Removes the flag `name` from argv; whether it was there. */
 static inline int ex_take_flag(int* argc, char** argv, const char* name) {
   for (int i = 1; i < *argc; ++i)

@@ -12,34 +12,6 @@
 
 #include "dist_util.h"
 
-/* One training step, for nx_plan_run: inputs x, y; output the loss. */
-typedef struct {
-  nx_module model;
-  nx_optimizer opt;
-  nx_tensor* params;
-  size_t nparams;
-  int64_t vocab;
-} Trainer;
-static nx_status train_step(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs, size_t ninputs, void* user) {
-  (void)noutputs, (void)ninputs;
-  const Trainer* t = (const Trainer*)user;
-  nx_tensor logits = NULL, flat = NULL, yflat = NULL, loss = NULL;
-  int64_t shape[2];
-  nx_status st = nx_tensor_shape(inputs[0], shape, 2);
-  const int64_t fs[2] = {shape[0] * shape[1], t->vocab}, ys[1] = {shape[0] * shape[1]};
-  if (st == NX_OK) st = nx_module_forward(&logits, t->model, inputs[0], NULL);
-  if (st == NX_OK) st = nx_reshape(&flat, logits, fs, 2, NULL);
-  if (st == NX_OK) st = nx_reshape(&yflat, inputs[1], ys, 1, NULL);
-  if (st == NX_OK) st = nx_cross_entropy(&loss, flat, yflat, -100, 0.0, NX_REDUCTION_MEAN, NULL);
-  if (st == NX_OK) st = nx_optimizer_zero_grad(t->opt);
-  if (st == NX_OK) st = nx_backward(loss, NULL, NULL, NULL);
-  if (st == NX_OK) st = nx_clip_grad_norm(NULL, t->params, t->nparams, 1.0, NULL);
-  if (st == NX_OK) st = nx_optimizer_step(t->opt, NULL);
-  nx_tensor_free(logits), nx_tensor_free(flat), nx_tensor_free(yflat);
-  if (st != NX_OK) nx_tensor_free(loss);
-  else outputs[0] = loss;
-  return st;
-}
 
 static double evaluate(nx_module model, nx_text_loader val, nx_device dev, int batches) {
   CHECK(nx_module_set_training(model, false));
@@ -146,9 +118,9 @@ int main(int argc, char** argv) {
   nx_optimizer opt;
   const nx_adam_options adamw = {sizeof adamw, sz.lr, 0.9, 0.95, 1e-8, 0.1, true};
   CHECK(nx_adam_create(&opt, params, nparams, &adamw));
-  Trainer trainer = {model, opt, params, nparams, sz.vocab};
+  ExGptTrainer trainer = {model, opt, params, nparams, sz.vocab, false};
   nx_plan plan = NULL;
-  if (compile) CHECK(nx_plan_create(&plan, train_step, &trainer, 1, NULL));
+  if (compile) CHECK(nx_plan_create(&plan, ex_gpt_train_step, &trainer, 1, NULL));
 
   const int eval_batches = 8, eval_every = steps / 5 > 0 ? (int)(steps / 5) : 1;
   double val_before = evaluate(model, val, dev, eval_batches);
@@ -164,7 +136,7 @@ int main(int argc, char** argv) {
     if (plan) {
       CHECK(nx_plan_run(plan, &loss, 1, batch, 2, NULL));
     } else if (!ddp) {
-      CHECK(train_step(&loss, 1, batch, 2, &trainer));
+      CHECK(ex_gpt_train_step(&loss, 1, batch, 2, &trainer));
     } else { /* data-parallel: the gradients are averaged between backward and clipping */
       nx_tensor logits, flat, yflat;
       CHECK(nx_module_forward(&logits, model, x, NULL));
@@ -202,7 +174,7 @@ int main(int argc, char** argv) {
   if (plan) {
     nx_plan_stats ps = {sizeof ps};
     CHECK(nx_plan_get_stats(plan, &ps));
-    printf("plan: %lld eager, %lld captured, %lld recaptured (train/eval switches), %lld replayed steps; %lld ops, "
+    printf("plan: %lld eager, %lld captured, %lld recaptured (stale), %lld replayed steps; %lld ops, "
            "arena %.1f MiB (eager step peak %.1f MiB), CUDA graph %s\n",
            (long long)ps.eager_runs, (long long)ps.captures, (long long)ps.recaptures, (long long)ps.replays,
            (long long)ps.ops, ps.arena_bytes / 1048576.0, ps.eager_peak_bytes / 1048576.0, ps.cuda_graph ? "yes" : "no");

@@ -64,6 +64,19 @@ std::vector<char> slot_table(const std::vector<TensorSlot>& slots, int64_t* nchu
   return bytes;
 }
 
+// The sum of every thread's acc in the block, in a fixed order (shuffles, then the warps in
+// turn); valid in thread 0.
+__device__ double block_sum(double acc) {
+  __shared__ double warp_sums[kThreads / 32];
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
+  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  double t = 0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < kThreads / 32; ++w) t += warp_sums[w];
+  return t;
+}
+
 template <class T>
 __global__ void sumsq_chunks(const Slot* slots, const Chunk* chunks, double* partial) {
   const Chunk c = chunks[blockIdx.x];
@@ -75,30 +88,16 @@ __global__ void sumsq_chunks(const Slot* slots, const Chunk* chunks, double* par
     const double v = double(to_acc<typename AccT<T>::type>(x[i]));
     acc += v * v;
   }
-  __shared__ double warp_sums[kThreads / 32];
-  for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
-  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = acc;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double t = 0;
-    for (int w = 0; w < kThreads / 32; ++w) t += warp_sums[w];
-    partial[blockIdx.x] = t;
-  }
+  const double t = block_sum(acc);
+  if (threadIdx.x == 0) partial[blockIdx.x] = t;
 }
 
 // One block sums the partials in a fixed order (each thread a strided run, then the warps).
 __global__ void sum_partials(const double* partial, int64_t n, double* out) {
   double acc = 0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) acc += partial[i];
-  __shared__ double warp_sums[kThreads / 32];
-  for (int o = 16; o > 0; o >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, o);
-  if ((threadIdx.x & 31) == 0) warp_sums[threadIdx.x >> 5] = acc;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double t = 0;
-    for (int w = 0; w < kThreads / 32; ++w) t += warp_sums[w];
-    *out = t;
-  }
+  const double t = block_sum(acc);
+  if (threadIdx.x == 0) *out = t;
 }
 
 template <class T>
