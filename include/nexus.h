@@ -994,8 +994,9 @@ typedef struct {
   size_t struct_size; /* sizeof(nx_plan_options) */
   int64_t max_plans;  /* signatures kept compiled (>= 1) */
   bool cuda_graph;    /* replay a GPU plan as one CUDA graph (else as its kernel list) */
+  bool fuse;          /* fold runs of elementwise ops into one kernel each (GPU; bit-identical) */
 } nx_plan_options;
-#define NX_PLAN_OPTIONS_DEFAULT {sizeof(nx_plan_options), 4, true}
+#define NX_PLAN_OPTIONS_DEFAULT {sizeof(nx_plan_options), 4, true, true}
 NX_API nx_status nx_plan_create(nx_plan* out, nx_plan_fn fn, void* user_data, size_t noutputs,
                                 const nx_plan_options* options /* NULL: defaults */);
 /* Runs the step on inputs (all on one device) and writes noutputs new handles (owned by the
@@ -1011,6 +1012,8 @@ typedef struct {
   int64_t ops, ops_eliminated, uploads;
   int64_t arena_bytes, eager_peak_bytes, kept_bytes;
   bool cuda_graph;
+  /* elementwise ops folded into fused kernels, and those kernels (GPU) */
+  int64_t fused_ops, fused_groups;
 } nx_plan_stats;
 NX_API nx_status nx_plan_get_stats(nx_plan plan, nx_plan_stats* out);
 typedef enum { NX_PLAN_TABLE = 0, NX_PLAN_DOT = 1 } nx_plan_format;

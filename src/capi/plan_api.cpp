@@ -25,7 +25,7 @@ nx_status nx_plan_create(nx_plan* out, nx_plan_fn fn, void* user_data, size_t no
       return call_tensor_fn(fn, user_data, xs, noutputs, "nx_plan_run: the step function");
     };
     auto obj = std::make_unique<nx_plan_s>();
-    obj->plan = std::make_unique<compile::Plan>(std::move(step), size_t(o.max_plans), o.cuda_graph);
+    obj->plan = std::make_unique<compile::Plan>(std::move(step), size_t(o.max_plans), o.cuda_graph, o.fuse);
     *out = make_handle(std::move(obj));
   });
 }
@@ -64,7 +64,8 @@ nx_status nx_plan_get_stats(nx_plan plan, nx_plan_stats* out) {
            sizeof(nx_plan_stats));
     const compile::PlanStats s = p.plan->stats();
     *out = nx_plan_stats{sizeof(nx_plan_stats), s.eager_runs, s.captures, s.recaptures, s.replays, s.ops,
-                         s.ops_eliminated, s.uploads, s.arena_bytes, s.eager_peak_bytes, s.kept_bytes, s.cuda_graph};
+                         s.ops_eliminated, s.uploads, s.arena_bytes, s.eager_peak_bytes, s.kept_bytes, s.cuda_graph,
+                         s.fused_ops, s.fused_groups};
   });
 }
 

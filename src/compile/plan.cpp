@@ -1,5 +1,7 @@
 #include "compile/plan.hpp"
 
+#include "compile/fuse.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -22,7 +24,8 @@ size_t round_up(size_t n, size_t g) { return (std::max<size_t>(n, 1) + g - 1) / 
 class CompiledStep {
  public:
   // Traces fn on copies of inputs and compiles it; the traced run's outputs go to *outputs.
-  CompiledStep(const StepFn& fn, const std::vector<Tensor>& inputs, bool cuda_graph, std::vector<Tensor>* outputs);
+  CompiledStep(const StepFn& fn, const std::vector<Tensor>& inputs, bool cuda_graph, bool fuse,
+               std::vector<Tensor>* outputs);
   ~CompiledStep();
   bool still_valid() const;
   std::vector<Tensor> replay(const std::vector<Tensor>& inputs);
@@ -35,12 +38,14 @@ class CompiledStep {
   void place_temporaries();
   void place(const std::vector<size_t>& order);  // first fit in this order into place_, arena_bytes_
   void check_index_requirements();
-  std::string label(size_t call, const BufferRef& ref) const;
+  std::string label(const BufferRef& r) const;
 
   Device device_;
   Trace trace_;
   std::vector<Tensor> inputs_, outputs_;
   std::vector<bool> keep_;                 // per recorded call: not dead
+  std::vector<Call*> list_;                // what a replay runs: the kept calls, fused
+  FusionResult fusion_;
   std::vector<size_t> place_;              // per allocation: arena offset (temporaries in use)
   std::vector<std::shared_ptr<Storage>> kept_;  // allocations alive after the step (gradients, outputs)
   std::vector<Storage*> written_;          // storages a replay writes (versions bumped)
@@ -49,7 +54,7 @@ class CompiledStep {
   std::vector<void*> constants_;           // device copies of uploaded bytes
   void* arena_ = nullptr;
   size_t arena_bytes_ = 0, eager_peak_ = 0, kept_bytes_ = 0;
-  bool use_graph_;
+  bool use_graph_, fuse_;
   void* graph_ = nullptr;
   // Guards: what the capture assumed.
   uint64_t epoch_;
@@ -65,9 +70,9 @@ class CompiledStep {
   std::vector<LeafGrad> leaf_grads_;
 };
 
-CompiledStep::CompiledStep(const StepFn& fn, const std::vector<Tensor>& inputs, bool cuda_graph,
+CompiledStep::CompiledStep(const StepFn& fn, const std::vector<Tensor>& inputs, bool cuda_graph, bool fuse,
                            std::vector<Tensor>* outputs)
-    : device_(inputs.at(0).device()), trace_(device_), use_graph_(cuda_graph) {
+    : device_(inputs.at(0).device()), trace_(device_), use_graph_(cuda_graph), fuse_(fuse) {
   {
     GradModeGuard off(false);
     for (const Tensor& x : inputs) inputs_.push_back(clone(x));  // the plan's own input buffers
@@ -117,6 +122,12 @@ void CompiledStep::compile() {
     for (const BufferRef& r : calls[c]->refs)
       if (r.kind == BufferRef::Internal) needed[r.index] = true;
   }
+  for (size_t c = 0; c < calls.size(); ++c)
+    if (keep_[c]) list_.push_back(calls[c].get());
+  if (!device_.is_cpu() && fuse_) {
+    fusion_ = fuse_elementwise(trace_, list_);
+    list_ = fusion_.list;
+  }
   // Allocations alive after the step stay where they are, held by the plan; the others that a
   // kept call touches go to the arena.
   for (size_t a = 0; a < allocs.size(); ++a) {
@@ -133,11 +144,10 @@ void CompiledStep::compile() {
   const ExecContext ctx = exec_context(device_);
   if (arena_bytes_) arena_ = be.allocate(ctx, arena_bytes_);
   std::set<Storage*> written;
-  for (size_t c = 0; c < calls.size(); ++c) {
-    if (!keep_[c]) continue;
+  for (Call* call : list_) {
     size_t k = 0;
-    calls[c]->visit([&](void*& p, bool, const View*) {
-      const BufferRef& r = calls[c]->refs.at(k++);
+    call->visit([&](void*& p, bool, const View*) {
+      const BufferRef& r = call->refs.at(k++);
       if (r.kind == BufferRef::External) {
         if (r.written) written.insert(trace_.externals[r.index].get());
         return;
@@ -154,8 +164,7 @@ void CompiledStep::compile() {
   written_.assign(written.begin(), written.end());
   // Uploaded bytes become device constants, so that a replay copies device to device.
   if (!device_.is_cpu())
-    for (size_t c = 0; c < calls.size(); ++c)
-      if (keep_[c]) calls[c]->make_device_constant(be, ctx, &constants_);
+    for (Call* call : list_) call->make_device_constant(be, ctx, &constants_);
   for (const auto& leaf : trace_.leaves) {
     auto impl = leaf.lock();
     if (!impl) continue;
@@ -166,8 +175,7 @@ void CompiledStep::compile() {
   if (!device_.is_cpu() && use_graph_)
     graph_ = cuda::graph_capture(device_.index, [&](void* stream) {
       const ExecContext gctx{device_, stream};
-      for (size_t c = 0; c < calls.size(); ++c)
-        if (keep_[c]) calls[c]->run(be, gctx);
+      for (Call* call : list_) call->run(be, gctx);
     });
 }
 
@@ -189,10 +197,9 @@ void CompiledStep::place_temporaries() {
   // Temporaries that a kept call uses, placed largest first at the lowest offset free for their
   // whole lifetime [born, died] (greedy by size, as in TFLite's and XLA's planners).
   std::vector<bool> used(allocs.size(), false);
-  for (size_t c = 0; c < trace_.calls.size(); ++c)
-    if (keep_[c])
-      for (const BufferRef& r : trace_.calls[c]->refs)
-        if (r.kind == BufferRef::Internal && allocs[r.index].died != Allocation::kAlive) used[r.index] = true;
+  for (const Call* call : list_)
+    for (const BufferRef& r : call->refs)
+      if (r.kind == BufferRef::Internal && allocs[r.index].died != Allocation::kAlive) used[r.index] = true;
   std::vector<size_t> by_birth;
   for (size_t a = 0; a < allocs.size(); ++a)
     if (used[a]) by_birth.push_back(a);
@@ -297,8 +304,7 @@ std::vector<Tensor> CompiledStep::replay(const std::vector<Tensor>& inputs) {
   if (graph_) {
     cuda::graph_launch(graph_, ctx.stream);
   } else {
-    for (size_t c = 0; c < trace_.calls.size(); ++c)
-      if (keep_[c]) trace_.calls[c]->run(be, ctx);
+    for (Call* call : list_) call->run(be, ctx);
   }
   for (Storage* s : written_) s->version++;
   for (const LeafGrad& lg : leaf_grads_)
@@ -311,21 +317,24 @@ std::vector<Tensor> CompiledStep::replay(const std::vector<Tensor>& inputs) {
 }
 
 void CompiledStep::fill_stats(PlanStats* s) const {
-  s->ops = 0;
+  s->ops = int64_t(list_.size());
   s->uploads = 0;
+  int64_t kept = 0;
   for (size_t c = 0; c < trace_.calls.size(); ++c) {
     if (!keep_[c]) continue;
-    s->ops++;
+    kept++;
     if (std::strcmp(trace_.calls[c]->name(), "upload") == 0) s->uploads++;
   }
-  s->ops_eliminated = int64_t(trace_.calls.size()) - s->ops;
+  s->ops_eliminated = int64_t(trace_.calls.size()) - kept;
+  s->fused_ops = fusion_.fused_calls;
+  s->fused_groups = fusion_.groups;
   s->arena_bytes = int64_t(arena_bytes_);
   s->eager_peak_bytes = int64_t(eager_peak_);
   s->kept_bytes = int64_t(kept_bytes_);
   s->cuda_graph = graph_ != nullptr;
 }
 
-std::string CompiledStep::label(size_t call, const BufferRef& r) const {
+std::string CompiledStep::label(const BufferRef& r) const {
   std::ostringstream os;
   if (r.kind == BufferRef::External) {
     os << "state" << r.index;
@@ -338,7 +347,6 @@ std::string CompiledStep::label(size_t call, const BufferRef& r) const {
   } else {
     os << "arena@" << place_[r.index] + r.offset;
   }
-  (void)call;
   return os.str();
 }
 
@@ -353,25 +361,27 @@ std::string CompiledStep::table() const {
   PlanStats s;
   fill_stats(&s);
   std::ostringstream os;
-  os << "plan on " << device_str(device_) << ": " << s.ops << " ops (" << s.ops_eliminated << " dead removed), "
-     << s.uploads << " constant uploads; arena " << arena_bytes_ << " bytes (the eager run's step allocations peaked at "
+  os << "plan on " << device_str(device_) << ": " << s.ops << " ops (" << s.ops_eliminated << " dead removed, "
+     << s.fused_ops << " fused into " << s.fused_groups << " kernels), " << s.uploads
+     << " constant uploads; arena " << arena_bytes_ << " bytes (the eager run's step allocations peaked at "
      << eager_peak_ << "), " << kept_bytes_ << " bytes kept after the step; CUDA graph: " << (graph_ ? "yes" : "no")
-     << "; fusion: none (each op its own kernel)\n";
+     << "\n";
   for (size_t c : trace_.unwritten_reads)
     os << "warning: call " << c << " (" << trace_.calls[c]->name() << " from " << trace_.calls[c]->api
        << ") reads step memory that no kernel wrote before it\n";
   os << "#     op                   fused  from C call                   buffers (w: written; arena@offset)\n";
-  size_t n = 0;
-  for (size_t c = 0; c < trace_.calls.size(); ++c) {
-    if (!keep_[c]) continue;
-    Call& call = *trace_.calls[c];
-    char head[128];
-    std::snprintf(head, sizeof head, "%-5zu %-20s %-6s %-29s ", n++, call.name(), "-", call.api.c_str());
+  int64_t group = 0;
+  for (size_t n = 0; n < list_.size(); ++n) {
+    Call& call = *list_[n];
+    const bool fused = std::strcmp(call.name(), "fused") == 0;
+    char head[160], tag[16] = "-";
+    if (fused) std::snprintf(tag, sizeof tag, "g%lld", (long long)group++);
+    std::snprintf(head, sizeof head, "%-5zu %-20s %-6s %-29s ", n, call.name(), tag, call.api.c_str());
     os << head;
     size_t k = 0;
-    const_cast<Call&>(call).visit([&](void*&, bool written, const View* v) {
+    call.visit([&](void*&, bool written, const View* v) {
       const BufferRef& r = call.refs[k++];
-      os << (k > 1 ? ", " : "") << (written ? "w:" : "") << label(c, r);
+      os << (k > 1 ? ", " : "") << (written ? "w:" : "") << label(r);
       if (v) os << " " << view_str(v);
     });
     os << " |" << call.scalars() << "\n";
@@ -384,19 +394,16 @@ std::string CompiledStep::dot() const {
   std::ostringstream os;
   os << "digraph plan {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n";
   std::map<std::pair<int, size_t>, size_t> last_writer;
-  size_t n = 0;
-  std::vector<size_t> id(trace_.calls.size());
-  for (size_t c = 0; c < trace_.calls.size(); ++c) {
-    if (!keep_[c]) continue;
-    id[c] = n++;
-    os << "  n" << id[c] << " [label=\"" << trace_.calls[c]->name() << "\\n" << trace_.calls[c]->api << "\"];\n";
+  for (size_t n = 0; n < list_.size(); ++n) {
+    const Call& call = *list_[n];
+    os << "  n" << n << " [label=\"" << call.name() << call.scalars() << "\\n" << call.api << "\"];\n";
     std::set<size_t> from;
-    for (const BufferRef& r : trace_.calls[c]->refs)
+    for (const BufferRef& r : call.refs)
       if (!r.written)
         if (auto it = last_writer.find({int(r.kind), r.index}); it != last_writer.end()) from.insert(it->second);
-    for (size_t f : from) os << "  n" << f << " -> n" << id[c] << ";\n";
-    for (const BufferRef& r : trace_.calls[c]->refs)
-      if (r.written) last_writer[{int(r.kind), r.index}] = id[c];
+    for (size_t f : from) os << "  n" << f << " -> n" << n << ";\n";
+    for (const BufferRef& r : call.refs)
+      if (r.written) last_writer[{int(r.kind), r.index}] = n;
   }
   os << "}\n";
   return os.str();
@@ -404,8 +411,8 @@ std::string CompiledStep::dot() const {
 
 // ---------------------------------------------------------------- Plan
 
-Plan::Plan(StepFn fn, size_t max_steps, bool cuda_graph)
-    : fn_(std::move(fn)), max_steps_(std::max<size_t>(max_steps, 1)), cuda_graph_(cuda_graph) {}
+Plan::Plan(StepFn fn, size_t max_steps, bool cuda_graph, bool fuse)
+    : fn_(std::move(fn)), max_steps_(std::max<size_t>(max_steps, 1)), cuda_graph_(cuda_graph), fuse_(fuse) {}
 Plan::~Plan() = default;
 
 static std::string signature(const std::vector<Tensor>& inputs) {
@@ -452,7 +459,7 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
     compiled--;
   }
   std::vector<Tensor> outputs;
-  e.step = std::make_unique<CompiledStep>(fn_, inputs, cuda_graph_ && !inputs[0].device().is_cpu(), &outputs);
+  e.step = std::make_unique<CompiledStep>(fn_, inputs, cuda_graph_ && !inputs[0].device().is_cpu(), fuse_, &outputs);
   stats_.captures++;
   last_ = e.step.get();
   return outputs;

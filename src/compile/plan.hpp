@@ -23,7 +23,7 @@ namespace nx::compile {
 struct PlanStats {
   int64_t eager_runs = 0, captures = 0, recaptures = 0, replays = 0;
   // Of the step compiled last:
-  int64_t ops = 0, ops_eliminated = 0, uploads = 0;
+  int64_t ops = 0, ops_eliminated = 0, uploads = 0, fused_ops = 0, fused_groups = 0;
   int64_t arena_bytes = 0, eager_peak_bytes = 0, kept_bytes = 0;
   bool cuda_graph = false;
 };
@@ -34,7 +34,7 @@ class CompiledStep;
 
 class Plan {
  public:
-  Plan(StepFn fn, size_t max_steps, bool cuda_graph);
+  Plan(StepFn fn, size_t max_steps, bool cuda_graph, bool fuse);
   ~Plan();
   // Runs the step on inputs (all on one device): eagerly, by capturing it, or by replaying.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
@@ -51,7 +51,7 @@ class Plan {
   };
   StepFn fn_;
   size_t max_steps_;
-  bool cuda_graph_;
+  bool cuda_graph_, fuse_;
   std::map<std::string, Entry> entries_;
   uint64_t clock_ = 0;
   PlanStats stats_;

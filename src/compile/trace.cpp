@@ -55,6 +55,23 @@ class KernelCall final : public Call {
     std::apply([&](auto&... a) { (backend.*fn_)(ctx, a...); }, args_);
   }
   void visit(const Visitor& f) override { visit_each(f, std::index_sequence_for<A...>{}); }
+  bool elementwise(ElementwiseCall* out) override {
+    using Args = std::tuple<std::decay_t<A>...>;
+    if constexpr (std::is_same_v<Args, std::tuple<UnaryOp, View, View, double, double>>) {
+      *out = ElementwiseCall{FusedInstr::Unary, int(std::get<0>(args_)), std::get<3>(args_), std::get<4>(args_),
+                             &std::get<1>(args_), {&std::get<2>(args_), nullptr}, 1};
+      return true;
+    } else if constexpr (std::is_same_v<Args, std::tuple<BinaryOp, View, View, View>>) {
+      *out = ElementwiseCall{FusedInstr::Binary, int(std::get<0>(args_)), 0, 0, &std::get<1>(args_),
+                             {&std::get<2>(args_), &std::get<3>(args_)}, 2};
+      return true;
+    } else if constexpr (std::is_same_v<Args, std::tuple<View, View>>) {
+      if (std::strcmp(name_, "copy") != 0) return false;
+      *out = ElementwiseCall{FusedInstr::Copy, 0, 0, 0, &std::get<0>(args_), {&std::get<1>(args_), nullptr}, 1};
+      return true;
+    }
+    return false;
+  }
   std::string scalars() const override {
     std::ostringstream os;
     std::apply([&](const auto&... a) { (print_scalar(os, a), ...); }, args_);

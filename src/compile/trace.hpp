@@ -14,8 +14,21 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "core/fused_program.hpp"
 
 namespace nx::compile {
+
+// An elementwise kernel call as fusion sees it (unary, binary or copy): its op, parameters and
+// views (pointing into the call, so that they follow its rewrites). refs[0] is dst's, then the
+// inputs' in order.
+struct ElementwiseCall {
+  int kind;  // FusedInstr::Kind
+  int op;
+  double p0 = 0, p1 = 0;
+  View* dst;
+  View* in[2];
+  int ninputs;
+};
 
 // Where a memory argument lies: in allocation `index` of the trace (Internal) or in external
 // buffer `index` (a storage that existed before the trace), `offset` bytes in.
@@ -37,6 +50,8 @@ class Call {
   virtual void visit(const Visitor& f) = 0;
   // Its number arguments ("op=3 rows=64 eps=1e-05"...), for the plan's table.
   virtual std::string scalars() const { return ""; }
+  // Fills *out and says true when the call is an elementwise unary, binary or copy kernel.
+  virtual bool elementwise(ElementwiseCall*) { return false; }
   // An upload of host bytes gives them a device copy (owned by the caller's list), so that a
   // replay, and a CUDA graph, copies device to device; other calls do nothing.
   virtual void make_device_constant(Backend&, const ExecContext&, std::vector<void*>*) {}

@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <functional>
 
+#include "core/fused_program.hpp"
+
 namespace nx::cuda {
 
 int device_count();  // 0 without CUDA support or without a GPU
@@ -30,6 +32,8 @@ void empty_cache(int device);
 void* graph_capture(int device, const std::function<void(void* stream)>& record);
 void graph_launch(void* graph, void* stream);
 void graph_destroy(void* graph);
+// Runs a fused elementwise chain (core/fused_program.hpp) on device's stream (elementwise.cu).
+void fused_elementwise(int device, void* stream, const FusedProgram& program);
 void set_tf32(bool enabled);
 bool tf32_enabled();
 

@@ -24,6 +24,7 @@ void empty_cache(int device) { unavailable(device); }
 void* graph_capture(int device, const std::function<void(void*)>&) { unavailable(device); }
 void graph_launch(void*, void*) { unavailable(0); }
 void graph_destroy(void*) {}
+void fused_elementwise(int device, void*, const FusedProgram&) { unavailable(device); }
 static bool g_tf32 = false;
 void set_tf32(bool enabled) { g_tf32 = enabled; }
 bool tf32_enabled() { return g_tf32; }

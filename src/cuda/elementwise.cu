@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/int_math.hpp"
+#include "core/cuda_iface.hpp"
 #include "cuda/kernels.cuh"
 
 namespace nx::cuda {
@@ -433,6 +434,60 @@ template <> struct Bits<2> { using type = uint16_t; };
 template <> struct Bits<4> { using type = uint32_t; };
 template <> struct Bits<8> { using type = uint64_t; };
 
+// A fused chain (core/fused_program.hpp): per element, the instructions in f32 registers, each
+// the unfused kernel's own function, rounded to its output's dtype as a store and reload would.
+__device__ __forceinline__ float round_to(DType dt, float v) {
+  switch (dt) {
+    case DType::F16: return widen(narrow<Half>(v));
+    case DType::BF16: return widen(narrow<BFloat16>(v));
+    default: return v;
+  }
+}
+__device__ __forceinline__ void store_as(void* p, int64_t i, DType dt, float v) {
+  switch (dt) {
+    case DType::F32: static_cast<float*>(p)[i] = v; break;
+    case DType::F16: static_cast<Half*>(p)[i] = narrow<Half>(v); break;
+    default: static_cast<BFloat16*>(p)[i] = narrow<BFloat16>(v); break;
+  }
+}
+__device__ __forceinline__ int64_t offset_of(const int64_t* strides, const int64_t* index, int rank) {
+  int64_t off = 0;
+  for (int d = 0; d < rank; ++d) off += index[d] * strides[d];
+  return off;
+}
+
+template <bool kContiguous>
+__global__ void fused_kernel(const __grid_constant__ FusedProgram p) {
+  GRID_STRIDE(e, p.numel) {
+    int64_t index[kFuseMaxRank];
+    if (!kContiguous) {
+      int64_t rem = e;
+      for (int d = p.rank - 1; d >= 0; --d) {
+        index[d] = rem % p.shape[d];
+        rem /= p.shape[d];
+      }
+    }
+    float reg[kFuseMaxInstrs] = {};
+    auto operand = [&](int8_t x) -> float {
+      if (x >= 0) return reg[x];
+      const FusedOperand& in = p.inputs[-x - 1];
+      return load_as<float>(in.data, kContiguous ? e : offset_of(in.strides, index, p.rank), in.dtype);
+    };
+    for (int k = 0; k < p.ninstrs; ++k) {
+      const FusedInstr& ins = p.instrs[k];
+      float v;
+      if (ins.kind == FusedInstr::Unary) v = unary_op<float>(UnaryOp(ins.op), operand(ins.a), ins.p0, ins.p1);
+      else if (ins.kind == FusedInstr::Binary) v = binary_op<float>(BinaryOp(ins.op), operand(ins.a), operand(ins.b));
+      else v = operand(ins.a);
+      reg[k] = round_to(ins.dtype, v);
+    }
+    for (int o = 0; o < p.noutputs; ++o) {
+      const FusedOperand& out = p.outputs[o];
+      store_as(out.data, kContiguous ? e : offset_of(out.strides, index, p.rank), out.dtype, reg[p.output_reg[o]]);
+    }
+  }
+}
+
 }  // namespace
 
 void launch_copy(const ExecContext& ctx, const View& dst, const View& src) {
@@ -603,6 +658,15 @@ void launch_where(const ExecContext& ctx, const View& dst, const View& cond, con
     where_kernel<B><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<B*>(dst.data), static_cast<const bool*>(cond.data),
         static_cast<const B*>(a.data), static_cast<const B*>(b.data), g, n);
   });
+  NX_CUDA_LAUNCH_CHECK();
+}
+
+void fused_elementwise(int device, void* stream, const FusedProgram& program) {
+  if (!program.numel) return;
+  NX_CUDA_CHECK(cudaSetDevice(device));
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (program.contiguous) fused_kernel<true><<<blocks_for(program.numel), kThreads, 0, s>>>(program);
+  else fused_kernel<false><<<blocks_for(program.numel), kThreads, 0, s>>>(program);
   NX_CUDA_LAUNCH_CHECK();
 }
 

@@ -155,6 +155,8 @@ static nx_plan make_plan(Gpt* g) {
   nx_plan_options o = NX_PLAN_OPTIONS_DEFAULT;
   const char* graph = getenv("NEXUS_TEST_PLAN_GRAPH"); /* 0: replay a GPU plan as its kernel list */
   if (graph && !strcmp(graph, "0")) o.cuda_graph = false;
+  const char* fuse = getenv("NEXUS_TEST_PLAN_FUSE"); /* 0: no elementwise fusion */
+  if (fuse && !strcmp(fuse, "0")) o.fuse = false;
   NX_OK_(nx_plan_create(&plan, gpt_step, g, 1, &o));
   return plan;
 }
@@ -206,6 +208,10 @@ static void test_replay_equals_eager_bit_for_bit(void** state) {
   assert_true(st.arena_bytes > 0);
   /* the greedy placement may lose a little to fragmentation against the eager peak */
   assert_true(st.arena_bytes <= st.eager_peak_bytes + st.eager_peak_bytes / 10);
+  if (test_device().type == NX_CUDA && !getenv("NEXUS_TEST_PLAN_FUSE")) { /* bit for bit with fusion on */
+    assert_true(st.fused_groups > 10);
+    assert_true(st.fused_ops >= 2 * st.fused_groups);
+  }
   nx_plan_free(plan);
   gpt_free(&eager);
   gpt_free(&compiled);
@@ -277,7 +283,7 @@ static void test_max_plans_bounds_the_cache(void** state) {
   Gpt g;
   gpt_init(&g, test_device());
   nx_plan plan = NULL;
-  const nx_plan_options one = {sizeof one, 1, true};
+  const nx_plan_options one = {sizeof one, 1, true, true};
   NX_OK_(nx_plan_create(&plan, gpt_step, &g, 1, &one));
   for (int64_t s = 0; s < 2; ++s) run_step(&g, plan, 2, s, 20);
   for (int64_t s = 2; s < 4; ++s) run_step(&g, plan, 3, s, 20);
@@ -325,7 +331,7 @@ static void test_misuse(void** state) {
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_plan_create(&plan, NULL, NULL, 1, NULL), "nx_plan_create", "fn is NULL");
   assert_null(plan);
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_plan_create(&plan, gpt_step, NULL, 0, NULL), "noutputs");
-  const nx_plan_options zero = {sizeof zero, 0, true};
+  const nx_plan_options zero = {sizeof zero, 0, true, true};
   EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_plan_create(&plan, gpt_step, NULL, 1, &zero), "max_plans", "0");
   NX_OK_(nx_plan_create(&plan, failing_step, NULL, 1, NULL));
   nx_tensor out = SENTINEL;

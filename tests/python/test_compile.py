@@ -79,7 +79,7 @@ def test_compiled_training_equals_eager_bit_for_bit():
     assert (s["eager_runs"], s["captures"], s["recaptures"], s["replays"]) == (1, 1, 0, STEPS - 2)
     assert s["ops"] > 0 and s["arena_bytes"] >= 0 and s["cuda_graph"] is False
     assert set(s) == {"eager_runs", "captures", "recaptures", "replays", "ops", "ops_eliminated", "uploads",
-                      "arena_bytes", "eager_peak_bytes", "kept_bytes", "cuda_graph"}
+                      "arena_bytes", "eager_peak_bytes", "kept_bytes", "cuda_graph", "fused_ops", "fused_groups"}
 
 
 def test_table_and_dot_describe_the_compiled_step():

@@ -1,0 +1,220 @@
+#include "compile/fuse.hpp"
+
+#include <map>
+#include <sstream>
+
+#include "core/cuda_iface.hpp"
+
+namespace nx::compile {
+namespace {
+
+bool f32_family(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
+
+bool same_view(const View& a, const View& b) {
+  return a.data == b.data && a.shape == b.shape && a.strides == b.strides && a.dtype == b.dtype;
+}
+
+using BufferId = std::pair<int, size_t>;
+BufferId id_of(const BufferRef& r) { return {int(r.kind), r.index}; }
+
+// A run of calls fused into one kernel. Its memory arguments are the distinct input views (read)
+// and the stored outputs (written), visited in that order.
+class FusedCall final : public Call {
+ public:
+  const char* name() const override { return "fused"; }
+  void run(Backend&, const ExecContext& ctx) override {
+    FusedProgram p = program_;
+    for (int k = 0; k < p.ninputs; ++k) p.inputs[k].data = inputs_[size_t(k)].data;
+    for (int k = 0; k < p.noutputs; ++k) p.outputs[k].data = outputs_[size_t(k)].data;
+    cuda::fused_elementwise(ctx.device.index, ctx.stream, p);
+  }
+  void visit(const Visitor& f) override {
+    for (View& v : inputs_) f(v.data, false, &v);
+    for (View& v : outputs_) f(v.data, true, &v);
+  }
+  std::string scalars() const override { return " [" + ops_ + "]"; }
+
+  FusedProgram program_;
+  std::vector<View> inputs_, outputs_;
+  std::string ops_;
+};
+
+struct Member {
+  Call* call;
+  ElementwiseCall ew;
+};
+
+bool fusible(Call* c, ElementwiseCall* ew) {
+  if (!c->elementwise(ew) || ew->dst->numel() == 0 || ew->dst->shape.size() > size_t(kFuseMaxRank)) return false;
+  if (!f32_family(ew->dst->dtype)) return false;
+  for (int k = 0; k < ew->ninputs; ++k)
+    if (!f32_family(ew->in[k]->dtype) || ew->in[k]->shape != ew->dst->shape) return false;
+  if (ew->kind == FusedInstr::Binary && is_comparison(BinaryOp(ew->op))) return false;
+  return c->refs.size() == size_t(1 + ew->ninputs);
+}
+
+class Fuser {
+ public:
+  Fuser(const Trace& trace, const std::vector<Call*>& list) : trace_(trace), list_(list) {
+    // Where each buffer is read, by list position: an intermediate is dropped only when every
+    // read of it is inside its own group.
+    for (size_t i = 0; i < list.size(); ++i)
+      for (const BufferRef& r : list[i]->refs)
+        if (!r.written) readers_[id_of(r)].push_back(i);
+  }
+
+  FusionResult run() {
+    for (size_t i = 0; i < list_.size(); ++i) {
+      Member m{list_[i], {}};
+      const bool ok = fusible(m.call, &m.ew);
+      if (ok && !group_.empty() && joins(m)) {
+        group_.push_back(m);
+        positions_.push_back(i);
+        continue;
+      }
+      flush();
+      if (ok) {
+        group_.push_back(m);
+        positions_.push_back(i);
+      } else {
+        out_.list.push_back(list_[i]);
+      }
+    }
+    flush();
+    return std::move(out_);
+  }
+
+ private:
+  // Whether m can join the group: same shape, its inputs either a member's exact output or
+  // memory the group does not write, and its output memory untouched by the group (or read by
+  // it through the very same view, element by element).
+  bool joins(const Member& m) const {
+    if (group_.size() >= size_t(kFuseMaxInstrs) || m.ew.dst->shape != group_[0].ew.dst->shape) return false;
+    const BufferId dst = id_of(m.call->refs[0]);
+    for (const Member& g : group_) {
+      if (id_of(g.call->refs[0]) == dst) return false;  // written twice
+      for (int k = 0; k < g.ew.ninputs; ++k)
+        if (id_of(g.call->refs[size_t(1 + k)]) == dst && !same_view(*g.ew.in[k], *m.ew.dst)) return false;
+    }
+    for (int k = 0; k < m.ew.ninputs; ++k) {
+      const BufferId in = id_of(m.call->refs[size_t(1 + k)]);
+      for (const Member& g : group_)
+        if (id_of(g.call->refs[0]) == in && !same_view(*g.ew.dst, *m.ew.in[k])) return false;
+    }
+    return true;
+  }
+
+  void emit_unfused() {
+    for (const Member& g : group_) out_.list.push_back(g.call);
+  }
+
+  void flush() {
+    if (group_.size() >= 2) build();
+    else emit_unfused();
+    group_.clear();
+    positions_.clear();
+  }
+
+  void build() {
+    auto fc = std::make_unique<FusedCall>();
+    FusedProgram& p = fc->program_;
+    const View& shape_view = *group_[0].ew.dst;
+    p.rank = int(shape_view.shape.size());
+    p.numel = shape_view.numel();
+    for (int d = 0; d < p.rank; ++d) p.shape[d] = shape_view.shape[size_t(d)];
+    std::ostringstream ops;
+    std::vector<BufferRef> in_refs;
+    bool contiguous = true;
+    auto contiguous_view = [&](const View& v) {
+      int64_t expect = 1;
+      for (int d = p.rank - 1; d >= 0; --d) {
+        if (v.shape[size_t(d)] != 1 && v.strides[size_t(d)] != expect) return false;
+        expect *= v.shape[size_t(d)];
+      }
+      return true;
+    };
+    // The latest member that wrote this buffer through this view gives a register; else a load
+    // (addresses alone can repeat: a freed buffer's address is reused within a step).
+    auto operand_of = [&](const View& v, const BufferRef& r, size_t member) -> int {
+      for (size_t g = member; g-- > 0;)
+        if (id_of(group_[g].call->refs[0]) == id_of(r) && same_view(*group_[g].ew.dst, v)) return int(g);
+      for (size_t k = 0; k < fc->inputs_.size(); ++k)
+        if (id_of(in_refs[k]) == id_of(r) && same_view(fc->inputs_[k], v)) return -int(k) - 1;
+      if (fc->inputs_.size() >= size_t(kFuseMaxInputs)) return kFuseMaxInputs;  // too many: not fused
+      fc->inputs_.push_back(v);
+      in_refs.push_back(r);
+      contiguous = contiguous && contiguous_view(v);
+      return -int(fc->inputs_.size());
+    };
+    for (size_t g = 0; g < group_.size(); ++g) {
+      const ElementwiseCall& ew = group_[g].ew;
+      FusedInstr& ins = p.instrs[g];
+      ins.kind = FusedInstr::Kind(ew.kind);
+      ins.op = int16_t(ew.op);
+      ins.dtype = ew.dst->dtype;
+      ins.p0 = float(ew.p0);
+      ins.p1 = float(ew.p1);
+      int ops_in[2] = {0, 0};
+      for (int k = 0; k < ew.ninputs; ++k) {
+        ops_in[k] = operand_of(*ew.in[k], group_[g].call->refs[size_t(1 + k)], g);
+        if (ops_in[k] == kFuseMaxInputs) return emit_unfused();
+      }
+      ins.a = int8_t(ops_in[0]);
+      ins.b = int8_t(ops_in[1]);
+      ops << (g ? "," : "") << group_[g].call->name();
+      if (ew.kind == FusedInstr::Unary) ops << ":" << op_name(UnaryOp(ew.op));
+      if (ew.kind == FusedInstr::Binary) ops << ":" << op_name(BinaryOp(ew.op));
+    }
+    p.ninstrs = int(group_.size());
+    p.ninputs = int(fc->inputs_.size());
+    // Outputs: every member's result that is read outside the group, or outlives the step.
+    std::vector<BufferRef> out_refs;
+    for (size_t g = 0; g < group_.size(); ++g) {
+      const BufferRef& r = group_[g].call->refs[0];
+      bool needed = r.kind == BufferRef::External || trace_.allocations[r.index].died == Allocation::kAlive;
+      auto it = readers_.find(id_of(r));
+      if (it != readers_.end())
+        for (size_t pos : it->second)
+          needed = needed || pos < positions_.front() || pos > positions_.back();
+      if (!needed) continue;
+      if (fc->outputs_.size() >= size_t(kFuseMaxOutputs)) return emit_unfused();
+      p.output_reg[fc->outputs_.size()] = int8_t(g);
+      fc->outputs_.push_back(*group_[g].ew.dst);
+      out_refs.push_back(r);
+      contiguous = contiguous && contiguous_view(*group_[g].ew.dst);
+    }
+    p.noutputs = int(fc->outputs_.size());
+    p.contiguous = contiguous;
+    for (int k = 0; k < p.ninputs; ++k) {
+      p.inputs[k].dtype = fc->inputs_[size_t(k)].dtype;
+      for (int d = 0; d < p.rank; ++d) p.inputs[k].strides[d] = fc->inputs_[size_t(k)].strides[size_t(d)];
+    }
+    for (int k = 0; k < p.noutputs; ++k) {
+      p.outputs[k].dtype = fc->outputs_[size_t(k)].dtype;
+      for (int d = 0; d < p.rank; ++d) p.outputs[k].strides[d] = fc->outputs_[size_t(k)].strides[size_t(d)];
+    }
+    fc->refs = in_refs;
+    fc->refs.insert(fc->refs.end(), out_refs.begin(), out_refs.end());
+    for (BufferRef& r : fc->refs) r.written = false;
+    for (size_t k = in_refs.size(); k < fc->refs.size(); ++k) fc->refs[k].written = true;
+    fc->api = group_[0].call->api;
+    fc->ops_ = ops.str();
+    out_.fused_calls += int64_t(group_.size());
+    out_.groups++;
+    out_.list.push_back(fc.get());
+    out_.owned.push_back(std::move(fc));
+  }
+
+  const Trace& trace_;
+  const std::vector<Call*>& list_;
+  std::map<BufferId, std::vector<size_t>> readers_;
+  std::vector<Member> group_;
+  std::vector<size_t> positions_;
+  FusionResult out_;
+};
+
+}  // namespace
+
+FusionResult fuse_elementwise(const Trace& trace, const std::vector<Call*>& list) { return Fuser(trace, list).run(); }
+
+}  // namespace nx::compile

@@ -1,0 +1,22 @@
+// Elementwise fusion of a compiled step's kernel list (docs/compiler.md, "Fusion"): runs of
+// consecutive unary / binary / copy calls over one shape become one FusedCall, whose kernel
+// (cuda::fused_elementwise) keeps the intermediates in registers; an intermediate that nothing
+// outside the run reads is never stored, and its buffer drops out of the arena.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "compile/trace.hpp"
+
+namespace nx::compile {
+
+struct FusionResult {
+  std::vector<Call*> list;                    // the new kernel list
+  std::vector<std::unique_ptr<Call>> owned;   // its fused calls
+  int64_t fused_calls = 0, groups = 0;        // calls folded into groups, and the groups
+};
+
+// list: the kept calls of trace, in order. Only f32-family floating tensors on a GPU are fused.
+FusionResult fuse_elementwise(const Trace& trace, const std::vector<Call*>& list);
+
+}  // namespace nx::compile
