@@ -44,8 +44,16 @@ struct Member {
   ElementwiseCall ew;
 };
 
+// Above this many elements the unfused kernels (16-byte vector loads) beat the interpreter's
+// scalar loop; below it a step is launch-bound and fusion wins. Measured on the H200 (session 7,
+// docs/benchmarks.md): fusing every size made the GPT-2 124M bf16 step 0.81x its unfused replay,
+// while the 6 x 256 model (1M-element activations) gained.
+constexpr int64_t kFuseMaxNumel = int64_t(1) << 20;
+
 bool fusible(Call* c, ElementwiseCall* ew) {
-  if (!c->elementwise(ew) || ew->dst->numel() == 0 || ew->dst->shape.size() > size_t(kFuseMaxRank)) return false;
+  if (!c->elementwise(ew) || ew->dst->numel() == 0 || ew->dst->numel() > kFuseMaxNumel ||
+      ew->dst->shape.size() > size_t(kFuseMaxRank))
+    return false;
   if (!f32_family(ew->dst->dtype)) return false;
   for (int k = 0; k < ew->ninputs; ++k)
     if (!f32_family(ew->in[k]->dtype) || ew->in[k]->shape != ew->dst->shape) return false;
