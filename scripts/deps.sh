@@ -6,7 +6,8 @@ packages=(build-essential cmake pkg-config ccache libcmocka-dev libgtest-dev
           dataset-fashion-mnist default-jdk-headless
           abigail-tools  # abidw/abidiff: the ABI check against abi/nexus.abi
           libdlpack-dev  # DLPack's own dlpack.h: tests/capi/test_dlpack*.c compare nexus.h's nx_dl_* layouts with it
-          libopenblas0-pthread)  # the BLAS peer of bench/cpu_bench.py (NumPy and torch use it)
+          libopenblas0-pthread  # the BLAS peer of bench/cpu_bench.py (NumPy and torch use it)
+          clang libclang-rt-14-dev libomp-14-dev)  # CI's sanitizer build: ASan/UBSan, libFuzzer, OpenMP
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

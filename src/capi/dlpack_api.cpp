@@ -170,6 +170,11 @@ void import_tensor(nx_tensor* out, M* managed) {
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": data ", dl.data, " + byte_offset ", dl.byte_offset, " + ",
          extent_bytes, " bytes of extent wraps around the address space");
   void* first = n > 0 ? static_cast<char*>(dl.data) + dl.byte_offset : dl.data;
+  // Kernels load whole elements: a misaligned first element would be undefined behaviour (and a
+  // fault on a GPU), so it is refused, as DLPack requires alignment to the element type.
+  if (n > 0 && reinterpret_cast<uintptr_t>(first) % esize != 0)
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": data ", dl.data, " + byte_offset ", dl.byte_offset,
+         " is not aligned to the ", esize, "-byte element of ", dtype_name(dt));
   const size_t extent = size_t(extent_bytes);
 
   // A Storage that does not own its memory (see the comment at the top of this file). The

@@ -38,7 +38,7 @@ void check_fill_value(double v, DType dt) {
          " without overflow");
 }
 
-nx_status make_tensor(const char* api, nx_tensor* out, const int64_t* shape, size_t ndim, nx_dtype dtype,
+nx_status make_tensor(const char* api, nx_tensor* out, const int64_t* shape, size_t ndim, const nx_dtype& dtype,
                       nx_device device, nx_stream stream, Maker maker) {
   clear_out(out);
   return guard(api, [&] {

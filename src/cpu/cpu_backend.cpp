@@ -92,7 +92,10 @@ void store_tile(const View& v, int64_t off, const C* buf, int64_t n) {
 class CpuBackend final : public Backend {
  public:
   void* allocate(const ExecContext&, size_t nbytes) override {
-    // 64-byte alignment for vector loads; never a null pointer, even for empty tensors.
+    // 64-byte alignment for vector loads; never a null pointer, even for empty tensors. A size
+    // within 63 bytes of SIZE_MAX would wrap to 0 when rounded (found by tests/fuzz/fuzz_capi).
+    if (nbytes > SIZE_MAX - 63)
+      fail(NX_ERR_OUT_OF_MEMORY, current_api(), ": cannot allocate ", nbytes, " bytes on the CPU");
     size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded);
     if (!p) fail(NX_ERR_OUT_OF_MEMORY, current_api(), ": cannot allocate ", nbytes, " bytes on the CPU");
@@ -406,6 +409,7 @@ class CpuBackend final : public Backend {
     dispatch_dtype(dst.dtype, [&](auto tag) {
       using T = decltype(tag);
       constexpr bool half = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+      const T* src_base = static_cast<const T*>(src.data);  // a local: clang's OpenMP lambdas cannot see parameters
 #pragma omp parallel if (outer * nidx * inner >= kParallelGrain)
       {
         std::vector<float> acc(half ? size_t(inner) : 0);  // one destination row in f32
@@ -415,7 +419,7 @@ class CpuBackend final : public Backend {
             const int64_t first = groups[size_t(g)], last = groups[size_t(g + 1)];
             T* d = static_cast<T*>(dst.data) + (o * n + index_at(index, order[size_t(first)])) * inner;
             auto src_row = [&](int64_t k) {
-              return static_cast<const T*>(src.data) + (o * nidx + order[size_t(k)]) * inner;
+              return src_base + (o * nidx + order[size_t(k)]) * inner;
             };
             if constexpr (half) {
               for (int64_t i = 0; i < inner; ++i) acc[size_t(i)] = convert<float>(d[i]);

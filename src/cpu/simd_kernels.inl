@@ -35,6 +35,7 @@ inline float exp_f32(float x) {
   // are flushed to 0.
   const float hi = 88.7228317f, lo = -87.3365f;
   float xc = vmin(vmax(x, lo), hi);
+  xc = xc != xc ? 0.f : xc;  // NaN (returned below) must not reach the float-to-int conversion
   // round to nearest by the 1.5 * 2^23 trick: plain arithmetic, so the loop vectorizes (a call
   // to nearbyintf would not)
   float k = (xc * 1.44269504088896341f + 12582912.f) - 12582912.f;

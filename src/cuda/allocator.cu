@@ -19,6 +19,8 @@ constexpr size_t kLargeRound = size_t(2) << 20; // above: 2 MiB multiples
 
 size_t round_size(size_t n) {
   if (n == 0) n = 1;
+  if (n > SIZE_MAX - kLargeRound)  // rounding up would wrap to a tiny block
+    fail(NX_ERR_OUT_OF_MEMORY, current_api(), ": cannot allocate ", n, " bytes on a GPU");
   if (n < kSmall) return (n + 511) / 512 * 512;
   return (n + kLargeRound - 1) / kLargeRound * kLargeRound;
 }

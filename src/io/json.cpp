@@ -220,7 +220,7 @@ struct Parser {
         do {
           std::string k = str();
           expect(':', "':'");
-          v.object.emplace_back(std::move(k), value());
+          v.object.push_back(Value::Member{std::move(k), value()});
         } while (eat(','));
         expect('}', "',' or '}'");
       }

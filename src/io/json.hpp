@@ -23,7 +23,14 @@ struct Value {
   uint64_t unsigned_integer = 0;
   std::string string;
   std::vector<Value> array;
-  std::vector<std::pair<std::string, Value>> object;  // file order kept
+  // Members in file order. A struct of its own rather than std::pair<std::string, Value>: a pair
+  // of a still incomplete Value is refused by libstdc++'s checks under clang.
+  struct Member;
+  std::vector<Member> object;
+};
+struct Value::Member {
+  std::string first;
+  Value second;
 };
 
 struct ParseOptions {

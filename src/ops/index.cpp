@@ -77,6 +77,7 @@ Tensor index_select(const Tensor& x, int64_t axis, const Tensor& index) {
 
 Tensor index_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) {
   check_same_device(base, src, "base", "src");
+  if (base.dim() == 0) fail(NX_ERR_SHAPE, current_api(), ": cannot index a scalar");
   int64_t a = wrap_axis(axis, base.dim());
   check_index_range(index, base.shape()[size_t(a)], "axis");
   Shape expect = base.shape();
@@ -97,6 +98,7 @@ Tensor index_add(const Tensor& base, int64_t axis, const Tensor& index, const Te
 
 Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
   check_same_device(x, index, "x", "index");
+  if (x.dim() == 0) fail(NX_ERR_SHAPE, current_api(), ": cannot gather from a scalar (found by tests/fuzz/fuzz_capi)");
   int64_t a = wrap_axis(axis, x.dim());
   if (index.dim() != x.dim())
     fail(NX_ERR_SHAPE, current_api(), ": index must have the rank of x (", x.dim(), "), got shape ", shape_str(index.shape()));
@@ -118,6 +120,7 @@ Tensor gather(const Tensor& x, int64_t axis, const Tensor& index) {
 
 Tensor scatter_add(const Tensor& base, int64_t axis, const Tensor& index, const Tensor& src) {
   check_same_device(base, src, "base", "src");
+  if (base.dim() == 0) fail(NX_ERR_SHAPE, current_api(), ": cannot scatter into a scalar");
   int64_t a = wrap_axis(axis, base.dim());
   if (src.shape() != index.shape() || src.dtype() != base.dtype())
     fail(NX_ERR_SHAPE, current_api(), ": src must have index's shape ", shape_str(index.shape()), " and base's dtype");

@@ -94,6 +94,25 @@ static nx_dl_managed_tensor_versioned foreign_versioned(double* data, int64_t* s
   return m;
 }
 
+/* A first element not aligned to its type (data + byte_offset): kernels would load it misaligned,
+ * undefined behaviour that clang's UBSan reported under tests/fuzz/fuzz_dlpack. Refused. */
+static void test_import_refuses_misaligned_data(void** state) {
+  (void)state;
+  double data[5] = {1, 2, 3, 4, 5};
+  int64_t shape[1] = {4};
+  nx_dl_managed_tensor_versioned m = foreign_versioned(data, shape, NX_DL_MAJOR_VERSION, 0);
+  m.dl_tensor.byte_offset = 4;
+  g_deleted = 0;
+  nx_tensor t = SENTINEL;
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_tensor_from_dlpack_versioned(&t, &m), "not aligned", "8-byte");
+  assert_null(t);
+  assert_int_equal(g_deleted, 0);
+  m.dl_tensor.byte_offset = 8; /* aligned: accepted */
+  NX_OK_(nx_tensor_from_dlpack_versioned(&t, &m));
+  nx_tensor_free(t);
+  assert_int_equal(g_deleted, 1);
+}
+
 static void test_versioned_import_refuses_read_only_and_other_majors(void** state) {
   (void)state;
   double data[4] = {1, 2, 3, 4};
@@ -134,7 +153,7 @@ int main(void) {
       NX_TEST(test_dlpack_h_structs_cross_with_a_cast),
       NX_TEST(test_legacy_round_trip_shares_memory),
       NX_TEST(test_versioned_round_trip_shares_memory),
-      NX_TEST(test_versioned_import_refuses_read_only_and_other_majors),
+      NX_TEST(test_versioned_import_refuses_read_only_and_other_majors), NX_TEST(test_import_refuses_misaligned_data),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

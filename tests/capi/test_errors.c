@@ -243,6 +243,20 @@ static void test_negative_dimensions(void** state) {
 
 /* Shapes whose element count or byte count does not fit: an error, never a wrapped-around
  * small allocation that kernels then overrun. */
+/* Found by the fuzzers (tests/fuzz): gather on a 0-d tensor read its empty shape vector (index_add
+ * and scatter_add, its relatives inside autodiff, refuse scalars the same way). */
+static void test_index_ops_refuse_scalars(void** state) {
+  (void)state;
+  nx_tensor x = NULL, idx = NULL, out;
+  const double v = 2.0;
+  const int64_t zero = 0;
+  NX_OK_(nx_tensor_from_data(&x, &v, NULL, 0, NX_F64, CPU, NULL));
+  NX_OK_(nx_tensor_from_data(&idx, &zero, NULL, 0, NX_I64, CPU, NULL));
+  EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_gather(&out, x, idx, 0, NULL), "nx_gather", "scalar");
+  nx_tensor_free(x);
+  nx_tensor_free(idx);
+}
+
 static void test_huge_shapes(void** state) {
   (void)state;
   const int64_t s62[1] = {(int64_t)1 << 62}, s40[2] = {(int64_t)1 << 40, (int64_t)1 << 40};
@@ -253,6 +267,11 @@ static void test_huge_shapes(void** state) {
                  "[4611686018427387904]", "f64");
   EXPECT_ERR_OUT(NX_ERR_OUT_OF_MEMORY, out, nx_tensor_full(&out, s62, 1, 1.0, NX_I32, CPU, NULL), "nx_tensor_full",
                  "[4611686018427387904]");
+  /* INT64_MAX bf16 elements: 2^64 - 2 bytes, which the CPU allocator's rounding to 64 bytes
+   * wrapped to 0, so a kernel wrote past a 64-byte block (found by tests/fuzz/fuzz_capi) */
+  const int64_t smax[1] = {INT64_MAX};
+  EXPECT_ERR_OUT(NX_ERR_OUT_OF_MEMORY, out, nx_tensor_randn(&out, smax, 1, NX_BF16, CPU, NULL), "nx_tensor_randn",
+                 "cannot allocate");
   /* 2^80 elements: more than an int64 counts */
   EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_tensor_zeros(&out, s40, 2, NX_F32, CPU, NULL), "nx_tensor_zeros",
                  "[1099511627776,1099511627776]");
@@ -527,7 +546,7 @@ int main(void) {
       NX_TEST(test_creation_dtypes),
       NX_TEST(test_invalid_dtype_and_device_values),
       NX_TEST(test_negative_dimensions),
-      NX_TEST(test_huge_shapes),
+      NX_TEST(test_huge_shapes), NX_TEST(test_index_ops_refuse_scalars),
       NX_TEST(test_bad_values),
       NX_TEST(test_fused_null_arguments),
       NX_TEST(test_other_objects),

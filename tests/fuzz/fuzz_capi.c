@@ -1,0 +1,176 @@
+/* libFuzzer: the C API as a hostile host drives it. The input is a program: each instruction
+ * byte picks a call (creation, views, elementwise, reductions, matmul, indexing, norms, losses,
+ * casts, backward, frees), the following bytes its arguments: handles from a pool of eight slots
+ * (live, NULL, freed or stale ones among them), random shapes, dtypes, axes and scalars. Any
+ * status is fine; a crash, a sanitizer report, a NULL handle with NX_OK, a non-NULL one with an
+ * error, or a leaked handle at the end is a finding. CPU only. */
+#include "fuzz_util.h"
+
+enum { kSlots = 8 };
+
+typedef struct {
+  nx_tensor slot[kSlots];
+  nx_tensor stale[kSlots]; /* freed handles, kept to be passed again */
+  FuzzIn in;
+} Machine;
+
+static const nx_dtype kDtypes[] = {NX_F32, NX_F64, NX_F16, NX_BF16, NX_I32, NX_I64, NX_BOOL};
+
+static nx_dtype dtype_of(Machine* m) {
+  const uint8_t b = fuzz_u8(&m->in);
+  return b < 250 ? kDtypes[b % 7] : (nx_dtype)(b - 200); /* now and then an invalid one */
+}
+static nx_tensor handle_of(Machine* m) {
+  const uint8_t b = fuzz_u8(&m->in);
+  if (b < 200) return m->slot[b % kSlots];
+  if (b < 230) return m->stale[b % kSlots];
+  if (b < 250) return NULL;
+  return (nx_tensor)(uintptr_t)fuzz_u64(&m->in); /* a forged handle */
+}
+static int64_t axis_of(Machine* m) {
+  const uint8_t b = fuzz_u8(&m->in);
+  return b < 240 ? (int64_t)(b % 9) - 4 : (int64_t)fuzz_u64(&m->in);
+}
+static size_t shape_of(Machine* m, int64_t* shape) {
+  const uint8_t r = fuzz_u8(&m->in);
+  const size_t rank = r < 250 ? r % 5 : 5;
+  for (size_t d = 0; d < rank; ++d) {
+    const uint8_t b = fuzz_u8(&m->in);
+    /* small sizes, now and then a negative one or one no allocation can serve (2^62, 2^63 - 1):
+     * sizes a machine could allocate would only test the machine */
+    static const int64_t kHuge[] = {-1, -5, INT64_C(1) << 62, INT64_MAX, INT64_MIN, INT64_C(1) << 40};
+    shape[d] = b < 245 ? b % 6 : kHuge[b % 6];
+  }
+  return rank;
+}
+static double scalar_of(Machine* m) {
+  const uint8_t b = fuzz_u8(&m->in);
+  static const double kSpecial[] = {0.0, 1.0, -1.0, 0.5, 1e-5, 1e30, -1e30, 65504.0};
+  if (b < 8) return kSpecial[b];
+  if (b < 16) return b == 8 ? __builtin_nan("") : (b == 9 ? __builtin_inf() : -__builtin_inf());
+  return (double)(int8_t)b / 16.0;
+}
+
+/* Stores a result in a slot (freeing what was there, keeping it as a stale handle), checking the
+ * out-handle contract. */
+static void result(Machine* m, nx_status st, nx_tensor out) {
+  if ((st == NX_OK) != (out != NULL)) {
+    fprintf(stderr, "fuzz: status %d with out %p\n", (int)st, (void*)out);
+    abort();
+  }
+  if (!out) return;
+  const size_t k = fuzz_u8(&m->in) % kSlots;
+  if (m->slot[k]) {
+    nx_tensor_free(m->slot[k]);
+    m->stale[k] = m->slot[k];
+  }
+  m->slot[k] = out;
+}
+
+static void step(Machine* m) {
+  const nx_device cpu = {NX_CPU, 0};
+  int64_t shape[8], shape2[8];
+  nx_tensor out = NULL;
+  nx_status st = NX_OK;
+  const uint8_t op = fuzz_u8(&m->in);
+  switch (op % 24) {
+    case 0: {
+      const size_t r = shape_of(m, shape);
+      st = nx_tensor_randn(&out, shape, r, dtype_of(m), cpu, NULL);
+      break;
+    }
+    case 1: {
+      const size_t r = shape_of(m, shape);
+      st = nx_tensor_full(&out, shape, r, scalar_of(m), dtype_of(m), cpu, NULL);
+      break;
+    }
+    case 2: {
+      const size_t r = shape_of(m, shape);
+      int64_t vals[64];
+      for (int i = 0; i < 64; ++i) vals[i] = (int64_t)(fuzz_u8(&m->in) % 8) - 1;
+      int64_t n = 1;
+      for (size_t d = 0; d < r; ++d) n = shape[d] >= 0 && shape[d] < 64 ? n * shape[d] : 999;
+      if (n > 64) return;
+      st = nx_tensor_from_data(&out, vals, shape, r, NX_I64, cpu, NULL);
+      break;
+    }
+    case 3: st = nx_add(&out, handle_of(m), handle_of(m), NULL); break;
+    case 4: st = nx_matmul(&out, handle_of(m), handle_of(m), NULL); break;
+    case 5: st = nx_exp(&out, handle_of(m), NULL); break;
+    case 6: {
+      int64_t axes[4] = {axis_of(m), axis_of(m), axis_of(m), axis_of(m)};
+      st = nx_sum(&out, handle_of(m), axes, fuzz_u8(&m->in) % 5, fuzz_u8(&m->in) & 1, NULL);
+      break;
+    }
+    case 7: {
+      int64_t axes[2] = {axis_of(m), axis_of(m)};
+      st = nx_mean(&out, handle_of(m), axes, fuzz_u8(&m->in) % 3, fuzz_u8(&m->in) & 1, NULL);
+      break;
+    }
+    case 8: {
+      const size_t r = shape_of(m, shape);
+      st = nx_reshape(&out, handle_of(m), shape, r, NULL);
+      break;
+    }
+    case 9: st = nx_transpose(&out, handle_of(m), axis_of(m), axis_of(m), NULL); break;
+    case 10: {
+      const int64_t a = axis_of(m), s = (int64_t)(fuzz_u8(&m->in) % 7) - 2, e = (int64_t)(fuzz_u8(&m->in) % 9) - 2;
+      st = nx_slice(&out, handle_of(m), a, s, e, (int64_t)(fuzz_u8(&m->in) % 4) - 1, NULL);
+      break;
+    }
+    case 11: {
+      const size_t r = shape_of(m, shape);
+      st = nx_expand(&out, handle_of(m), shape, r, NULL);
+      break;
+    }
+    case 12: {
+      nx_tensor xs[3] = {handle_of(m), handle_of(m), handle_of(m)};
+      st = nx_cat(&out, xs, fuzz_u8(&m->in) % 4, axis_of(m), NULL);
+      break;
+    }
+    case 13: st = nx_softmax(&out, handle_of(m), axis_of(m), NULL); break;
+    case 14: st = nx_index_select(&out, handle_of(m), handle_of(m), axis_of(m), NULL); break;
+    case 15: st = nx_gather(&out, handle_of(m), handle_of(m), axis_of(m), NULL); break;
+    case 16: st = nx_embedding(&out, handle_of(m), handle_of(m), NULL); break;
+    case 17: st = nx_cross_entropy(&out, handle_of(m), handle_of(m), (int64_t)(fuzz_u8(&m->in) % 4) - 2,
+                                   scalar_of(m), (nx_reduction)(fuzz_u8(&m->in) % 4), NULL);
+      break;
+    case 18: st = nx_layer_norm(&out, handle_of(m), handle_of(m), handle_of(m), scalar_of(m), NULL); break;
+    case 19: st = nx_cast(&out, handle_of(m), dtype_of(m), NULL); break;
+    case 20: st = nx_where(&out, handle_of(m), handle_of(m), handle_of(m), NULL); break;
+    case 21: { /* backward from a slot, after asking for gradients */
+      nx_tensor t = handle_of(m);
+      nx_tensor_set_requires_grad(t, fuzz_u8(&m->in) & 1);
+      nx_backward(handle_of(m), handle_of(m), NULL, NULL);
+      return;
+    }
+    case 22: { /* free a slot (its handle becomes stale) */
+      const size_t k = fuzz_u8(&m->in) % kSlots;
+      if (m->slot[k]) {
+        nx_tensor_free(m->slot[k]);
+        m->stale[k] = m->slot[k];
+        m->slot[k] = NULL;
+      }
+      return;
+    }
+    default: {
+      const size_t r = shape_of(m, shape2);
+      st = nx_permute(&out, handle_of(m), shape2, r, NULL);
+      break;
+    }
+  }
+  result(m, st, out);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  int64_t before[NX_HANDLE_PLAN + 1];
+  fuzz_count_handles(before);
+  Machine m;
+  memset(&m, 0, sizeof m);
+  m.in.p = data;
+  m.in.n = size;
+  for (int i = 0; i < 64 && m.in.n > 0; ++i) step(&m);
+  for (int k = 0; k < kSlots; ++k) nx_tensor_free(m.slot[k]);
+  fuzz_check_handles(before);
+  return 0;
+}
