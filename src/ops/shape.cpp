@@ -242,10 +242,14 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t axis) {
   int64_t at = 0;
   for (const Tensor& t : xs) {
     int64_t n = t.shape()[size_t(a)];
-    Shape st = out.strides();
-    Tensor region = out.alias(t.shape(), st, at * out.strides()[size_t(a)]);
-    kernels(out.device()).copy(View::of(region), View::of(t));
     sizes.push_back(n);
+    // An empty output has nothing to copy, and its strides may be huge (a 0-sized dimension next
+    // to a 2^62 one): at * stride would overflow (found by tests/fuzz/fuzz_capi).
+    if (out.numel() > 0 && t.numel() > 0) {
+      Shape st = out.strides();
+      Tensor region = out.alias(t.shape(), st, at * out.strides()[size_t(a)]);
+      kernels(out.device()).copy(View::of(region), View::of(t));
+    }
     at += n;
   }
   if (!is_floating(out.dtype())) return out;

@@ -253,6 +253,14 @@ static void test_index_ops_refuse_scalars(void** state) {
   NX_OK_(nx_tensor_from_data(&x, &v, NULL, 0, NX_F64, CPU, NULL));
   NX_OK_(nx_tensor_from_data(&idx, &zero, NULL, 0, NX_I64, CPU, NULL));
   EXPECT_ERR_OUT(NX_ERR_SHAPE, out, nx_gather(&out, x, idx, 0, NULL), "nx_gather", "scalar");
+  /* cat of empty [3, 2^62, 0] tensors on axis 0: the third part's offset, 6 * 2^62, overflowed */
+  const int64_t empty_shape[3] = {3, (int64_t)1 << 62, 0};
+  nx_tensor e = NULL, parts[3];
+  NX_OK_(nx_tensor_zeros(&e, empty_shape, 3, NX_F32, CPU, NULL));
+  parts[0] = parts[1] = parts[2] = e;
+  NX_OK_(nx_cat(&out, parts, 3, 0, NULL));
+  nx_tensor_free(out);
+  nx_tensor_free(e);
   nx_tensor_free(x);
   nx_tensor_free(idx);
 }
