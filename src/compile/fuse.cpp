@@ -1,5 +1,6 @@
 #include "compile/fuse.hpp"
 
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -48,10 +49,17 @@ struct Member {
 // scalar loop; below it a step is launch-bound and fusion wins. Measured on the H200 (session 7,
 // docs/benchmarks.md): fusing every size made the GPT-2 124M bf16 step 0.81x its unfused replay,
 // while the 6 x 256 model (1M-element activations) gained.
-constexpr int64_t kFuseMaxNumel = int64_t(1) << 20;
+// NEXUS_FUSE_MAX_NUMEL overrides it (for measuring; docs/benchmarks.md).
+int64_t fuse_max_numel() {
+  static const int64_t n = [] {
+    const char* v = std::getenv("NEXUS_FUSE_MAX_NUMEL");
+    return v && *v ? std::strtoll(v, nullptr, 10) : int64_t(1) << 20;
+  }();
+  return n;
+}
 
 bool fusible(Call* c, ElementwiseCall* ew) {
-  if (!c->elementwise(ew) || ew->dst->numel() == 0 || ew->dst->numel() > kFuseMaxNumel ||
+  if (!c->elementwise(ew) || ew->dst->numel() == 0 || ew->dst->numel() > fuse_max_numel() ||
       ew->dst->shape.size() > size_t(kFuseMaxRank))
     return false;
   if (!f32_family(ew->dst->dtype)) return false;

@@ -450,40 +450,60 @@ __device__ __forceinline__ void store_as(void* p, int64_t i, DType dt, float v) 
     default: static_cast<BFloat16*>(p)[i] = narrow<BFloat16>(v); break;
   }
 }
-__device__ __forceinline__ int64_t offset_of(const int64_t* strides, const int64_t* index, int rank) {
+// Register reads and offsets with compile-time indices only (loops unrolled to the maximum and
+// guarded): an array indexed at run time would live in local memory, not in registers.
+__device__ __forceinline__ float pick(const float (&reg)[kFuseMaxInstrs], int i) {
+  float v = 0.f;
+#pragma unroll
+  for (int k = 0; k < kFuseMaxInstrs; ++k) v = k == i ? reg[k] : v;
+  return v;
+}
+__device__ __forceinline__ int64_t offset_of(const int64_t* strides, const int64_t (&index)[kFuseMaxRank], int rank) {
   int64_t off = 0;
-  for (int d = 0; d < rank; ++d) off += index[d] * strides[d];
+#pragma unroll
+  for (int d = 0; d < kFuseMaxRank; ++d)
+    if (d < rank) off += index[d] * strides[d];
   return off;
+}
+// One instruction's op, out of line: inlining the op switches once per unrolled instruction
+// would multiply the kernel's size by kFuseMaxInstrs.
+__device__ __noinline__ float fused_op(const FusedInstr& ins, float a, float b) {
+  if (ins.kind == FusedInstr::Unary) return unary_op<float>(UnaryOp(ins.op), a, ins.p0, ins.p1);
+  if (ins.kind == FusedInstr::Binary) return binary_op<float>(BinaryOp(ins.op), a, b);
+  return a;
 }
 
 template <bool kContiguous>
 __global__ void fused_kernel(const __grid_constant__ FusedProgram p) {
   GRID_STRIDE(e, p.numel) {
-    int64_t index[kFuseMaxRank];
+    int64_t index[kFuseMaxRank] = {};
     if (!kContiguous) {
       int64_t rem = e;
-      for (int d = p.rank - 1; d >= 0; --d) {
-        index[d] = rem % p.shape[d];
-        rem /= p.shape[d];
-      }
+#pragma unroll
+      for (int d = kFuseMaxRank - 1; d >= 0; --d)
+        if (d < p.rank) {
+          index[d] = rem % p.shape[d];
+          rem /= p.shape[d];
+        }
     }
     float reg[kFuseMaxInstrs] = {};
     auto operand = [&](int8_t x) -> float {
-      if (x >= 0) return reg[x];
+      if (x >= 0) return pick(reg, x);
       const FusedOperand& in = p.inputs[-x - 1];
       return load_as<float>(in.data, kContiguous ? e : offset_of(in.strides, index, p.rank), in.dtype);
     };
-    for (int k = 0; k < p.ninstrs; ++k) {
+#pragma unroll
+    for (int k = 0; k < kFuseMaxInstrs; ++k) {
+      if (k >= p.ninstrs) break;
       const FusedInstr& ins = p.instrs[k];
-      float v;
-      if (ins.kind == FusedInstr::Unary) v = unary_op<float>(UnaryOp(ins.op), operand(ins.a), ins.p0, ins.p1);
-      else if (ins.kind == FusedInstr::Binary) v = binary_op<float>(BinaryOp(ins.op), operand(ins.a), operand(ins.b));
-      else v = operand(ins.a);
-      reg[k] = round_to(ins.dtype, v);
+      const float a = operand(ins.a), b = ins.kind == FusedInstr::Binary ? operand(ins.b) : 0.f;
+      reg[k] = round_to(ins.dtype, fused_op(ins, a, b));
     }
-    for (int o = 0; o < p.noutputs; ++o) {
+#pragma unroll
+    for (int o = 0; o < kFuseMaxOutputs; ++o) {
+      if (o >= p.noutputs) break;
       const FusedOperand& out = p.outputs[o];
-      store_as(out.data, kContiguous ? e : offset_of(out.strides, index, p.rank), out.dtype, reg[p.output_reg[o]]);
+      store_as(out.data, kContiguous ? e : offset_of(out.strides, index, p.rank), out.dtype, pick(reg, p.output_reg[o]));
     }
   }
 }
