@@ -23,7 +23,7 @@ run() {
   (cd "$out" && "$OLDPWD/$build/tests/fuzz/$h" -runs="$runs" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
      "corpus/$h" "$OLDPWD/tests/fuzz/seeds/$h" > "$h.log" 2>&1) && status=ok || status="FINDING (see $out/$h.log)"
   local execs cov corp
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$out/$h.log" | awk '{print $2}')
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$out/$h.log" | tail -1 | awk '{print $2}')
   cov=$(grep -o 'cov: [0-9]*' "$out/$h.log" | tail -1 | awk '{print $2}')
   corp=$(ls "$out/corpus/$h" | wc -l)
   echo "$h: $status, ${execs:-?} executions, ${cov:-?} edges covered, $corp corpus inputs, $(( $(date +%s) - start )) s"
