@@ -32,18 +32,8 @@
  *    autodiff graph still needs outlives the caller's free. Using a freed handle is detected
  *    and reported as NX_ERR_INVALID_ARGUMENT.
  *  - Counted arrays are (const int64_t* shape, size_t ndim). Negative axes count from the end.
- *  - Threads. Thread-local: the last error, the grad mode, the autocast scopes and the stream of
- *    the running call. Process-wide: the random generator, the deterministic and TF32 settings
- *    and the CPU thread count. Handles of every type may be created, looked up and freed from any
- *    thread (one locked table); a call that starts after a handle was freed gets
- *    NX_ERR_INVALID_ARGUMENT, but freeing a handle while another thread's call is using it is the
- *    caller's error. Tensors: any number of threads may read one tensor (use it as an input); a
- *    tensor being written (an in-place op, a copy into it, backward accumulating into its
- *    gradient, an optimizer step) must not be read or written by another thread meanwhile.
- *    Modules (a forward may fill caches), optimizers, gradient scalers, tokenizers, text loaders,
- *    graphs, SafeTensors files, streams, communicators and nx_ddp objects: one thread at a time
- *    each. A plan refuses a second thread with NX_ERR_STATE. (No ThreadSanitizer job checks these
- *    rules yet: docs/reliability.md.)
+ *  - Threads: the last error and the grad mode are thread-local. Different threads may use
+ *    different tensors freely; a single tensor must not be mutated by two threads at once.
  */
 #ifndef NEXUS_H
 #define NEXUS_H
