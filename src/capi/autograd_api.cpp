@@ -1,5 +1,7 @@
 // C API: autodiff (requires_grad, backward, grad, jvp, no-grad mode), checkpointing and the
 // graph object.
+#include <algorithm>
+
 #include "autograd/checkpoint.hpp"
 #include "autograd/engine.hpp"
 #include "capi/capi.hpp"
@@ -180,7 +182,8 @@ nx_status nx_checkpoint(nx_tensor* outputs, size_t noutputs, const nx_tensor* in
     std::vector<Tensor> outs = checkpoint(
         [fn, user_data, noutputs](const std::vector<Tensor>& xs) { return call_tensor_fn(fn, user_data, xs, noutputs, "nx_checkpoint: the segment function"); },
         ins);
-    for (size_t i = 0; i < noutputs; ++i) outputs[i] = wrap(outs[i]);
+    const std::vector<nx_tensor> made = wrap_all(outs);  // all or none, as nx_plan_run
+    std::copy(made.begin(), made.end(), outputs);
   });
 }
 

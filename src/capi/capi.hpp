@@ -111,7 +111,9 @@ Reduction reduction_arg(const nx_reduction& reduction);  // by reference: see en
 // prefixed by who ("nx_checkpoint: the segment function").
 std::vector<Tensor> call_tensor_fn(nx_status (*fn)(nx_tensor*, size_t, const nx_tensor*, size_t, void*), void* user_data,
                                    const std::vector<Tensor>& inputs, size_t noutputs, const char* who);
-// Writes results[i] to *outs[i]; on failure releases the handles already made.
+// Handles to every result, or none: on failure releases the handles already made.
+std::vector<nx_tensor> wrap_all(const std::vector<Tensor>& results);
+// Writes results[i] to *outs[i] (wrap_all's handles).
 void wrap_outs(std::initializer_list<nx_tensor*> outs, const std::vector<Tensor>& results);
 
 }  // namespace nx::capi

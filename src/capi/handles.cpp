@@ -90,7 +90,7 @@ Reduction reduction_arg(const nx_reduction& reduction) {
   return Reduction(r);
 }
 
-void wrap_outs(std::initializer_list<nx_tensor*> outs, const std::vector<Tensor>& results) {
+std::vector<nx_tensor> wrap_all(const std::vector<Tensor>& results) {
   std::vector<nx_tensor> made;
   try {
     for (const Tensor& t : results) made.push_back(wrap(t));
@@ -98,6 +98,11 @@ void wrap_outs(std::initializer_list<nx_tensor*> outs, const std::vector<Tensor>
     for (nx_tensor h : made) release(h);
     throw;
   }
+  return made;
+}
+
+void wrap_outs(std::initializer_list<nx_tensor*> outs, const std::vector<Tensor>& results) {
+  const std::vector<nx_tensor> made = wrap_all(results);
   size_t i = 0;
   for (nx_tensor* out : outs) *out = made[i++];
 }

@@ -1,4 +1,6 @@
 // C API: compiled steps (nx_plan_*), over src/compile/plan.hpp.
+#include <algorithm>
+
 #include "capi/capi.hpp"
 #include "compile/plan.hpp"
 
@@ -44,14 +46,8 @@ nx_status nx_plan_run(nx_plan plan, nx_tensor* outputs, size_t noutputs, const n
     std::vector<Tensor> outs = p.plan->run(ins);
     if (outs.size() != noutputs)
       fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": noutputs is ", noutputs, " but the plan's step makes ", outs.size());
-    std::vector<nx_tensor> made;
-    try {
-      for (const Tensor& t : outs) made.push_back(wrap(t));
-    } catch (...) {
-      for (nx_tensor h : made) release(h);
-      throw;
-    }
-    for (size_t i = 0; i < noutputs; ++i) outputs[i] = made[i];
+    const std::vector<nx_tensor> made = wrap_all(outs);
+    std::copy(made.begin(), made.end(), outputs);
   });
 }
 

@@ -171,14 +171,24 @@ void xent_backward_t(const View& dlogits, const View& logits, const View& target
   }
 }
 
-template <class T>
-void adam_multi_t(const std::vector<AdamSlot>& slots, const AdamParams& p) {
-  using A = Acc<T>;  // f32 math for f32 and half parameters, like the per-tensor path
+// Multi-tensor kernels work in chunks of elements of one slot (the parallel unit).
+struct Chunk {
+  size_t slot;
+  int64_t begin, end;
+};
+template <class Slot>
+std::vector<Chunk> chunks_of(const std::vector<Slot>& slots) {
   constexpr int64_t kChunk = 1 << 16;
-  struct Chunk { size_t slot; int64_t begin, end; };
   std::vector<Chunk> chunks;
   for (size_t i = 0; i < slots.size(); ++i)
     for (int64_t b = 0; b < slots[i].n; b += kChunk) chunks.push_back({i, b, std::min(slots[i].n, b + kChunk)});
+  return chunks;
+}
+
+template <class T>
+void adam_multi_t(const std::vector<AdamSlot>& slots, const AdamParams& p) {
+  using A = Acc<T>;  // f32 math for f32 and half parameters, like the per-tensor path
+  const std::vector<Chunk> chunks = chunks_of(slots);
   const A b1 = A(p.beta1), b2 = A(p.beta2), eps = A(p.eps), wd = A(p.weight_decay);
   const double* sv = p.step_values;  // a compiled plan's lr, then (lr / bc1, 1 / sqrt(bc2)) per slot
   const A decay = A(1 - (sv ? sv[0] : p.lr) * p.weight_decay);
@@ -231,11 +241,7 @@ void adam_multi_cpu(const std::vector<AdamSlot>& slots, DType dtype, const AdamP
 // Chunks of kChunk elements: per-chunk f64 partials (in parallel), summed in chunk order, so the
 // result does not depend on the thread count.
 void sumsq_multi_cpu(const std::vector<TensorSlot>& slots, DType dtype, const View& out) {
-  constexpr int64_t kChunk = 1 << 16;
-  struct Chunk { size_t slot; int64_t begin, end; };
-  std::vector<Chunk> chunks;
-  for (size_t i = 0; i < slots.size(); ++i)
-    for (int64_t b = 0; b < slots[i].n; b += kChunk) chunks.push_back({i, b, std::min(slots[i].n, b + kChunk)});
+  const std::vector<Chunk> chunks = chunks_of(slots);
   std::vector<double> partial(chunks.size(), 0.0);
   dispatch_float(dtype, "sum of squares", [&](auto tag) {
     using T = decltype(tag);

@@ -39,9 +39,11 @@ struct DeviceCache {
 
   std::vector<cudaStream_t> held;  // streams whose blocks a CUDA graph uses
 
-  void release_free_blocks() {
+  // Returns the free blocks that release(block) selects to the driver.
+  template <class Pred>
+  void release_free_blocks_if(Pred release) {
     for (auto it = free_blocks.begin(); it != free_blocks.end();) {
-      if (std::find(held.begin(), held.end(), it->second.stream) != held.end()) {
+      if (!release(it->second)) {
         ++it;
         continue;
       }
@@ -49,6 +51,10 @@ struct DeviceCache {
       stats.reserved -= it->second.size;
       it = free_blocks.erase(it);
     }
+  }
+  // Every free block but those of held streams.
+  void release_free_blocks() {
+    release_free_blocks_if([&](const Block& b) { return std::find(held.begin(), held.end(), b.stream) == held.end(); });
   }
 };
 
@@ -121,15 +127,7 @@ void release_stream_blocks(int device, cudaStream_t stream) {
   DeviceCache& c = cache(device);
   std::lock_guard<std::mutex> lock(c.mutex);
   c.held.erase(std::remove(c.held.begin(), c.held.end(), stream), c.held.end());
-  for (auto it = c.free_blocks.begin(); it != c.free_blocks.end();) {
-    if (it->second.stream != stream) {
-      ++it;
-      continue;
-    }
-    cudaFree(it->second.ptr);
-    c.stats.reserved -= it->second.size;
-    it = c.free_blocks.erase(it);
-  }
+  c.release_free_blocks_if([&](const Block& b) { return b.stream == stream; });
 }
 
 MemoryStats memory_stats(int device) {
