@@ -245,31 +245,23 @@ void CompiledStep::place(const std::vector<size_t>& order) {
 
 void CompiledStep::check_index_requirements() {
   for (const auto& req : trace_.index_requirements) {
-    bool done = false;
-    for (size_t i = 0; i < inputs_.size() && !done; ++i)
-      if (inputs_[i].impl()->storage.get() == req.raw) {
-        input_ranges_.push_back({i, req.n});
-        done = true;
-      }
-    for (size_t e = 0; e < trace_.externals.size() && !done; ++e)
-      if (trace_.externals[e].get() == req.raw) {
-        // An index made before the step (a cached position table): it must not change.
-        frozen_ranges_.push_back({trace_.externals[e], trace_.externals[e]->version.load()});
-        done = true;
-      }
-    if (done) continue;
-    // Made inside the step: only constants (uploaded bytes) can be trusted at replay.
-    for (size_t a = 0; a < trace_.allocations.size(); ++a) {
-      if (trace_.allocations[a].storage.lock().get() != req.raw) continue;
-      bool constant = true;
-      for (size_t c = 0; c < trace_.calls.size(); ++c)
-        for (const BufferRef& r : trace_.calls[c]->refs)
-          if (keep_[c] && r.kind == BufferRef::Internal && r.index == a && r.written &&
-              std::strcmp(trace_.calls[c]->name(), "upload") != 0)
-            constant = false;
-      done = constant;
+    const size_t b = req.buffer.index;
+    if (req.buffer.kind == BufferRef::External) {
+      const std::shared_ptr<Storage>& s = trace_.externals[b];
+      size_t input = 0;
+      while (input < inputs_.size() && inputs_[input].impl()->storage != s) ++input;
+      if (input < inputs_.size()) input_ranges_.push_back({input, req.n});
+      else frozen_ranges_.push_back({s, s->version.load()});  // made before the step: must not change
+      continue;
     }
-    if (!done)
+    // Made inside the step: only constants (uploaded bytes) can be trusted at replay.
+    bool constant = true;
+    for (size_t c = 0; c < trace_.calls.size(); ++c)
+      for (const BufferRef& r : trace_.calls[c]->refs)
+        if (keep_[c] && r.kind == BufferRef::Internal && r.index == b && r.written &&
+            std::strcmp(trace_.calls[c]->name(), "upload") != 0)
+          constant = false;
+    if (!constant)
       fail(NX_ERR_STATE, current_api(), ": the step cannot be captured: an index computed inside it is used by an ",
            "index op, whose range check a replay could not repeat; pass the index as an input of the step");
   }

@@ -283,14 +283,13 @@ void Trace::refuse(const std::string& why) {
   fail(NX_ERR_STATE, why);
 }
 
-void Trace::index_range_trusted(const Storage& storage, int64_t n) {
-  if (storage.device != device_) return;
-  std::weak_ptr<Storage> owner;
-  for (const auto& e : externals)
-    if (e.get() == &storage) owner = e;
-  for (const auto& a : allocations)
-    if (auto s = a.storage.lock(); s.get() == &storage) owner = s;
-  index_requirements.push_back({owner, &storage, n});
+void Trace::index_range_trusted(const Tensor& index, int64_t n) {
+  if (index.device() != device_) return;
+  observe(index);  // its storage may not have reached a kernel yet
+  BufferRef ref{};
+  if (!resolve(index.impl()->storage->data, &ref))
+    refuse(std::string(current_api()) + ": an index tensor the plan cannot keep");
+  index_requirements.push_back({ref, n});
 }
 
 void Trace::host_read(const Tensor& t) {

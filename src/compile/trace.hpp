@@ -83,7 +83,7 @@ class Trace final : public CaptureHooks {
   // CaptureHooks
   Backend* backend_for(Device device) override;
   void observe(const Tensor& t) override;
-  void index_range_trusted(const Storage& storage, int64_t n) override;
+  void index_range_trusted(const Tensor& index, int64_t n) override;
   void host_read(const Tensor& t) override;
   void host_action(std::function<void()> action) override;
   const double* dynamic_values(Device device, size_t n, std::function<void(double*)> fill) override;
@@ -102,9 +102,8 @@ class Trace final : public CaptureHooks {
   std::vector<std::function<void()>> host_actions;
   std::vector<std::unique_ptr<DynamicValues>> dynamics;
   std::vector<std::function<bool()>> guards;
-  struct IndexRequirement {
-    std::weak_ptr<Storage> storage;
-    const Storage* raw;
+  struct IndexRequirement {  // the index's buffer (offset unused), resolved when it was trusted
+    BufferRef buffer;
     int64_t n;
   };
   std::vector<IndexRequirement> index_requirements;

@@ -19,9 +19,9 @@ class CaptureHooks {
   virtual Backend* backend_for(Device device) = 0;
   // t's memory is about to reach a kernel (View::of): the plan keeps what it does not allocate.
   virtual void observe(const Tensor& t) = 0;
-  // An index op skipped its range check because storage's values are known to lie in [0, n):
-  // a replay must check the same of whatever the storage holds then.
-  virtual void index_range_trusted(const Storage& storage, int64_t n) = 0;
+  // An index op relies on index's values lying in [0, n) (checked now, or known): a replay must
+  // check the same of whatever index's memory holds then.
+  virtual void index_range_trusted(const Tensor& index, int64_t n) = 0;
   // The host is about to read t's values (item, a copy to the host, a data pointer): a replay
   // would not run the host code that uses them, so a plan refuses this for its device's tensors.
   virtual void host_read(const Tensor& t) = 0;

@@ -13,7 +13,7 @@ void check_index_range(const Tensor& index, int64_t n, const char* what) {
   int64_t lo = 0, hi = 0;
   CaptureHooks* hooks = capture_hooks();  // a replay must check the values it will hold then
   if (storage.value_range(&lo, &hi) && lo >= 0 && hi < n) {  // known bounds: no device read
-    if (hooks) hooks->index_range_trusted(storage, n);
+    if (hooks) hooks->index_range_trusted(index, n);
     return;
   }
   if (!index.device().is_cpu()) {
@@ -25,7 +25,7 @@ void check_index_range(const Tensor& index, int64_t n, const char* what) {
     if (mn >= 0 && mx < double(n)) {
       if (index.offset() == 0 && index.is_contiguous() && index.nbytes() == storage.nbytes)
         storage.set_value_range(int64_t(mn), int64_t(mx));
-      if (hooks) hooks->index_range_trusted(storage, n);
+      if (hooks) hooks->index_range_trusted(index, n);
       return;
     }
   }
@@ -37,7 +37,7 @@ void check_index_range(const Tensor& index, int64_t n, const char* what) {
       fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": index ", v, " at position ", i, " is out of range for ",
            what, " of size ", n);
   }
-  if (hooks) hooks->index_range_trusted(storage, n);
+  if (hooks) hooks->index_range_trusted(index, n);
 }
 
 namespace {
