@@ -32,8 +32,22 @@
  *    autodiff graph still needs outlives the caller's free. Using a freed handle is detected
  *    and reported as NX_ERR_INVALID_ARGUMENT.
  *  - Counted arrays are (const int64_t* shape, size_t ndim). Negative axes count from the end.
- *  - Threads: the last error and the grad mode are thread-local. Different threads may use
- *    different tensors freely; a single tensor must not be mutated by two threads at once.
+ *  - Threads (tests/capi/test_threads.c checks these under ThreadSanitizer in CI):
+ *    - Per thread: the last error, the grad mode, the autocast scopes, and a plan's run.
+ *    - Process-wide: the random generator (draws from several threads are safe; which numbers
+ *      each thread gets then depends on timing), the deterministic and TF32 settings, and the
+ *      CPU thread count (nx_cpu_set_num_threads applies to the calls of every thread).
+ *    - Handles of every type may be created, used and freed from any thread. A call that
+ *      starts after its handle was freed fails with NX_ERR_INVALID_ARGUMENT; freeing a handle
+ *      while another thread's call is still using it is the caller's error.
+ *    - Any number of threads may read one tensor at once (as an input of ops, with grad mode
+ *      off or with gradients that do not meet: two backward passes must not accumulate into
+ *      one tensor's gradient at once). A tensor being written (an in-place op, a copy into it,
+ *      an optimizer step on it) must not be used by another thread meanwhile.
+ *    - One thread at a time, each: a module (a forward may fill caches, such as a KV cache),
+ *      an optimizer, a gradient scaler, a tokenizer, a text loader, a graph, a SafeTensors
+ *      file, a stream, a communicator and an nx_ddp. Different objects of these types may be
+ *      used by different threads at once. A plan refuses a second thread (NX_ERR_STATE).
  */
 #ifndef NEXUS_H
 #define NEXUS_H
@@ -140,7 +154,8 @@ typedef struct nx_safetensors_s* nx_safetensors;
 typedef struct nx_event_s* nx_event;
 
 /* ---------------------------------------------------------------- runtime */
-/* Number of CPU threads used by kernels (<= 0 restores the default: all cores). */
+/* Number of CPU threads used by kernels, for the calls of every thread of the process (<= 0
+ * restores the default: all cores). */
 NX_API nx_status nx_cpu_set_num_threads(int32_t n);
 NX_API nx_status nx_cpu_get_num_threads(int32_t* out);
 /* The SIMD level of the CPU kernels: "avx512", "avx2" or "scalar" (static storage). Chosen at

@@ -1,6 +1,7 @@
 // The C boundary: handle structs, argument checks and the guard that turns every exception into
 // an nx_status plus a thread-local message. Every extern "C" function body runs inside guard().
 #pragma once
+#include <atomic>
 #include <cstring>
 #include <initializer_list>
 #include <new>
@@ -29,9 +30,16 @@ nx_status set_error(nx_status status, const std::string& message);
 const char* last_error();
 void clear_error();
 
+// The process-wide CPU thread count, applied to the calling thread when it changed since the
+// thread's last call (tensor_api.cpp).
+extern std::atomic<uint32_t> g_cpu_threads_epoch;
+extern thread_local uint32_t tl_cpu_threads_epoch;
+void apply_cpu_threads();
+
 template <class F>
 nx_status guard(const char* api, F&& body) {
   ApiScope scope(api);
+  if (tl_cpu_threads_epoch != g_cpu_threads_epoch.load(std::memory_order_relaxed)) apply_cpu_threads();
   try {
     body();
     return NX_OK;

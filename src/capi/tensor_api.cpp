@@ -1,6 +1,9 @@
 // C API: version, errors, runtime settings, streams, tensor creation and inspection.
+#ifdef NEXUS_OPENMP
 #include <omp.h>
+#endif
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -10,6 +13,27 @@
 
 using namespace nx;
 using namespace nx::capi;
+
+// OpenMP's thread count is a per-thread setting (omp_set_num_threads changes the calling
+// thread's only), while nx_cpu_set_num_threads promises the whole process: each thread applies
+// the latest setting when its next call starts (guard() compares an epoch).
+namespace nx::capi {
+std::atomic<uint32_t> g_cpu_threads_epoch{0};
+thread_local uint32_t tl_cpu_threads_epoch = 0;
+namespace {
+std::atomic<int32_t> g_cpu_threads{0};  // 0: OpenMP's default (all cores)
+#ifdef NEXUS_OPENMP
+const int32_t g_default_threads = omp_get_max_threads();  // read once, before any setting
+#endif
+}  // namespace
+void apply_cpu_threads() {
+  tl_cpu_threads_epoch = g_cpu_threads_epoch.load();
+#ifdef NEXUS_OPENMP
+  const int32_t n = g_cpu_threads.load();
+  omp_set_num_threads(n > 0 ? n : g_default_threads);
+#endif
+}
+}  // namespace nx::capi
 
 #define NX_STR2(x) #x
 #define NX_STR(x) NX_STR2(x)
@@ -59,7 +83,6 @@ nx_status query(const char* api, nx_tensor t, void* out, F f) {
   });
 }
 
-int32_t g_default_threads = 0;
 
 }  // namespace
 
@@ -101,14 +124,19 @@ const char* nx_dtype_name(nx_dtype dtype) {
 
 nx_status nx_cpu_set_num_threads(int32_t n) {
   return guard("nx_cpu_set_num_threads", [&] {
-    if (!g_default_threads) g_default_threads = omp_get_max_threads();
-    omp_set_num_threads(n > 0 ? n : g_default_threads);
+    g_cpu_threads.store(n > 0 ? n : 0);
+    g_cpu_threads_epoch.fetch_add(1);
+    apply_cpu_threads();
   });
 }
 nx_status nx_cpu_get_num_threads(int32_t* out) {
   return guard("nx_cpu_get_num_threads", [&] {
     check_out(out);
+#ifdef NEXUS_OPENMP
     *out = omp_get_max_threads();
+#else
+    *out = 1;  // built without OpenMP: the kernels run on the calling thread
+#endif
   });
 }
 

@@ -1,6 +1,5 @@
 // The CPU implementation of the kernel interface (src/core/backend.hpp): strided walking and
 // dtype dispatch here; the vectorized inner loops come from the per-ISA table (simd.hpp).
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,6 @@
 // is accumulated in f64 whatever the storage dtype (gradcheck runs these in f64 and the half
 // types must not lose more than their own rounding). Weight gradients are summed per fixed block
 // of rows and the blocks combined in order, so results do not depend on the thread count.
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>

@@ -3,7 +3,6 @@
 // the vectorized sum and softmax), never through an f32 copy of the tensor, and the result is
 // written in dst's dtype. Floating values accumulate in f64, integers and bool in int64 (exact).
 // Each output is summed in a fixed order, so results do not depend on the thread count.
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
