@@ -22,7 +22,7 @@ if [[ $steps == *build* ]]; then
   log "build"
   cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90a -DNEXUS_TORCH_PYTHON="$(command -v python3)" \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests cuda_bench fused_bench attention_bench dist_bench train_gpt2 quickstart train_gpt capi_test_plan plan_bench} > "$out/build.log" 2>&1 \
+  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests nexus_gpu_oom_test cuda_bench fused_bench attention_bench dist_bench train_gpt2 quickstart train_gpt capi_test_plan plan_bench} > "$out/build.log" 2>&1 \
     || { grep -E 'error' -A3 "$out/build.log" | head -60; exit 1; }
 fi
 if [[ $steps == *test* ]]; then
@@ -32,13 +32,36 @@ if [[ $steps == *test* ]]; then
   grep -E 'Failed|\*\*\*' "$out/ctest_gpu.log" | head -40
 fi
 if [[ $steps == *sanitize* ]]; then
-  for tool in memcheck racecheck; do
-    log "compute-sanitizer $tool"
-    timeout ${SAN_TIMEOUT:-900} compute-sanitizer --tool $tool --error-exitcode 9 build-gpu/tests/gpu/nexus_gpu_tests \
-      --gtest_filter="${SAN_FILTER:--*OutOfMemory*:Dist.*}" > "$out/sanitizer_$tool.log" 2>&1
-    echo "exit $?" | tee -a "$out/summary.txt"
-    grep -E 'ERROR SUMMARY|Invalid|Race' "$out/sanitizer_$tool.log" | sort | uniq -c | head -5 | tee -a "$out/summary.txt"
+  # The four compute-sanitizer tools at once, each over the CUDA gtest suite and the compiled-plan
+  # test (CUDA graphs, fusion), with the caching allocator off (NEXUS_CUDA_NO_CACHING) so memcheck
+  # sees each tensor's exact bounds and initcheck fresh memory. Left out: the tests that count
+  # cudaMalloc calls (they assert the cache), the device-filling OOM test and the multi-GPU ones.
+  log "compute-sanitizer ${SAN_TOOLS:-memcheck racecheck initcheck synccheck}"
+  san_filter=${SAN_FILTER:--*CachingAllocatorReusesMemory*:*NoNewAllocation*:*OutOfMemory*:Dist.*}
+  for tool in ${SAN_TOOLS:-memcheck racecheck initcheck synccheck}; do
+    (
+      export NEXUS_CUDA_NO_CACHING=1
+      san="timeout ${SAN_TIMEOUT:-500} compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 1000000"
+      $san build-gpu/tests/gpu/nexus_gpu_tests --gtest_filter="$san_filter" > "$out/sanitizer_${tool}.log" 2>&1
+      echo "$tool nexus_gpu_tests: exit $?" > "$out/sanitizer_${tool}.status"
+      NEXUS_TEST_DEVICE=cuda $san build-gpu/tests/capi/capi_test_plan > "$out/sanitizer_${tool}_plan.log" 2>&1
+      echo "$tool capi_test_plan: exit $?" >> "$out/sanitizer_${tool}.status"
+    ) &
   done
+  wait
+  # Per tool: exit codes, the summaries, and the reports counted by test and by kernel (the logs
+  # themselves go back as one archive: the device tool returns only a few files).
+  for tool in ${SAN_TOOLS:-memcheck racecheck initcheck synccheck}; do
+    cat "$out/sanitizer_${tool}.status" | tee -a "$out/summary.txt"
+    for f in "$out/sanitizer_${tool}.log" "$out/sanitizer_${tool}_plan.log"; do
+      grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|\[  PASSED  \]|\[  FAILED  \]' "$f" | sort | uniq -c
+      awk '/\[ RUN /{t=$NF} /^=========  *(Uninitialized|Invalid|Race|Barrier|Error|Program hit|Divergent|Warning)/{n[t]++}
+           /^=========     at /{k[$3]++} END{for (x in n) print "  reports in", x, n[x]; for (x in k) print "  at", x, k[x]}' "$f" |
+        sort -k4 -nr | head -25
+    done | tee -a "$out/summary.txt"
+  done
+  tar -czf "$out/sanitizer_logs.tar.gz" -C "$out" $(cd "$out" && ls sanitizer_*.log sanitizer_*.status) && \
+    rm -f "$out"/sanitizer_*.log "$out"/sanitizer_*.status
 fi
 if [[ $steps == *bench* ]]; then
   log "cuda bench"

@@ -2,7 +2,12 @@
 // reused by later allocations on the same stream, whose order makes the reuse safe; steady-state
 // training does no cudaMalloc. Out of memory: the cache is emptied and the allocation retried
 // once before NX_ERR_OUT_OF_MEMORY.
+// NEXUS_CUDA_NO_CACHING=1 (for compute-sanitizer runs, like PyTorch's
+// PYTORCH_NO_CUDA_MEMORY_CACHING): every block is cudaMalloc'd at its exact size and cudaFree'd
+// when released, so memcheck sees each tensor's bounds and initcheck sees fresh memory. Blocks of
+// streams a CUDA graph holds are still kept (cudaFree is not allowed while capturing).
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -67,11 +72,20 @@ DeviceCache& cache(int device) {
   return *caches[size_t(device)];
 }
 
+bool caching() {
+  static const bool on = [] {
+    const char* v = std::getenv("NEXUS_CUDA_NO_CACHING");
+    return !(v && *v && *v != '0');
+  }();
+  return on;
+}
+
 }  // namespace
 
 void* device_allocate(int device, size_t bytes, cudaStream_t s) {
   DeviceCache& c = cache(device);
-  const size_t size = round_size(bytes);
+  const size_t rounded = round_size(bytes);  // also refuses sizes near SIZE_MAX
+  const size_t size = caching() ? rounded : std::max<size_t>(bytes, 1);
   std::lock_guard<std::mutex> lock(c.mutex);
   const size_t limit = size < kSmall ? size : size + size / 8;
   for (auto it = c.free_blocks.lower_bound(size); it != c.free_blocks.end() && it->first <= limit; ++it) {
@@ -114,6 +128,11 @@ void device_free(int device, void* ptr) {
   Block b = it->second;
   c.in_use.erase(it);
   c.stats.allocated -= b.size;
+  if (!caching() && c.held.empty()) {
+    cudaFree(b.ptr);  // synchronizes the device, so no queued kernel still reads the block
+    c.stats.reserved -= b.size;
+    return;
+  }
   c.free_blocks.emplace(b.size, b);
 }
 

@@ -32,14 +32,30 @@ template <> __device__ __forceinline__ Half narrow<Half>(float v) { return Half{
 template <> __device__ __forceinline__ BFloat16 narrow<BFloat16>(float v) {
   return BFloat16{__bfloat16_as_ushort(__float2bfloat16_rn(v))};
 }
-// One element converted between two storage dtypes: through f32 registers among f32/f16/bf16
-// (one rounding), else through f64.
+// One element converted between two storage dtypes, giving the CPU backend's convert (src/cpu/
+// cpu_backend.cpp) for every pair: among f32/f16/bf16 through f32 registers (one rounding);
+// integer to integer directly, modulo 2^bits (a double holds int64 exactly only below 2^53, and
+// an out-of-range double -> int is undefined); floating to integer as wrapping_from_double
+// (NaN 0, beyond int64 saturated, then modulo 2^bits); to bool, nonzero; integer to floating
+// through f64 as the CPU does (so i64 -> f32 rounds twice there and here).
 template <class T> constexpr bool kF32Family = std::is_same_v<T, float> || std::is_same_v<T, Half> ||
                                                std::is_same_v<T, BFloat16>;
+template <class S>
+__device__ __forceinline__ bool nonzero(S s) {
+  // on the bits: -0 is zero; NaN and subnormals are not, whatever the flush-to-zero mode
+  if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>) return (s.bits & 0x7fffu) != 0;
+  else return s != S(0);
+}
 template <class D, class S>
 __device__ __forceinline__ D convert_elem(S s) {
   if constexpr (kF32Family<D> && kF32Family<S>) {
     return narrow<D>(float(widen(s)));
+  } else if constexpr (std::is_same_v<D, bool>) {
+    return nonzero(s);
+  } else if constexpr (std::is_integral_v<D> && std::is_integral_v<S>) {
+    return D(s);
+  } else if constexpr (std::is_integral_v<D>) {
+    return wrapping_from_double<D>(double(widen(s)));
   } else {
     D d;
     store_f64(&d, load_f64(&s));
@@ -47,7 +63,8 @@ __device__ __forceinline__ D convert_elem(S s) {
   }
 }
 // Elements of a runtime floating dtype, for the mixed-dtype binary kernel (the dtype is uniform
-// across a launch, so the switch does not diverge).
+// across a launch, so the switch does not diverge). Floating dtypes only (ops cast integer operands
+// first); f64 -> f32 rounds once and the rest widen exactly, as the CPU's tile loads do.
 template <class C>
 __device__ __forceinline__ C load_as(const void* p, int64_t i, DType dt) {
   switch (dt) {
@@ -552,6 +569,7 @@ void launch_fill(const ExecContext& ctx, const View& dst, double value) {
     if constexpr (std::is_same_v<T, Half>) v = Half{f32_to_f16(float(value))};
     else if constexpr (std::is_same_v<T, BFloat16>) v = BFloat16{f32_to_bf16(float(value))};
     else if constexpr (std::is_same_v<T, bool>) v = value != 0;
+    else if constexpr (std::is_integral_v<T>) v = wrapping_from_double<T>(value);  // as the CPU's fill; T(NaN) is UB
     else v = T(value);
     using B = typename Bits<sizeof(T)>::type;
     B bits;

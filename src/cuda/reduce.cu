@@ -9,6 +9,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "core/int_math.hpp"
 #include "cuda/kernels.cuh"
 
 namespace nx::cuda {
@@ -53,7 +54,7 @@ template <class A> __device__ __forceinline__ A identity(ReduceOp op) {
 }
 
 template <class A> __device__ __forceinline__ A combine(ReduceOp op, A a, A b) {
-  if (op == ReduceOp::Sum) return a + b;
+  if (op == ReduceOp::Sum) return wrapping_add(a, b);  // integers wrap modulo 2^64 (torch's), no signed-overflow UB
   if constexpr (std::is_floating_point_v<A>) {
     if (a != a) return a;
     if (b != b) return b;
