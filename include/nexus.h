@@ -72,7 +72,7 @@ extern "C" {
 
 /* ---------------------------------------------------------------- version */
 #define NX_VERSION_MAJOR 1
-#define NX_VERSION_MINOR 3
+#define NX_VERSION_MINOR 4
 #define NX_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. 1.0.0: C API 1.0; 1.1.0 appended
  * autocast (nx_autocast_*), the first addition under the append-only policy, and the gradient
@@ -1009,9 +1009,14 @@ typedef struct {
   size_t struct_size; /* sizeof(nx_plan_options) */
   int64_t max_plans;  /* signatures kept compiled (>= 1) */
   bool cuda_graph;    /* replay a GPU plan as one CUDA graph (else as its kernel list) */
-  bool fuse;          /* fold runs of elementwise ops into one kernel each (GPU; bit-identical) */
+  bool fuse;          /* fold runs of elementwise ops into one kernel each (bit-identical) */
+  /* 1.4 (appended; without it: 0). Bytes the compiled steps may hold together (their arenas,
+   * their own input, gradient and output buffers, constants): after a capture, the least recently
+   * used steps are dropped until the total fits; the step just compiled is always kept. 0: no
+   * bound (max_plans still applies). */
+  int64_t max_bytes;
 } nx_plan_options;
-#define NX_PLAN_OPTIONS_DEFAULT {sizeof(nx_plan_options), 4, true, true}
+#define NX_PLAN_OPTIONS_DEFAULT {sizeof(nx_plan_options), 4, true, true, 0}
 NX_API nx_status nx_plan_create(nx_plan* out, nx_plan_fn fn, void* user_data, size_t noutputs,
                                 const nx_plan_options* options /* NULL: defaults */);
 /* Runs the step on inputs (all on one device) and writes noutputs new handles (owned by the
@@ -1027,8 +1032,11 @@ typedef struct {
   int64_t ops, ops_eliminated, uploads;
   int64_t arena_bytes, eager_peak_bytes, kept_bytes;
   bool cuda_graph;
-  /* elementwise ops folded into fused kernels, and those kernels (GPU) */
+  /* elementwise ops folded into fused kernels, and those kernels */
   int64_t fused_ops, fused_groups;
+  /* 1.4 (appended; a 1.3 struct_size gets the fields above): bytes all the plan's compiled steps
+   * hold now, and compiled steps dropped so far (by max_plans or max_bytes) */
+  int64_t held_bytes, evictions;
 } nx_plan_stats;
 NX_API nx_status nx_plan_get_stats(nx_plan plan, nx_plan_stats* out);
 typedef enum { NX_PLAN_TABLE = 0, NX_PLAN_DOT = 1 } nx_plan_format;

@@ -647,7 +647,7 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
   $1 = &tmp;
 }
 %typemap(argout) nx_plan_stats* out {
-  PyObject* o = Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O,s:L,s:L}",
+  PyObject* o = Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:O,s:L,s:L,s:L,s:L}",
                               "eager_runs", (long long)tmp$argnum.eager_runs,
                               "captures", (long long)tmp$argnum.captures,
                               "recaptures", (long long)tmp$argnum.recaptures,
@@ -660,7 +660,9 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
                               "kept_bytes", (long long)tmp$argnum.kept_bytes,
                               "cuda_graph", tmp$argnum.cuda_graph ? Py_True : Py_False,
                               "fused_ops", (long long)tmp$argnum.fused_ops,
-                              "fused_groups", (long long)tmp$argnum.fused_groups);
+                              "fused_groups", (long long)tmp$argnum.fused_groups,
+                              "held_bytes", (long long)tmp$argnum.held_bytes,
+                              "evictions", (long long)tmp$argnum.evictions);
   if (!o) SWIG_fail;
   $result = SWIG_Python_AppendOutput($result, o);
 }

@@ -1,18 +1,46 @@
 #include "compile/fuse.hpp"
 
 #include <cstdlib>
+#include <limits>
 #include <map>
+#include <numeric>
 #include <sstream>
-
-#include "core/cuda_iface.hpp"
 
 namespace nx::compile {
 namespace {
 
 bool f32_family(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
 
+// The same elements in the same order. A dimension of size 1 is never stepped along, so its stride
+// does not count (a broadcast operand's view gives it stride 0, the tensor its own stride).
 bool same_view(const View& a, const View& b) {
-  return a.data == b.data && a.shape == b.shape && a.strides == b.strides && a.dtype == b.dtype;
+  if (a.data != b.data || a.shape != b.shape || a.dtype != b.dtype) return false;
+  for (size_t d = 0; d < a.shape.size(); ++d)
+    if (a.shape[d] != 1 && a.strides[d] != b.strides[d]) return false;
+  return true;
+}
+
+// Whether two views with the same shape and strides share no element: the view of b is a's moved
+// by d elements, a's innermost dimension (stride 1, size n) spans [0, n) modulo P, the gcd of the
+// other strides, and b's spans [d, d + n) modulo P. Enough for the halves of a concatenation along
+// the last dimension (RoPE's cat), which two copies of one run write; false when unsure.
+bool disjoint(const View& a, const View& b) {
+  if (a.dtype != b.dtype || a.shape != b.shape) return false;
+  const int64_t es = int64_t(dtype_size(a.dtype));
+  const int64_t bytes = static_cast<const char*>(b.data) - static_cast<const char*>(a.data);
+  if (bytes % es != 0) return false;
+  const int64_t d = bytes / es;
+  int64_t n = 0, period = 0;
+  for (size_t k = 0; k < a.shape.size(); ++k) {
+    if (a.shape[k] == 1) continue;
+    if (a.strides[k] != b.strides[k]) return false;
+    if (a.strides[k] == 1 && n == 0) n = a.shape[k];
+    else period = std::gcd(period, a.strides[k] < 0 ? -a.strides[k] : a.strides[k]);
+  }
+  if (n == 0) return false;
+  if (period == 0) return d >= n || d <= -n;
+  const int64_t r = ((d % period) + period) % period;
+  return r >= n && r + n <= period;
 }
 
 using BufferId = std::pair<int, size_t>;
@@ -23,11 +51,11 @@ BufferId id_of(const BufferRef& r) { return {int(r.kind), r.index}; }
 class FusedCall final : public Call {
  public:
   const char* name() const override { return "fused"; }
-  void run(Backend&, const ExecContext& ctx) override {
+  void run(Backend& backend, const ExecContext& ctx) override {
     FusedProgram p = program_;
     for (int k = 0; k < p.ninputs; ++k) p.inputs[k].data = inputs_[size_t(k)].data;
     for (int k = 0; k < p.noutputs; ++k) p.outputs[k].data = outputs_[size_t(k)].data;
-    cuda::fused_elementwise(ctx.device.index, ctx.stream, p);
+    backend.fused_elementwise(ctx, p);
   }
   void visit(const Visitor& f) override {
     for (View& v : inputs_) f(v.data, false, &v);
@@ -45,21 +73,21 @@ struct Member {
   ElementwiseCall ew;
 };
 
-// Above this many elements the unfused kernels (16-byte vector loads) beat the interpreter's
-// scalar loop; below it a step is launch-bound and fusion wins. Measured on the H200 (session 7,
-// docs/benchmarks.md): fusing every size made the GPT-2 124M bf16 step 0.81x its unfused replay,
-// while the 6 x 256 model (1M-element activations) gained.
-// NEXUS_FUSE_MAX_NUMEL overrides it (for measuring; docs/benchmarks.md).
-int64_t fuse_max_numel() {
-  static const int64_t n = [] {
-    const char* v = std::getenv("NEXUS_FUSE_MAX_NUMEL");
-    return v && *v ? std::strtoll(v, nullptr, 10) : int64_t(1) << 20;
-  }();
-  return n;
+// The largest run fused, in elements. GPU: above 2^20 the unfused kernels (16-byte vector loads)
+// beat the interpreter's scalar loop; below it a step is launch-bound and fusion wins. Measured on
+// the H200 (session 7, docs/benchmarks.md): fusing every size made the GPT-2 124M bf16 step 0.81x
+// its unfused replay, while the 6 x 256 model (1M-element activations) gained. CPU: no cap. Its
+// interpreter runs the eager kernels' own vector loops on tiles that stay in L1, so a fused run
+// costs no more compute than the unfused ops and saves their memory traffic at every size.
+// NEXUS_FUSE_MAX_NUMEL overrides both (for measuring; 0 turns fusion off; docs/benchmarks.md).
+int64_t fuse_max_numel(Device device) {
+  static const char* env = std::getenv("NEXUS_FUSE_MAX_NUMEL");
+  if (env && *env) return std::strtoll(env, nullptr, 10);
+  return device.is_cpu() ? std::numeric_limits<int64_t>::max() : int64_t(1) << 20;
 }
 
-bool fusible(Call* c, ElementwiseCall* ew) {
-  if (!c->elementwise(ew) || ew->dst->numel() == 0 || ew->dst->numel() > fuse_max_numel() ||
+bool fusible(Call* c, ElementwiseCall* ew, int64_t max_numel) {
+  if (!c->elementwise(ew) || ew->dst->numel() == 0 || ew->dst->numel() > max_numel ||
       ew->dst->shape.size() > size_t(kFuseMaxRank))
     return false;
   if (!f32_family(ew->dst->dtype)) return false;
@@ -71,7 +99,8 @@ bool fusible(Call* c, ElementwiseCall* ew) {
 
 class Fuser {
  public:
-  Fuser(const Trace& trace, const std::vector<Call*>& list) : trace_(trace), list_(list) {
+  Fuser(const Trace& trace, const std::vector<Call*>& list)
+      : trace_(trace), list_(list), max_numel_(fuse_max_numel(trace.device())) {
     // Where each buffer is read, by list position: an intermediate is dropped only when every
     // read of it is inside its own group.
     for (size_t i = 0; i < list.size(); ++i)
@@ -82,7 +111,7 @@ class Fuser {
   FusionResult run() {
     for (size_t i = 0; i < list_.size(); ++i) {
       Member m{list_[i], {}};
-      const bool ok = fusible(m.call, &m.ew);
+      const bool ok = fusible(m.call, &m.ew, max_numel_);
       if (ok && !group_.empty() && joins(m)) {
         group_.push_back(m);
         positions_.push_back(i);
@@ -103,12 +132,12 @@ class Fuser {
  private:
   // Whether m can join the group: same shape, its inputs either a member's exact output or
   // memory the group does not write, and its output memory untouched by the group (or read by
-  // it through the very same view, element by element).
+  // it through the very same view, element by element, or written by it at other elements).
   bool joins(const Member& m) const {
     if (group_.size() >= size_t(kFuseMaxInstrs) || m.ew.dst->shape != group_[0].ew.dst->shape) return false;
     const BufferId dst = id_of(m.call->refs[0]);
     for (const Member& g : group_) {
-      if (id_of(g.call->refs[0]) == dst) return false;  // written twice
+      if (id_of(g.call->refs[0]) == dst && !disjoint(*g.ew.dst, *m.ew.dst)) return false;  // written twice
       for (int k = 0; k < g.ew.ninputs; ++k)
         if (id_of(g.call->refs[size_t(1 + k)]) == dst && !same_view(*g.ew.in[k], *m.ew.dst)) return false;
     }
@@ -223,6 +252,7 @@ class Fuser {
 
   const Trace& trace_;
   const std::vector<Call*>& list_;
+  const int64_t max_numel_;
   std::map<BufferId, std::vector<size_t>> readers_;
   std::vector<Member> group_;
   std::vector<size_t> positions_;

@@ -1,6 +1,7 @@
 // Elementwise fusion of a compiled step's kernel list (docs/compiler.md, "Fusion"): runs of
-// consecutive unary / binary / copy calls over one shape become one FusedCall, whose kernel
-// (cuda::fused_elementwise) keeps the intermediates in registers; an intermediate that nothing
+// consecutive unary / binary / copy calls over one shape become one FusedCall, run by the device's
+// Backend::fused_elementwise (CUDA: an interpreter kernel that keeps the intermediates in
+// registers; CPU: a tile interpreter that keeps them in L1 tiles); an intermediate that nothing
 // outside the run reads is never stored, and its buffer drops out of the arena.
 #pragma once
 #include <memory>
@@ -16,7 +17,7 @@ struct FusionResult {
   int64_t fused_calls = 0, groups = 0;        // calls folded into groups, and the groups
 };
 
-// list: the kept calls of trace, in order. Only f32-family floating tensors on a GPU are fused.
+// list: the kept calls of trace, in order. Only f32-family floating tensors are fused.
 FusionResult fuse_elementwise(const Trace& trace, const std::vector<Call*>& list);
 
 }  // namespace nx::compile

@@ -30,6 +30,7 @@ class CompiledStep {
   bool still_valid() const;
   std::vector<Tensor> replay(const std::vector<Tensor>& inputs);
   void fill_stats(PlanStats* s) const;
+  size_t held_bytes() const;  // arena, own inputs, kept buffers, constants
   std::string table() const;
   std::string dot() const;
 
@@ -47,6 +48,7 @@ class CompiledStep {
   std::vector<Call*> list_;                // what a replay runs: the kept calls, fused
   FusionResult fusion_;
   std::vector<size_t> place_;              // per allocation: arena offset (temporaries in use)
+  std::vector<std::pair<size_t, size_t>> uses_;  // per allocation: first and last position in list_ using it
   std::vector<std::shared_ptr<Storage>> kept_;  // allocations alive after the step (gradients, outputs)
   std::vector<Storage*> written_;          // storages a replay writes (versions bumped)
   std::vector<std::pair<size_t, int64_t>> input_ranges_;  // (input, n): its values must lie in [0, n)
@@ -124,7 +126,7 @@ void CompiledStep::compile() {
   }
   for (size_t c = 0; c < calls.size(); ++c)
     if (keep_[c]) list_.push_back(calls[c].get());
-  if (!device_.is_cpu() && fuse_) {
+  if (fuse_) {
     fusion_ = fuse_elementwise(trace_, list_);
     list_ = fusion_.list;
   }
@@ -194,12 +196,20 @@ void CompiledStep::place_temporaries() {
   int64_t live = 0, peak = 0;
   for (const auto& e : events) peak = std::max(peak, live += e.second);
   eager_peak_ = size_t(peak);
-  // Temporaries that a kept call uses, placed largest first at the lowest offset free for their
-  // whole lifetime [born, died] (greedy by size, as in TFLite's and XLA's planners).
+  // Temporaries that a kept call uses, placed largest first at the lowest offset free from the
+  // first call of the list that uses them to the last (greedy by size, as in TFLite's and XLA's
+  // planners). Counted in the replayed list, not in the eager run's allocations: a fused call
+  // runs its members together, so every buffer it touches is alive at once, even one whose eager
+  // lifetime ended before another's began.
   std::vector<bool> used(allocs.size(), false);
-  for (const Call* call : list_)
-    for (const BufferRef& r : call->refs)
-      if (r.kind == BufferRef::Internal && allocs[r.index].died != Allocation::kAlive) used[r.index] = true;
+  uses_.assign(allocs.size(), {0, 0});
+  for (size_t i = 0; i < list_.size(); ++i)
+    for (const BufferRef& r : list_[i]->refs)
+      if (r.kind == BufferRef::Internal && allocs[r.index].died != Allocation::kAlive) {
+        if (!used[r.index]) uses_[r.index].first = i;
+        uses_[r.index].second = i;
+        used[r.index] = true;
+      }
   std::vector<size_t> by_birth;
   for (size_t a = 0; a < allocs.size(); ++a)
     if (used[a]) by_birth.push_back(a);
@@ -229,7 +239,7 @@ void CompiledStep::place(const std::vector<size_t>& order) {
     const size_t size = round_up(allocs[a].bytes, g);
     std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of placed buffers alive with a
     for (size_t b : placed)
-      if (allocs[b].born <= allocs[a].died && allocs[a].born <= allocs[b].died)
+      if (uses_[b].first <= uses_[a].second && uses_[a].first <= uses_[b].second)
         busy.push_back({place_[b], place_[b] + round_up(allocs[b].bytes, g)});
     std::sort(busy.begin(), busy.end());
     size_t at = 0;
@@ -306,6 +316,13 @@ std::vector<Tensor> CompiledStep::replay(const std::vector<Tensor>& inputs) {
   GradModeGuard off(false);
   for (const Tensor& o : outputs_) out.push_back(clone(o));
   return out;
+}
+
+size_t CompiledStep::held_bytes() const {
+  size_t n = arena_bytes_ + kept_bytes_;
+  for (const Tensor& x : inputs_) n += size_t(x.numel()) * dtype_size(x.dtype());
+  for (const Call* c : list_) n += c->constant_bytes();
+  return n;
 }
 
 void CompiledStep::fill_stats(PlanStats* s) const {
@@ -403,8 +420,9 @@ std::string CompiledStep::dot() const {
 
 // ---------------------------------------------------------------- Plan
 
-Plan::Plan(StepFn fn, size_t max_steps, bool cuda_graph, bool fuse)
-    : fn_(std::move(fn)), max_steps_(std::max<size_t>(max_steps, 1)), cuda_graph_(cuda_graph), fuse_(fuse) {}
+Plan::Plan(StepFn fn, size_t max_steps, size_t max_bytes, bool cuda_graph, bool fuse)
+    : fn_(std::move(fn)), max_steps_(std::max<size_t>(max_steps, 1)), max_bytes_(max_bytes), cuda_graph_(cuda_graph),
+      fuse_(fuse) {}
 Plan::~Plan() = default;
 
 static std::string signature(const std::vector<Tensor>& inputs) {
@@ -438,28 +456,45 @@ std::vector<Tensor> Plan::run(const std::vector<Tensor>& inputs) {
     stats_.eager_runs++;  // the first call of a signature makes the state its steps update
     return fn_(inputs);
   }
-  // Keep at most max_steps_ compiled steps: the least recently used goes.
+  // Keep at most max_steps_ compiled steps: the least recently used go.
   size_t compiled = 0;
   for (const auto& [k, x] : entries_) compiled += x.step != nullptr;
-  while (compiled >= max_steps_) {
-    auto victim = entries_.end();
-    for (auto it = entries_.begin(); it != entries_.end(); ++it)
-      if (it->second.step && (victim == entries_.end() || it->second.last_use < victim->second.last_use)) victim = it;
-    if (victim == entries_.end()) break;
-    if (last_ == victim->second.step.get()) last_ = nullptr;
-    victim->second.step.reset();
-    compiled--;
+  for (; compiled >= max_steps_ && evict_one(nullptr); --compiled) {
   }
   std::vector<Tensor> outputs;
   e.step = std::make_unique<CompiledStep>(fn_, inputs, cuda_graph_ && !inputs[0].device().is_cpu(), fuse_, &outputs);
   stats_.captures++;
   last_ = e.step.get();
+  // The byte bound is known only once the new step is compiled (its arena comes from the trace).
+  while (max_bytes_ && held_bytes() > max_bytes_ && evict_one(e.step.get())) {
+  }
   return outputs;
+}
+
+bool Plan::evict_one(const CompiledStep* keep) {
+  auto victim = entries_.end();
+  for (auto it = entries_.begin(); it != entries_.end(); ++it)
+    if (it->second.step && it->second.step.get() != keep &&
+        (victim == entries_.end() || it->second.last_use < victim->second.last_use))
+      victim = it;
+  if (victim == entries_.end()) return false;
+  if (last_ == victim->second.step.get()) last_ = nullptr;
+  victim->second.step.reset();
+  stats_.evictions++;
+  return true;
+}
+
+size_t Plan::held_bytes() const {
+  size_t n = 0;
+  for (const auto& [k, e] : entries_)
+    if (e.step) n += e.step->held_bytes();
+  return n;
 }
 
 PlanStats Plan::stats() const {
   PlanStats s = stats_;
   if (last_) last_->fill_stats(&s);
+  s.held_bytes = int64_t(held_bytes());
   return s;
 }
 

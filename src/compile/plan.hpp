@@ -26,6 +26,8 @@ struct PlanStats {
   int64_t ops = 0, ops_eliminated = 0, uploads = 0, fused_ops = 0, fused_groups = 0;
   int64_t arena_bytes = 0, eager_peak_bytes = 0, kept_bytes = 0;
   bool cuda_graph = false;
+  // Of all the plan's compiled steps:
+  int64_t held_bytes = 0, evictions = 0;
 };
 
 using StepFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
@@ -34,7 +36,8 @@ class CompiledStep;
 
 class Plan {
  public:
-  Plan(StepFn fn, size_t max_steps, bool cuda_graph, bool fuse);
+  // At most max_steps compiled steps, holding at most max_bytes together (0: no byte bound).
+  Plan(StepFn fn, size_t max_steps, size_t max_bytes, bool cuda_graph, bool fuse);
   ~Plan();
   // Runs the step on inputs (all on one device): eagerly, by capturing it, or by replaying.
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
@@ -50,7 +53,11 @@ class Plan {
     std::unique_ptr<CompiledStep> step;
   };
   StepFn fn_;
-  size_t max_steps_;
+  // Drops the least recently used compiled step other than keep; false when there is none.
+  bool evict_one(const CompiledStep* keep);
+  size_t held_bytes() const;
+
+  size_t max_steps_, max_bytes_;
   bool cuda_graph_, fuse_;
   std::map<std::string, Entry> entries_;
   uint64_t clock_ = 0;

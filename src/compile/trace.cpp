@@ -104,6 +104,7 @@ class UploadCall final : public Call {
   void visit(const Visitor& f) override {
     if (!bytes_.empty()) f(dst_, true, nullptr);
   }
+  size_t constant_bytes() const override { return bytes_.size() * (device_copy_ ? 2 : 1); }
   void make_device_constant(Backend& backend, const ExecContext& ctx, std::vector<void*>* owned) override {
     if (bytes_.empty() || device_copy_) return;
     void* p = backend.allocate(ctx, bytes_.size());
@@ -162,6 +163,11 @@ class RecordingBackend final : public Backend {
   void copy_bytes(const ExecContext& ctx, void* dst, const void* src, size_t n) override {
     trace_.record(std::make_unique<CopyBytesCall>(dst, src, n));
     inner_.copy_bytes(ctx, dst, src, n);
+  }
+  void fused_elementwise(const ExecContext&, const FusedProgram&) override {
+    // No op calls it: a compiled plan's replay does, on the device's own backend. A call reaching a
+    // trace would go unrecorded, so the capture is refused.
+    trace_.refuse(std::string(current_api()) + " runs a fused elementwise program inside the captured step");
   }
   bool native_half_attention() const override { return inner_.native_half_attention(); }
   bool native_half_matmul() const override { return inner_.native_half_matmul(); }

@@ -55,6 +55,8 @@ class Call {
   // An upload of host bytes gives them a device copy (owned by the caller's list), so that a
   // replay, and a CUDA graph, copies device to device; other calls do nothing.
   virtual void make_device_constant(Backend&, const ExecContext&, std::vector<void*>*) {}
+  // Bytes of host data the call keeps for replays (an upload's), counted in a plan's memory.
+  virtual size_t constant_bytes() const { return 0; }
   std::vector<BufferRef> refs;  // one per visited non-null pointer, in visit order
   std::string api;              // the C function that made the call (for the plan's table)
 };

@@ -11,6 +11,8 @@
 
 namespace nx {
 
+struct FusedProgram;  // core/fused_program.hpp
+
 struct View {
   void* data;
   std::vector<int64_t> shape, strides;  // strides in elements
@@ -117,6 +119,10 @@ class Backend {
 #define NX_PURE_KERNEL(name, params, args) virtual void name params = 0;
   NX_KERNELS(NX_PURE_KERNEL)
 #undef NX_PURE_KERNEL
+  // A chain of elementwise ops fused by a compiled plan (src/compile/fuse.cpp builds it; no op
+  // calls it), over f32/f16/bf16: the bits of running its ops one by one, without storing the
+  // intermediates that nothing else reads (docs/compiler.md, "Fusion").
+  virtual void fused_elementwise(const ExecContext& ctx, const FusedProgram& program) = 0;
   // Whether attention takes f16/bf16 directly (else the op casts to f32 around it).
   virtual bool native_half_attention() const { return false; }
   // Whether matmul takes f16/bf16 operands directly (accumulating in f32).

@@ -1,7 +1,7 @@
 // Integer arithmetic without undefined behaviour, in one place (issue 17, item 8):
 //  - checked_add / checked_mul: sums and products of sizes a caller gave (shapes, counts,
 //    strides, offsets) fail with a message instead of overflowing int64;
-//  - wrapping_add / _sub / _mul / _neg: integer tensor arithmetic wraps modulo 2^bits like
+//  - wrapping_add / _sub / _mul / _neg / _pow: integer tensor arithmetic wraps modulo 2^bits like
 //    PyTorch's, computed in the unsigned type (signed overflow is undefined in C++, and the
 //    sanitizer build aborts on it) and converted back (modular since C++20). Host and device.
 #pragma once
@@ -76,6 +76,22 @@ NX_INT_MATH_HD constexpr T wrapping_div(T a, T b) {
     if (b == T(-1)) return wrapping_neg(a);
   }
   return T(a / b);
+}
+
+// base^exp by squaring, exact and wrapping modulo 2^bits like PyTorch's integer pow (3^40 in int64
+// is -6289078614652622815; a double pow saturates, and its last-ulp error can truncate 3^1 to 2).
+// A negative exp gives what torch's integer pow gives: 1 for base 1, +-1 for base -1, else 0.
+template <class T>
+NX_INT_MATH_HD constexpr T wrapping_pow(T base, T exp) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return base || !exp;  // x^0 == 1, 0^1 == 0
+  } else {
+    if (exp < T(0)) return base == T(1) ? T(1) : base == T(-1) ? ((exp & T(1)) ? T(-1) : T(1)) : T(0);
+    T r = T(1);
+    for (; exp; exp >>= 1, base = wrapping_mul(base, base))
+      if (exp & T(1)) r = wrapping_mul(r, base);
+    return r;
+  }
 }
 
 // A double scalar as an integer operand of type T: NaN gives 0, values beyond int64 saturate,

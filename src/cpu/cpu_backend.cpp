@@ -34,6 +34,8 @@ void scale_multi_cpu(const std::vector<TensorSlot>& slots, DType dtype, const Vi
 void reduce_rows_cpu(ReduceOp op, const View& dst, const View& src, int64_t rows, int64_t cols);
 void reduce_middle_cpu(ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n, int64_t inner);
 void softmax_rows_cpu(const View& dst, const View& src, int64_t rows, int64_t cols, bool log);
+// fused_elementwise.cpp
+void fused_elementwise_cpu(const FusedProgram& program);
 
 namespace {
 
@@ -52,9 +54,15 @@ template <> bool from_f64(double v) { return v != 0.0; }
 template <> Half from_f64(double v) { return Half{f32_to_f16(float(v))}; }
 template <> BFloat16 from_f64(double v) { return BFloat16{f32_to_bf16(float(v))}; }
 // f32 -> half without the detour through double (which could double-round).
-// Integer to integer directly (modular, exact for every int64), not through a double.
+// Integer to integer directly (modular, exact for every int64), not through a double. Integer to
+// floating as PyTorch converts: to f32/f64 in one rounding (i64 -> f32 through a double would
+// round twice: 2^60 + 2^36 + 1 gave 2^60, torch 2^60 + 2^37), to f16/bf16 through f32 (c10::Half
+// and BFloat16 are made from a float).
 template <class D, class Src> D convert(Src v) {
   if constexpr (std::is_integral_v<D> && std::is_integral_v<Src> && !std::is_same_v<D, bool>) return D(v);
+  else if constexpr (std::is_integral_v<Src> && (std::is_same_v<D, float> || std::is_same_v<D, double>)) return D(v);
+  else if constexpr (std::is_integral_v<Src> && std::is_same_v<D, Half>) return Half{f32_to_f16(float(v))};
+  else if constexpr (std::is_integral_v<Src> && std::is_same_v<D, BFloat16>) return BFloat16{f32_to_bf16(float(v))};
   else return from_f64<D>(to_f64(v));
 }
 template <> Half convert(float v) { return Half{f32_to_f16(v)}; }
@@ -136,6 +144,7 @@ class CpuBackend final : public Backend {
   void scale_multi(const ExecContext&, const std::vector<TensorSlot>& slots, DType dtype, const View& factor) override {
     scale_multi_cpu(slots, dtype, factor);
   }
+  void fused_elementwise(const ExecContext&, const FusedProgram& program) override { fused_elementwise_cpu(program); }
   void upload(const ExecContext&, void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
   void copy_bytes(const ExecContext&, void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
   void download(const ExecContext&, void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
@@ -240,7 +249,7 @@ class CpuBackend final : public Backend {
         case UnaryOp::MulScalar: return wrapping_mul(v, s0);
         case UnaryOp::Square: return wrapping_mul(v, v);
         case UnaryOp::Sign: return T(v > 0 ? 1 : (v < 0 ? -1 : 0));
-        case UnaryOp::PowScalar: return from_f64<T>(std::pow(double(v), p0));  // exact below 2^53
+        case UnaryOp::PowScalar: return wrapping_pow(v, s0);  // exact, wraps as torch's (3^40)
         default: return T(0);
       }
     };
@@ -293,7 +302,7 @@ class CpuBackend final : public Backend {
         case BinaryOp::Sub: o[i] = wrapping_sub(x, y); break;
         case BinaryOp::Mul: o[i] = wrapping_mul(x, y); break;
         case BinaryOp::Div: o[i] = y == 0 ? T(0) : wrapping_div(x, y); break;
-        case BinaryOp::Pow: o[i] = from_f64<T>(std::pow(double(x), double(y))); break;
+        case BinaryOp::Pow: o[i] = wrapping_pow(x, y); break;
         case BinaryOp::Maximum: o[i] = std::max(x, y); break;
         case BinaryOp::Minimum: o[i] = std::min(x, y); break;
         default: break;
@@ -308,7 +317,11 @@ class CpuBackend final : public Backend {
       const T* x = at<T>(a, off[1]);
       const T* y = at<T>(b, off[2]);
       for (int64_t i = 0; i < n; ++i) {
-        double u = to_f64(x[i * st[1]]), v = to_f64(y[i * st[2]]);
+        // integers compared as themselves (through a double, 2^53 == 2^53 + 1), the rest in f64
+        using C = std::conditional_t<std::is_integral_v<T>, T, double>;
+        C u, v;
+        if constexpr (std::is_integral_v<T>) u = x[i * st[1]], v = y[i * st[2]];
+        else u = to_f64(x[i * st[1]]), v = to_f64(y[i * st[2]]);
         bool r = false;
         switch (op) {
           case BinaryOp::Eq: r = u == v; break;
@@ -388,6 +401,14 @@ class CpuBackend final : public Backend {
                     static_cast<const char*>(src.data) + size_t(o * n + index_at(index, j)) * row, row);
   }
 
+  // index_add's and scatter_add's a + b outside f16/bf16: integers exact and wrapping modulo
+  // 2^bits as torch's (through a double, int64 lost its low bits past 2^53 and saturated), bool
+  // a logical or, floating through f64 (for f32 the correctly rounded sum: 53 >= 2 * 24 + 2 bits).
+  template <class T> static T add_elem(T a, T b) {
+    if constexpr (kWrapsModulo<T>) return wrapping_add(a, b);
+    else return convert<T>(to_f64(a) + to_f64(b));
+  }
+
   // f16/bf16 sums accumulate in f32 and round once (a bf16 running sum of ones stops at 256:
   // 256 + 1 rounds back to 256); other dtypes add in their own type, as before. The positions j
   // are grouped by their destination row (a stable sort of the index), so each destination row is
@@ -430,7 +451,7 @@ class CpuBackend final : public Backend {
             } else {
               for (int64_t k = first; k < last; ++k) {
                 const T* s = src_row(k);
-                for (int64_t i = 0; i < inner; ++i) d[i] = convert<T>(to_f64(d[i]) + to_f64(s[i]));
+                for (int64_t i = 0; i < inner; ++i) d[i] = add_elem(d[i], s[i]);
               }
             }
           }
@@ -480,7 +501,7 @@ class CpuBackend final : public Backend {
         for (size_t d = 0; d < coord.size(); ++d)
           off += (int64_t(d) == axis ? index_at(index, e) : coord[d]) * dst_st[d];
         if constexpr (half) wide[size_t(off)] += convert<float>(s[e]);
-        else out[off] = convert<T>(to_f64(out[off]) + to_f64(s[e]));
+        else out[off] = add_elem(out[off], s[e]);
       });
       if constexpr (half)
         for (int64_t i = 0; i < count; ++i) out[i] = convert<T>(wide[size_t(i)]);

@@ -86,11 +86,13 @@ template <class T> Acc<T> reduce_span(ReduceOp op, const T* x, int64_t n) {
   return acc;
 }
 
+// Integers compared as themselves (through a double, 2^53 + 1 did not beat 2^53), the rest in f64.
 template <class T> void argmax_row(int64_t* dst, const T* x, int64_t n) {
+  using V = std::conditional_t<kIntegral<T>, T, double>;
   int64_t best = 0;
-  double bv = n ? widen<double>(x[0]) : 0;
+  V bv = n ? widen<V>(x[0]) : V(0);
   for (int64_t i = 1; i < n && bv == bv; ++i) {  // the first NaN wins
-    double v = widen<double>(x[i]);
+    V v = widen<V>(x[i]);
     if (v > bv || v != v) { bv = v; best = i; }
   }
   *dst = best;

@@ -174,13 +174,54 @@ template <class T> inline T silu_derivative(T v) {
   return s * (T(1) + v * (T(1) - s));
 }
 
+// Every element of a unary or binary row is computed by the one vector loop of its op (the loop in
+// map1 / map2), which is only ever given whole blocks of kLanes elements: a row's tail is padded
+// to a block, and strided or broadcast operands are gathered into blocks first. GCC contracts
+// multiplies and adds into FMAs differently in a vector loop, in its scalar remainder and in a
+// strided or broadcast loop, so gelu(x) of one value used to differ in its last bit between the
+// body of a row, its tail and a strided view. A result now depends on the operand values only, not
+// on where they lie or how the caller cuts its rows: compiled plans rely on it, as their fused
+// chains (src/cpu/fused_elementwise.cpp) compute in tiles of their own and must give eager's bits.
+constexpr int64_t kLanes = 16;    // a multiple of every table's vector length (AVX-512: 16 f32)
+constexpr int64_t kGather = 256;  // elements per gathered block (a multiple of kLanes)
+
+// A broadcast operand (stride 0) fills its block buffer once, for every block of the row.
+template <class T>
+inline void fill_broadcast(T* buf, const T* x, int64_t sx, int64_t n) {
+  if (sx != 0) return;
+  const T v = x[0];
+  for (int64_t j = 0, e = vmin(kGather, (n + kLanes - 1) / kLanes * kLanes); j < e; ++j) buf[j] = v;
+}
+// Block [i, i + m) of an operand with stride sx, padded to `padded` elements: the operand itself
+// when it is contiguous and the block whole, else buf (filled here, or by fill_broadcast).
+template <class T>
+inline const T* block_of(T* buf, const T* x, int64_t sx, int64_t i, int64_t m, int64_t padded) {
+  if (sx == 1 && m == padded) return x + i;
+  if (sx == 0) return buf;
+  for (int64_t j = 0; j < m; ++j) buf[j] = x[(i + j) * sx];
+  for (int64_t j = m; j < padded; ++j) buf[j] = T(0);
+  return buf;
+}
+// The blocks of a row of n: the contiguous whole lanes at once (when every operand is contiguous),
+// then kGather at a time.
+inline int64_t block_size(int64_t i, int64_t body, int64_t n) { return i < body ? body - i : vmin(kGather, n - i); }
+inline int64_t padded_size(int64_t m) { return (m + kLanes - 1) / kLanes * kLanes; }
+
 template <class T, class F>
 inline void map1(T* out, const T* x, int64_t sx, int64_t n, F f) {
-  if (sx == 1) {
+  alignas(64) T xb[kGather], ob[kGather];
+  const int64_t body = sx == 1 ? n - n % kLanes : 0;
+  fill_broadcast(xb, x, sx, n);
+  for (int64_t i = 0, m; i < n; i += m) {
+    m = block_size(i, body, n);
+    const int64_t padded = padded_size(m);
+    const T* xp = block_of(xb, x, sx, i, m, padded);
+    T* op = m == padded ? out + i : ob;
+    if (padded % kLanes != 0) __builtin_unreachable();
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) out[i] = f(x[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = f(x[i * sx]);
+    for (int64_t j = 0; j < padded; ++j) op[j] = f(xp[j]);
+    if (op == ob)
+      for (int64_t j = 0; j < m; ++j) out[i + j] = ob[j];
   }
 }
 
@@ -244,19 +285,21 @@ void unary_kernel(UnaryOp op, T* out, const T* x, int64_t sx, int64_t n, T p0, T
 
 template <class T, class F>
 inline void map2(T* out, const T* a, int64_t sa, const T* b, int64_t sb, int64_t n, F f) {
-  if (sa == 1 && sb == 1) {
+  alignas(64) T ab[kGather], bb[kGather], ob[kGather];
+  const int64_t body = sa == 1 && sb == 1 ? n - n % kLanes : 0;
+  fill_broadcast(ab, a, sa, n);
+  fill_broadcast(bb, b, sb, n);
+  for (int64_t i = 0, m; i < n; i += m) {
+    m = block_size(i, body, n);
+    const int64_t padded = padded_size(m);
+    const T* ap = block_of(ab, a, sa, i, m, padded);
+    const T* bp = block_of(bb, b, sb, i, m, padded);
+    T* op = m == padded ? out + i : ob;
+    if (padded % kLanes != 0) __builtin_unreachable();
 #pragma omp simd
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
-  } else if (sa == 1 && sb == 0) {
-    const T bv = b[0];
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], bv);
-  } else if (sa == 0 && sb == 1) {
-    const T av = a[0];
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) out[i] = f(av, b[i]);
-  } else {
-    for (int64_t i = 0; i < n; ++i) out[i] = f(a[i * sa], b[i * sb]);
+    for (int64_t j = 0; j < padded; ++j) op[j] = f(ap[j], bp[j]);
+    if (op == ob)
+      for (int64_t j = 0; j < m; ++j) out[i + j] = ob[j];
   }
 }
 
@@ -275,7 +318,9 @@ void binary_kernel(BinaryOp op, T* out, const T* a, int64_t sa, const T* b, int6
       map2(out, a, sa, b, sb, n, [](T x, T y) { return (x != x || x < y) ? x : (y != y ? y : vmin(x, y)); });
       break;
     case BinaryOp::AddRelu:
-      map2(out, a, sa, b, sb, n, [](T x, T y) { T s = x + y; return s <= T(0) ? T(0) : s; });
+      // a NaN x is returned as itself: x86 gives the first operand's NaN when both are NaN, and GCC
+      // orders the operands of x + y differently in the gathered loop, so x + y alone is not stable
+      map2(out, a, sa, b, sb, n, [](T x, T y) { T s = x != x ? x + x : x + y; return s <= T(0) ? T(0) : s; });
       break;
     case BinaryOp::AddGelu:
       map2(out, a, sa, b, sb, n, [](T x, T y) { T s = x + y; return T(0.5) * s * (T(1) + verf(s * T(0.70710678118654752440))); });

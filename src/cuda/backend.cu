@@ -111,6 +111,10 @@ class CudaBackend final : public Backend {
     use_device(device_);
     if (n) NX_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToDevice, stream_of(ctx)));
   }
+  void fused_elementwise(const ExecContext& ctx, const FusedProgram& program) override {
+    use_device(device_);
+    cuda::fused_elementwise(device_, ctx.stream, program);
+  }
   bool native_half_matmul() const override { return true; }
   bool native_half_attention() const override { return true; }
   // Each kernel of the registry: select this backend's device, then launch on ctx's stream

@@ -36,8 +36,9 @@ template <> __device__ __forceinline__ BFloat16 narrow<BFloat16>(float v) {
 // cpu_backend.cpp) for every pair: among f32/f16/bf16 through f32 registers (one rounding);
 // integer to integer directly, modulo 2^bits (a double holds int64 exactly only below 2^53, and
 // an out-of-range double -> int is undefined); floating to integer as wrapping_from_double
-// (NaN 0, beyond int64 saturated, then modulo 2^bits); to bool, nonzero; integer to floating
-// through f64 as the CPU does (so i64 -> f32 rounds twice there and here).
+// (NaN 0, beyond int64 saturated, then modulo 2^bits); to bool, nonzero; integer to floating as
+// PyTorch converts: to f32/f64 in one rounding (not through f64, which rounds i64 -> f32 twice), to
+// f16/bf16 through f32 (c10::Half and BFloat16 are made from a float).
 template <class T> constexpr bool kF32Family = std::is_same_v<T, float> || std::is_same_v<T, Half> ||
                                                std::is_same_v<T, BFloat16>;
 template <class S>
@@ -56,6 +57,10 @@ __device__ __forceinline__ D convert_elem(S s) {
     return D(s);
   } else if constexpr (std::is_integral_v<D>) {
     return wrapping_from_double<D>(double(widen(s)));
+  } else if constexpr (std::is_integral_v<S> && (std::is_same_v<D, float> || std::is_same_v<D, double>)) {
+    return D(s);  // cvt.rn: one rounding
+  } else if constexpr (std::is_integral_v<S>) {
+    return narrow<D>(float(s));
   } else {
     D d;
     store_f64(&d, load_f64(&s));
@@ -75,17 +80,6 @@ __device__ __forceinline__ C load_as(const void* p, int64_t i, DType dt) {
   }
 }
 
-// Integer power by squaring: exact, where double pow's last-ulp error truncates 3^1 to 2; wraps
-// on overflow (integer arithmetic below wraps like PyTorch's, computed without signed overflow).
-template <class T>
-__device__ __forceinline__ T int_pow(T base, T exp) {
-  if (exp < T(0)) return base == T(1) ? T(1) : base == T(-1) ? ((exp & T(1)) ? T(-1) : T(1)) : T(0);
-  T r = 1;
-  for (; exp; exp >>= 1, base = wrapping_mul(base, base))
-    if (exp & T(1)) r = wrapping_mul(r, base);
-  return r;
-}
-
 template <class T>
 __device__ __forceinline__ T unary_op(UnaryOp op, T x, T p0, T p1) {
   switch (op) {
@@ -101,7 +95,7 @@ __device__ __forceinline__ T unary_op(UnaryOp op, T x, T p0, T p1) {
     default: break;
   }
   if constexpr (!std::is_floating_point_v<T>) {
-    if (op == UnaryOp::PowScalar) return int_pow(x, p0);
+    if (op == UnaryOp::PowScalar) return wrapping_pow(x, p0);  // core/int_math.hpp, as the CPU's
   }
   if constexpr (std::is_floating_point_v<T>) {
     switch (op) {
@@ -168,8 +162,7 @@ __device__ __forceinline__ T binary_op(BinaryOp op, T a, T b) {
       else return b == T(0) ? T(0) : wrapping_div(a, b);
     case BinaryOp::Pow:
       if constexpr (std::is_floating_point_v<T>) return pow(a, b);
-      else if constexpr (std::is_same_v<T, bool>) return a || !b;  // x^0 == 1, 0^1 == 0
-      else return int_pow(a, b);
+      else return wrapping_pow(a, b);  // exact, wrapping; bool: x^0 == 1, 0^1 == 0
     case BinaryOp::Maximum:
       if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }
       return a > b ? a : b;
@@ -197,7 +190,9 @@ __device__ __forceinline__ T binary_op(BinaryOp op, T a, T b) {
   return T(0);
 }
 
-__device__ __forceinline__ bool compare_op(BinaryOp op, double a, double b) {
+// Integers compare as themselves (through a double, 2^53 == 2^53 + 1), the rest in f64.
+template <class C>
+__device__ __forceinline__ bool compare_op(BinaryOp op, C a, C b) {
   switch (op) {
     case BinaryOp::Eq: return a == b;
     case BinaryOp::Ne: return a != b;
@@ -388,7 +383,8 @@ __global__ void compare_kernel(BinaryOp op, bool* out, const T* a, const T* b, G
   GRID_STRIDE(e, n) {
     int64_t off[3];
     g.offsets(e, off);
-    out[off[0]] = compare_op(op, load_f64(a + off[1]), load_f64(b + off[2]));
+    if constexpr (std::is_integral_v<T>) out[off[0]] = compare_op<T>(op, a[off[1]], b[off[2]]);
+    else out[off[0]] = compare_op<double>(op, load_f64(a + off[1]), load_f64(b + off[2]));
   }
 }
 

@@ -126,26 +126,30 @@ __global__ void rows_stage2(ReduceOp op, const A* partial, D* dst, int64_t rows,
   }
 }
 
+// Integers compared as themselves (through a double, 2^53 + 1 did not beat 2^53), the rest in f64.
 template <class T>
 __global__ void argmax_rows(const T* src, int64_t* dst, int64_t cols) {
+  using V = std::conditional_t<std::is_integral_v<T>, T, double>;
   const T* p = src + int64_t(blockIdx.x) * cols;
-  double best = -INFINITY;
+  V best = V(0);
   int64_t best_i = cols;  // "none yet"
   for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
-    double v = load_f64(p + i);
+    V v;
+    if constexpr (std::is_integral_v<T>) v = p[i];
+    else v = load_f64(p + i);
     bool better = best_i == cols || v > best || (v != v && best == best);
     if (better) { best = v; best_i = i; }
   }
-  __shared__ double vals[256];
+  __shared__ V vals[256];
   __shared__ int64_t idx[256];
   vals[threadIdx.x] = best;
   idx[threadIdx.x] = best_i;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s) {
-      double v = vals[threadIdx.x + s];
+      V v = vals[threadIdx.x + s];
       int64_t j = idx[threadIdx.x + s];
-      double u = vals[threadIdx.x];
+      V u = vals[threadIdx.x];
       int64_t i = idx[threadIdx.x];
       // NaN wins (first NaN), then larger value, then smaller index
       bool take = j != cols && (i == cols || (v != v && (u == u || j < i)) || (u == u && v == v && (v > u || (v == u && j < i))));

@@ -208,7 +208,7 @@ static void test_replay_equals_eager_bit_for_bit(void** state) {
   assert_true(st.arena_bytes > 0);
   /* the greedy placement may lose a little to fragmentation against the eager peak */
   assert_true(st.arena_bytes <= st.eager_peak_bytes + st.eager_peak_bytes / 10);
-  if (test_device().type == NX_CUDA && !getenv("NEXUS_TEST_PLAN_FUSE")) { /* bit for bit with fusion on */
+  if (!getenv("NEXUS_TEST_PLAN_FUSE")) { /* bit for bit with fusion on (CPU and CUDA) */
     assert_true(st.fused_groups > 10);
     assert_true(st.fused_ops >= 2 * st.fused_groups);
   }
@@ -357,6 +357,146 @@ static void test_misuse(void** state) {
   nx_tensor_free(x);
 }
 
+/* ---------------------------------------------------------------- fused chains */
+/* Two chains of elementwise ops that fusion folds into one kernel each. The first, over
+ * [16, 50, 71] (rows of 71 elements, several rows per tile), casts to bf16, adds a bf16 bias
+ * broadcast over the rows, multiplies by a transposed (non-contiguous) bf16 input, runs gelu,
+ * sigmoid and a scalar multiply in bf16, and divides in f32 by a value broadcast along the rows
+ * (stride 0); its bf16 intermediate g is also an output, so it is stored. The second, over
+ * [40, 3001] (tiles inside a row), runs gelu, tanh, a broadcast multiply and a scalar add in f32:
+ * its tiles end where the eager kernel's rows do not, so a row function whose result depended on
+ * an element's position (a scalar tail rounding unlike the vector body) would show here. */
+static const int64_t kChainShape[3] = {16, 50, 71}, kWideShape[2] = {40, 3001};
+
+static nx_status chain_step(nx_tensor* out, size_t noutputs, const nx_tensor* in, size_t ninputs, void* user) {
+  (void)noutputs;
+  (void)ninputs;
+  (void)user;
+  nx_tensor xb, a, g, yt, m, sg, e, o1, of, se, zg, zt, ce, zz;
+  TRY(nx_cast(&xb, in[0], NX_BF16, NULL));
+  TRY(nx_add(&a, xb, in[1], NULL));
+  TRY(nx_gelu(&g, a, false, NULL));
+  TRY(nx_transpose(&yt, in[2], 0, 1, NULL));
+  TRY(nx_mul(&m, g, yt, NULL));
+  TRY(nx_sigmoid(&sg, m, NULL));
+  TRY(nx_mul_scalar(&e, sg, 3.0, NULL));
+  TRY(nx_sub(&o1, e, xb, NULL));
+  TRY(nx_cast(&of, o1, NX_F32, NULL));
+  TRY(nx_expand(&se, in[3], kChainShape, 3, NULL));
+  TRY(nx_div(&out[0], of, se, NULL));
+  out[1] = g;
+  TRY(nx_gelu(&zg, in[4], false, NULL));
+  TRY(nx_tanh(&zt, zg, NULL));
+  TRY(nx_expand(&ce, in[5], kWideShape, 2, NULL));
+  TRY(nx_mul(&zz, zt, ce, NULL));
+  TRY(nx_add_scalar(&out[2], zz, 0.5, NULL));
+  nx_tensor tmp[] = {xb, a, yt, m, sg, e, o1, of, se, zg, zt, ce, zz};
+  for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; ++i) nx_tensor_free(tmp[i]);
+  return NX_OK;
+}
+
+static void chain_inputs(nx_tensor* in, uint64_t seed) {
+  rng_seed(seed);
+  const int64_t w[1] = {71}, y[3] = {50, 16, 71}, s[3] = {16, 50, 1}, c[2] = {40, 1};
+  in[0] = rand_tensor(NULL, kChainShape, 3, NX_F32, -4, 4);
+  in[1] = rand_tensor(NULL, w, 1, NX_BF16, -1, 1);
+  in[2] = rand_tensor(NULL, y, 3, NX_BF16, -2, 2);
+  in[3] = rand_tensor(NULL, s, 3, NX_F32, 0.5, 2);
+  in[4] = rand_tensor(NULL, kWideShape, 2, NX_F32, -3, 3);
+  in[5] = rand_tensor(NULL, c, 2, NX_F32, -2, 2);
+}
+
+static void assert_same_bits(nx_tensor a, nx_tensor b, const char* what, int run) {
+  const int64_t n = tensor_numel(a);
+  assert_int_equal(n, tensor_numel(b));
+  const size_t bytes = (size_t)n * nx_dtype_size(tensor_dtype(a));
+  assert_int_equal(tensor_dtype(a), tensor_dtype(b));
+  char* pa = malloc(bytes);
+  char* pb = malloc(bytes);
+  NX_OK_(nx_tensor_copy_to_host(a, pa, bytes, NULL));
+  NX_OK_(nx_tensor_copy_to_host(b, pb, bytes, NULL));
+  if (memcmp(pa, pb, bytes) != 0) fail_msg("run %d: %s differs between eager and the fused replay", run, what);
+  free(pa);
+  free(pb);
+}
+
+static void test_fused_chains_equal_eager_bit_for_bit(void** state) {
+  (void)state;
+  if (test_device().type != NX_CPU) skip(); /* the inputs are made on the CPU */
+  nx_plan plan = NULL;
+  nx_plan_options o = NX_PLAN_OPTIONS_DEFAULT;
+  NX_OK_(nx_plan_create(&plan, chain_step, NULL, 3, &o));
+  for (int run = 0; run < 4; ++run) { /* eager, capture, then replays */
+    nx_tensor in[6], want[3], got[3];
+    chain_inputs(in, 500 + (uint64_t)run);
+    NX_OK_(chain_step(want, 3, in, 6, NULL));
+    NX_OK_(nx_plan_run(plan, got, 3, in, 6, NULL));
+    const char* names[3] = {"the bf16 chain's f32 output", "its stored bf16 intermediate", "the wide f32 chain"};
+    for (int k = 0; k < 3; ++k) {
+      assert_same_bits(want[k], got[k], names[k], run);
+      nx_tensor_free(want[k]);
+      nx_tensor_free(got[k]);
+    }
+    for (int k = 0; k < 6; ++k) nx_tensor_free(in[k]);
+  }
+  const nx_plan_stats st = plan_stats(plan);
+  assert_int_equal(st.replays, 2);
+  assert_int_equal(st.fused_groups, 2);
+  assert_int_equal(st.fused_ops, 13);
+  nx_plan_free(plan);
+}
+
+/* A fused run whose input (h, f16) is freed by eager after its first member reads it, and whose
+ * stored output (y, f32, read afterwards by a sum) is made after that: eager may give y h's memory,
+ * but the fused call reads h and writes y together, so the arena must keep them apart (it places
+ * each buffer over the calls of the replayed list that use it). Sharing memory, the tiles that
+ * write y would overwrite the parts of h that later tiles read. */
+static nx_status arena_step(nx_tensor* out, size_t noutputs, const nx_tensor* in, size_t ninputs, void* user) {
+  (void)noutputs;
+  (void)ninputs;
+  (void)user;
+  const int64_t flat[1] = {12000}, rows[2] = {300, 40}, axis[1] = {1};
+  nx_tensor xt, h, hf, t, u, y, y2;
+  TRY(nx_transpose(&xt, in[0], 0, 1, NULL));
+  TRY(nx_cast(&h, xt, NX_F16, NULL)); /* [300, 40]: a copy of its own shape, not fused with the run */
+  nx_tensor_free(xt);
+  TRY(nx_reshape(&hf, h, flat, 1, NULL));
+  nx_tensor_free(h);
+  TRY(nx_mul_scalar(&t, hf, 0.5, NULL));
+  nx_tensor_free(hf); /* h's storage is freed here */
+  TRY(nx_exp(&u, t, NULL));
+  nx_tensor_free(t);
+  TRY(nx_cast(&y, u, NX_F32, NULL)); /* made after h was freed */
+  nx_tensor_free(u);
+  TRY(nx_reshape(&y2, y, rows, 2, NULL));
+  nx_tensor_free(y);
+  TRY(nx_sum(&out[0], y2, axis, 1, false, NULL));
+  nx_tensor_free(y2);
+  return NX_OK;
+}
+
+static void test_fused_call_buffers_do_not_share_arena_memory(void** state) {
+  (void)state;
+  if (test_device().type != NX_CPU) skip(); /* the inputs are made on the CPU */
+  nx_plan plan = NULL;
+  nx_plan_options o = NX_PLAN_OPTIONS_DEFAULT;
+  NX_OK_(nx_plan_create(&plan, arena_step, NULL, 1, &o));
+  const int64_t shape[2] = {40, 300};
+  for (int run = 0; run < 4; ++run) {
+    rng_seed(900 + (uint64_t)run);
+    nx_tensor x = rand_tensor(NULL, shape, 2, NX_F32, -2, 2), want, got;
+    NX_OK_(arena_step(&want, 1, &x, 1, NULL));
+    NX_OK_(nx_plan_run(plan, &got, 1, &x, 1, NULL));
+    assert_same_bits(want, got, "the sums of the fused run's stored output", run);
+    nx_tensor_free(want);
+    nx_tensor_free(got);
+    nx_tensor_free(x);
+  }
+  const nx_plan_stats st = plan_stats(plan);
+  assert_int_equal(st.fused_groups, 1);
+  nx_plan_free(plan);
+}
+
 /* ---------------------------------------------------------------- the plan's text */
 static void test_plan_prints_as_table_and_dot(void** state) {
   (void)state;
@@ -387,6 +527,7 @@ int main(void) {
       NX_TEST(test_replay_equals_eager_bit_for_bit), NX_TEST(test_replay_advances_optimizer_state),
       NX_TEST(test_new_shape_compiles_its_own_step), NX_TEST(test_max_plans_bounds_the_cache),
       NX_TEST(test_host_read_inside_the_step_is_refused), NX_TEST(test_misuse),
+      NX_TEST(test_fused_chains_equal_eager_bit_for_bit), NX_TEST(test_fused_call_buffers_do_not_share_arena_memory),
       NX_TEST(test_plan_prints_as_table_and_dot),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,9 @@
 // The per-ISA kernel tables (src/cpu/simd.hpp) against scalar references computed in long
 // double with <cmath>: every UnaryOp and arithmetic BinaryOp (with the fused add_relu, add_gelu,
 // add_gelu_tanh, mul_tanh) in f32 and f64 (random data, special
-// values, strided and broadcast inputs), sum, softmax and GEMM (tiny and packed paths).
+// values, strided and broadcast inputs), sum, softmax and GEMM (tiny and packed paths); and that
+// the unary/binary rows give every element the same bits wherever it lies (body or tail of a row,
+// contiguous, strided or broadcast operand), which compiled plans' CPU fusion relies on.
 //
 // Accuracy model. An element passes when |y - ref| <= ulps * ulp_T(ref) + abs, with ulp_T the
 // spacing of T at ref (denorm_min below the normal range; results below the normal range may
@@ -43,6 +45,8 @@
 #include <cfloat>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 
@@ -260,6 +264,7 @@ class SimdLevels : public ::testing::TestWithParam<std::string> {
   template <class T> void sums();
   template <class T> void softmax_check();
   template <class T> void gemm_check();
+  template <class T> void position_independence();
 };
 
 template <class T> void SimdLevels::unary_accuracy() {
@@ -605,6 +610,295 @@ template <class T> void SimdLevels::gemm_check() {
   std::printf("  [%s %s] gemm max error %.3g eps * sum|a_ip b_pj|\n", t_->name, tname<T>(), worst);
 }
 
+// ---------------------------------------------------------------- position independence
+// A row kernel's result for an element must depend on the operand values only, bit for bit (NaN
+// signs and payloads included), not on where the element lies: in the vector body or the tail of
+// a row, at which offset the caller cut its row, or whether the operands are contiguous, strided
+// (positive or negative) or broadcast (stride 0). Compiled plans fuse elementwise chains into tiles
+// of their own (src/cpu/fused_elementwise.cpp) and must reproduce eager's bits; GCC used to
+// contract FMAs differently in a row's tail and in strided loops (gelu, add_gelu, gelu_backward
+// differed in the last bit; sigmoid, silu, softplus, mish in the sign of a NaN). Every UnaryOp and
+// every non-comparison BinaryOp (enumerated from src/core/op_enums.inc) is computed once as one
+// long contiguous row, then in random pieces of 1..40 elements and with strided and broadcast
+// copies of its operands, and the results are compared with memcmp. The rows mix moderate values,
+// magnitudes from subnormal to overflow and special values (NaNs of both signs, with payloads and
+// signaling, +-inf, +-0, the kernels' branch points), and hold every pair of a dozen specials as
+// the two operands somewhere (NaN with NaN: which NaN comes out must not depend on the position
+// either).
+
+template <class T> T from_bits(uint64_t u) {
+  T v;
+  if constexpr (sizeof(T) == 4) { uint32_t w = uint32_t(u); std::memcpy(&v, &w, 4); }
+  else std::memcpy(&v, &u, 8);
+  return v;
+}
+
+template <class T> std::string bits_str(T v) {
+  char buf[64];
+  if constexpr (sizeof(T) == 4) {
+    uint32_t u;
+    std::memcpy(&u, &v, 4);
+    std::snprintf(buf, sizeof buf, "%.9g [0x%08" PRIx32 "]", double(v), u);
+  } else {
+    uint64_t u;
+    std::memcpy(&u, &v, 8);
+    std::snprintf(buf, sizeof buf, "%.17g [0x%016" PRIx64 "]", double(v), u);
+  }
+  return buf;
+}
+
+// The values that select a kernel's branches or IEEE corner cases.
+template <class T> std::vector<T> row_specials() {
+  using L = std::numeric_limits<T>;
+  const bool f = sizeof(T) == 4;
+  return {L::quiet_NaN(), -L::quiet_NaN(),
+          from_bits<T>(f ? 0x7fc12345u : 0x7ff8000012345678ull),  // quiet NaNs with payloads
+          from_bits<T>(f ? 0xffc00abcu : 0xfff80000000abcdeull),
+          from_bits<T>(f ? 0x7f800001u : 0x7ff0000000000001ull),  // signaling NaN
+          L::infinity(), -L::infinity(), T(0), T(-0.0), L::denorm_min(), -L::denorm_min(), T(L::min() / 3),
+          T(-L::min() / 7), L::min(), -L::min(), L::max(), L::lowest(), T(f ? 1e30 : 1e300), T(f ? -1e30 : -1e300),
+          T(1e-30), T(-1e-30), T(1), T(-1), T(0.5), T(-0.5), T(0.625), T(-0.625), T(20), T(20.5), T(-20.5), T(88.7),
+          T(-88.7), T(-87.5), T(100), T(-100), T(710), T(-745)};
+}
+
+// n values: mostly moderate random ones, with log-uniform magnitudes over the whole exponent range
+// (subnormals to overflow) and every special value, scattered over the row.
+template <class T> std::vector<T> position_row(std::mt19937_64& g, size_t n) {
+  const std::vector<T> sp = row_specials<T>();
+  std::uniform_real_distribution<double> u(0, 1);
+  std::uniform_int_distribution<size_t> pick(0, sp.size() - 1);
+  const int emin = std::numeric_limits<T>::min_exponent - std::numeric_limits<T>::digits - 1;
+  const int emax = std::numeric_limits<T>::max_exponent + 1;
+  std::vector<T> v(n);
+  for (auto& x : v) {
+    double r = u(g), sign = u(g) < 0.5 ? -1 : 1;
+    if (r < 0.3) x = T(2 * u(g) - 1);
+    else if (r < 0.55) x = T(20 * u(g) - 10);
+    else if (r < 0.7) x = T(200 * u(g) - 100);
+    else if (r < 0.88) x = std::ldexp(T(sign * (1 + u(g))), emin + int(u(g) * (emax - emin)));
+    else x = sp[pick(g)];
+  }
+  return v;
+}
+
+// Random cut of [0, n) into pieces of 1..40 elements: (start, length).
+inline std::vector<std::pair<int64_t, int64_t>> random_pieces(std::mt19937_64& g, int64_t n) {
+  std::uniform_int_distribution<int64_t> len(1, 40);
+  std::vector<std::pair<int64_t, int64_t>> p;
+  for (int64_t i = 0; i < n;) {
+    int64_t m = std::min(len(g), n - i);
+    p.push_back({i, m});
+    i += m;
+  }
+  return p;
+}
+
+// x laid out with stride s (s != 0; negative walks backwards); the gaps hold a filler that must
+// not be read. at(i) is element i.
+template <class T> struct StridedCopy {
+  std::vector<T> buf;
+  int64_t s, off;
+  StridedCopy(const std::vector<T>& x, int64_t stride) : s(stride) {
+    const int64_t n = int64_t(x.size()), as = std::abs(s);
+    buf.assign(size_t((n - 1) * as + 1), T(-12345.5));
+    off = s < 0 ? (n - 1) * as : 0;
+    for (int64_t i = 0; i < n; ++i) buf[size_t(off + i * s)] = x[size_t(i)];
+  }
+  const T* at(int64_t i) const { return buf.data() + off + i * s; }
+};
+
+// Index of the first element whose bits differ, or -1.
+template <class T> int64_t first_diff(const T* got, const T* want, int64_t n) {
+  for (int64_t i = 0; i < n; ++i)
+    if (std::memcmp(got + i, want + i, sizeof(T)) != 0) return i;
+  return -1;
+}
+
+struct PosUnaryOp { UnaryOp op; const char* name; double p0, p1; };
+struct PosBinaryOp { BinaryOp op; const char* name; };
+
+// Every UnaryOp, the parameterized ones with a few parameters each.
+std::vector<PosUnaryOp> position_unary_ops() {
+  std::vector<PosUnaryOp> v;
+  auto add = [&](UnaryOp op, const char* name) {
+    switch (op) {
+      case UnaryOp::LeakyRelu: v.push_back({op, name, 0.01, 0}); v.push_back({op, name, 0.2, 0}); return;
+      case UnaryOp::Clamp: v.push_back({op, name, -2.5, 3.25}); v.push_back({op, name, 0, 6}); return;
+      case UnaryOp::AddScalar: v.push_back({op, name, 0.375, 0}); v.push_back({op, name, -3, 0}); return;
+      case UnaryOp::MulScalar: v.push_back({op, name, -1.75, 0}); v.push_back({op, name, 1e-3, 0}); return;
+      case UnaryOp::PowScalar:
+        for (double e : {2.5, 2.0, 3.0, 0.5, -1.5}) v.push_back({op, name, e, 0});
+        return;
+      default: v.push_back({op, name, 0, 0}); return;
+    }
+  };
+#define NX_TEST_UNARY(Enum, name, ...) add(UnaryOp::Enum, name);
+  NX_UNARY_OPS(NX_TEST_UNARY)
+#undef NX_TEST_UNARY
+  return v;
+}
+
+// Every BinaryOp the row kernels implement: all but the comparisons (generic path).
+std::vector<PosBinaryOp> position_binary_ops() {
+  std::vector<PosBinaryOp> v;
+#define NX_TEST_BINARY(Enum, name, result) \
+  if (nx::BinaryResult::result != nx::BinaryResult::Bool) v.push_back({BinaryOp::Enum, name});
+  NX_BINARY_OPS(NX_TEST_BINARY)
+#undef NX_TEST_BINARY
+  return v;
+}
+
+template <class T> void SimdLevels::position_independence() {
+  std::mt19937_64 g(2024);
+  const int64_t n = 1037;  // whole 16-lane blocks, gathered blocks of 256 and a tail of 13
+  std::vector<T> x = position_row<T>(g, size_t(n)), x2 = position_row<T>(g, size_t(n));
+  {  // every pair of a few specials as (x[i], x2[i]) somewhere in the rows: NaN with NaN and so on
+    using L = std::numeric_limits<T>;
+    const T pair_vals[] = {L::quiet_NaN(), -L::quiet_NaN(), from_bits<T>(sizeof(T) == 4 ? 0x7fc12345u : 0x7ff8000012345678ull),
+                           from_bits<T>(sizeof(T) == 4 ? 0x7f800001u : 0x7ff0000000000001ull), L::infinity(), -L::infinity(),
+                           T(0), T(-0.0), L::denorm_min(), T(-1), T(2.5), L::max()};
+    std::vector<size_t> pos(static_cast<size_t>(n));
+    for (size_t i = 0; i < pos.size(); ++i) pos[i] = i;
+    std::shuffle(pos.begin(), pos.end(), g);
+    size_t k = 0;
+    for (T va : pair_vals)
+      for (T vb : pair_vals) { x[pos[k]] = va; x2[pos[k]] = vb; ++k; }
+  }
+  int64_t cases = 0, failed = 0;
+  std::vector<T> ref(static_cast<size_t>(n)), got(static_cast<size_t>(n));
+  // Compares got[0, m) with want[0, m); inputs a (and b) at the first difference for the message.
+  auto check = [&](const std::string& op, const std::string& pattern, const T* want, int64_t m,
+                   const std::function<std::string(int64_t)>& inputs) {
+    ++cases;
+    int64_t i = first_diff(got.data(), want, m);
+    if (i < 0) return;
+    ++failed;
+    ADD_FAILURE() << t_->name << " " << tname<T>() << " " << op << " " << pattern
+                  << ": element " << i << " of " << m << ", inputs " << inputs(i) << ": got " << bits_str(got[size_t(i)])
+                  << ", one contiguous row gives " << bits_str(want[i]);
+  };
+  const std::pair<int64_t, bool> unary_layouts[] = {{1, true}, {2, false}, {2, true}, {3, false}, {3, true}, {-2, true}};
+  for (const auto& u : position_unary_ops()) {
+    const T p0 = T(u.p0), p1 = T(u.p1);
+    char label_buf[96];
+    std::snprintf(label_buf, sizeof label_buf, "%s(p0=%g, p1=%g)", u.name, u.p0, u.p1);
+    const std::string label = label_buf;
+    std::fill(ref.begin(), ref.end(), T(-777));
+    run_unary<T>(*t_, u.op, ref.data(), x.data(), 1, n, p0, p1);
+    auto in = [&](int64_t i) { return bits_str(x[size_t(i)]); };
+    for (auto [s, split] : unary_layouts) {
+      StridedCopy<T> xs(x, s);
+      std::fill(got.begin(), got.end(), T(-999));
+      if (split)
+        for (auto [i, m] : random_pieces(g, n)) run_unary<T>(*t_, u.op, got.data() + i, xs.at(i), s, m, p0, p1);
+      else
+        run_unary<T>(*t_, u.op, got.data(), xs.at(0), s, n, p0, p1);
+      check(label, std::string(split ? "pieces" : "one row") + ", stride " + std::to_string(s), ref.data(), n, in);
+    }
+    // broadcast: each of a third of the elements (and every special one) repeated over a row of
+    // 1..40 (every 50th: 300, past a gathered block) must give its value from the long row
+    {
+      std::uniform_int_distribution<int64_t> len(1, 40);
+      std::string bad;
+      for (int64_t i = 0; i < n && bad.empty(); ++i) {
+        const T v = x[size_t(i)];
+        const bool ordinary = std::isfinite(v) && std::fabs(v) >= std::numeric_limits<T>::min() && std::fabs(v) <= T(1e30);
+        if (i % 3 != 0 && ordinary) continue;
+        const int64_t m = i % 50 == 0 ? 300 : len(g);
+        run_unary<T>(*t_, u.op, got.data(), &v, 0, m, p0, p1);
+        for (int64_t j = 0; j < m && bad.empty(); ++j)
+          if (std::memcmp(&got[size_t(j)], &ref[size_t(i)], sizeof(T)) != 0)
+            bad = "x[" + std::to_string(i) + "] = " + bits_str(v) + " over " + std::to_string(m) + ": got " +
+                  bits_str(got[size_t(j)]) + ", one contiguous row gives " + bits_str(ref[size_t(i)]);
+      }
+      ++cases;  // one case: the broadcast pattern over all the chosen elements
+      if (!bad.empty()) {
+        ++failed;
+        ADD_FAILURE() << t_->name << " " << tname<T>() << " " << label << " broadcast: " << bad;
+      }
+    }
+  }
+  // binary: (stride a, stride b, cut into pieces)
+  struct Layout { int64_t sa, sb; bool split; };
+  const Layout binary_layouts[] = {{1, 1, true}, {2, 3, false}, {2, 3, true}, {3, 1, true}, {1, 2, false}, {1, 2, true}, {-2, 1, true}, {1, -3, true}};
+  const std::vector<T> sp = row_specials<T>();
+  for (const auto& b : position_binary_ops()) {
+    auto in = [&](int64_t i) { return bits_str(x[size_t(i)]) + ", " + bits_str(x2[size_t(i)]); };
+    std::fill(ref.begin(), ref.end(), T(-777));
+    run_binary<T>(*t_, b.op, ref.data(), x.data(), 1, x2.data(), 1, n);
+    for (const auto& l : binary_layouts) {
+      StridedCopy<T> as(x, l.sa), bs(x2, l.sb);
+      std::fill(got.begin(), got.end(), T(-999));
+      if (l.split)
+        for (auto [i, m] : random_pieces(g, n)) run_binary<T>(*t_, b.op, got.data() + i, as.at(i), l.sa, bs.at(i), l.sb, m);
+      else
+        run_binary<T>(*t_, b.op, got.data(), as.at(0), l.sa, bs.at(0), l.sb, n);
+      check(b.name, std::string(l.split ? "pieces" : "one row") + ", strides " + std::to_string(l.sa) + ", " + std::to_string(l.sb),
+            ref.data(), n, in);
+    }
+    // one operand broadcast: every special value and a few random ones against the whole other
+    // row, whose reference is the long row against a contiguous row of copies of the value
+    std::vector<T> vals = sp;
+    for (int k = 0; k < 4; ++k) vals.push_back(x2[size_t(g() % uint64_t(n))]);
+    for (int side = 0; side < 2; ++side) {  // 0: b broadcast, 1: a broadcast
+      // (stride of the other operand, cut into pieces)
+      const std::pair<int64_t, bool> other_layouts[] = {{1, false}, {1, true}, {3, true}};
+      std::vector<std::string> first_bad(3);
+      for (T v : vals) {
+        std::vector<T> full(static_cast<size_t>(n), v), want(static_cast<size_t>(n));
+        const std::vector<T>& row = side == 0 ? x : x2;
+        if (side == 0) run_binary<T>(*t_, b.op, want.data(), row.data(), 1, full.data(), 1, n);
+        else run_binary<T>(*t_, b.op, want.data(), full.data(), 1, row.data(), 1, n);
+        for (size_t k = 0; k < 3; ++k) {
+          const auto [stride, split] = other_layouts[k];
+          const auto s = stride;  // a copy: clang 14 cannot capture a structured binding
+          StridedCopy<T> os(row, s);
+          std::fill(got.begin(), got.end(), T(-999));
+          auto call = [&](int64_t i, int64_t m) {
+            if (side == 0) run_binary<T>(*t_, b.op, got.data() + i, os.at(i), s, &v, 0, m);
+            else run_binary<T>(*t_, b.op, got.data() + i, &v, 0, os.at(i), s, m);
+          };
+          if (split) for (auto [i, m] : random_pieces(g, n)) call(i, m);
+          else call(0, n);
+          int64_t i = first_diff(got.data(), want.data(), n);
+          if (i >= 0 && first_bad[k].empty())
+            first_bad[k] = "element " + std::to_string(i) + ", inputs " +
+                           (side == 0 ? bits_str(row[size_t(i)]) + ", " + bits_str(v) : bits_str(v) + ", " + bits_str(row[size_t(i)])) +
+                           ": got " + bits_str(got[size_t(i)]) + ", contiguous rows give " + bits_str(want[size_t(i)]);
+        }
+      }
+      for (size_t k = 0; k < 3; ++k) {
+        ++cases;
+        if (first_bad[k].empty()) continue;
+        ++failed;
+        ADD_FAILURE() << t_->name << " " << tname<T>() << " " << b.name << " " << (side == 0 ? "b" : "a") << " broadcast, "
+                      << (other_layouts[k].second ? "pieces" : "one row") << ", other stride " << other_layouts[k].first
+                      << ": " << first_bad[k];
+      }
+    }
+    // both broadcast: (a[i], b[i]) repeated over 1..40 elements gives ref[i]
+    {
+      std::uniform_int_distribution<int64_t> len(1, 40);
+      std::string bad;
+      for (int64_t i = 0; i < n && bad.empty(); i += 3) {
+        const int64_t m = len(g);
+        run_binary<T>(*t_, b.op, got.data(), &x[size_t(i)], 0, &x2[size_t(i)], 0, m);
+        for (int64_t j = 0; j < m && bad.empty(); ++j)
+          if (std::memcmp(&got[size_t(j)], &ref[size_t(i)], sizeof(T)) != 0)
+            bad = "element " + std::to_string(i) + " over " + std::to_string(m) + ", inputs " + in(i) + ": got " +
+                  bits_str(got[size_t(j)]) + ", one contiguous row gives " + bits_str(ref[size_t(i)]);
+      }
+      ++cases;
+      if (!bad.empty()) {
+        ++failed;
+        ADD_FAILURE() << t_->name << " " << tname<T>() << " " << b.name << " both broadcast: " << bad;
+      }
+    }
+  }
+  std::printf("  [%s %s] position independence: %" PRId64 " (op, pattern) cases, %" PRId64 " failed\n", t_->name,
+              tname<T>(), cases, failed);
+}
+
 TEST_P(SimdLevels, UnaryF32Accuracy) { unary_accuracy<float>(); }
 TEST_P(SimdLevels, UnaryF64Accuracy) { unary_accuracy<double>(); }
 TEST_P(SimdLevels, UnaryF32SpecialValues) { unary_special<float>(); }
@@ -619,6 +913,8 @@ TEST_P(SimdLevels, SoftmaxF32) { softmax_check<float>(); }
 TEST_P(SimdLevels, SoftmaxF64) { softmax_check<double>(); }
 TEST_P(SimdLevels, GemmF32) { gemm_check<float>(); }
 TEST_P(SimdLevels, GemmF64) { gemm_check<double>(); }
+TEST_P(SimdLevels, PositionIndependentF32) { position_independence<float>(); }
+TEST_P(SimdLevels, PositionIndependentF64) { position_independence<double>(); }
 
 // exp near the top of its range: finite results up to ln(FLT_MAX), monotone, no early overflow.
 TEST_P(SimdLevels, ExpF32NearOverflow) {

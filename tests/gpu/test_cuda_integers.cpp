@@ -6,6 +6,9 @@
 // every CUDA reduction path (one row, chunked rows, tall chunks, one thread per output).
 // NaN results compare as NaN: the hardware's conversions give the canonical NaN where the CPU's
 // software ones keep the sign and payload, which no result of a cast depends on.
+// PyTorch's own results (torch 1.13, as literals) on both devices: integer -> f32/f64 rounds once,
+// integer -> f16/bf16 through f32; integer pow is exact and wraps; int64 comparisons and argmax
+// compare the integers, not doubles (tests/capi/test_integer_semantics.c checks the CPU alone).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +16,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "capi_test_util.hpp"
@@ -264,6 +268,104 @@ TEST(CudaIntegers, NarrowingAndFloatToIntegerFollowTheCpuRules) {
     EXPECT_EQ((cast_on<int32_t>(dev, f64, NX_F64, NX_I32)), f64_to_i32) << on;
     EXPECT_EQ((cast_on<int64_t>(dev, f64, NX_F64, NX_I64)), f64_to_i64) << on;
     EXPECT_EQ((cast_on<uint8_t>(dev, f64, NX_F64, NX_BOOL)), f64_to_bool) << on;
+  }
+}
+
+// Integer -> floating casts as torch's, on both devices: one rounding to f32 (through a double,
+// 2^60 + 2^36 + 1 gave 2^60), f16/bf16 through f32.
+// v = torch.tensor([2**60+2**36+1, -(2**60+2**36+1), 2**60+2**52+2**36+1, 2**53+2**29+1, 2**24+2**16+1, 65519, 65520])
+TEST(CudaIntegers, IntegerToFloatingRoundsLikeTorch) {
+  REQUIRE_GPU();
+  const int64_t p = 1;
+  const std::vector<int64_t> i64 = {(p << 60) + (p << 36) + 1, -((p << 60) + (p << 36) + 1),
+                                    (p << 60) + (p << 52) + (p << 36) + 1, (p << 53) + (p << 29) + 1,
+                                    (p << 24) + (p << 16) + 1, 65519, 65520};
+  // v.to(torch.float32).view(torch.int32), v.to(torch.float16 / torch.bfloat16).view(torch.int16) & 0xffff
+  const std::vector<uint32_t> f32 = {0x5d800001u, 0xdd800001u, 0x5d808001u, 0x5a000001u, 0x4b808000u, 0x477fef00u, 0x477ff000u};
+  const std::vector<uint16_t> f16 = {0x7c00, 0xfc00, 0x7c00, 0x7c00, 0x7c00, 0x7bff, 0x7c00};
+  const std::vector<uint16_t> bf16 = {0x5d80, 0xdd80, 0x5d81, 0x5a00, 0x4b80, 0x4780, 0x4780};
+  // v.to(torch.float64)
+  const std::vector<double> f64 = {1152921573326323712.0, -1152921573326323712.0, 1157425172953694208.0,
+                                   9007199791611904.0, 16842753.0, 65519.0, 65520.0};
+  // w = torch.tensor([2**24+3, 2**30+65, 2**24+2**16+1, 2**25+2**17+2**16+1], dtype=torch.int32): w.to(torch.float32),
+  // w.to(torch.bfloat16) bits
+  const std::vector<int32_t> i32 = {16777219, 1073741889, 16842753, 33751041};
+  const std::vector<uint32_t> i32_f32 = {0x4b800002u, 0x4e800001u, 0x4b808000u, 0x4c00c000u};
+  const std::vector<uint16_t> i32_bf16 = {0x4b80, 0x4e80, 0x4b80, 0x4c01};
+  for (nx_device dev : {kCpu, kGpu}) {
+    const std::string on = dev.type == NX_CPU ? "cpu" : "cuda";
+    EXPECT_EQ((cast_on<uint32_t>(dev, i64, NX_I64, NX_F32)), f32) << on;
+    EXPECT_EQ((cast_on<uint16_t>(dev, i64, NX_I64, NX_F16)), f16) << on;
+    EXPECT_EQ((cast_on<uint16_t>(dev, i64, NX_I64, NX_BF16)), bf16) << on;
+    EXPECT_EQ((cast_on<double>(dev, i64, NX_I64, NX_F64)), f64) << on;
+    EXPECT_EQ((cast_on<uint32_t>(dev, i32, NX_I32, NX_F32)), i32_f32) << on;
+    EXPECT_EQ((cast_on<uint16_t>(dev, i32, NX_I32, NX_BF16)), i32_bf16) << on;
+  }
+}
+
+// Integer pow: exact, wrapping modulo 2^bits, torch's results for negative exponents; the CPU
+// and CUDA share core/int_math.hpp's wrapping_pow (the CPU's double pow saturated 3^40 to INT64_MAX).
+TEST(CudaIntegers, IntegerPowWrapsLikeTorch) {
+  REQUIRE_GPU();
+  const std::vector<int64_t> base = {3, -3, 2, 7, 3, 2, 1, -1, -1, 0}, ex = {40, 41, 64, 23, 39, -1, -5, -3, -4, -2};
+  // torch.pow(torch.tensor(base), torch.tensor(ex)).tolist()
+  const std::vector<int64_t> want = {-6289078614652622815LL, 420491770248316829LL, 0, 8922003266371364727LL,
+                                     4052555153018976267LL, 0, 1, -1, 1, 0};
+  const std::vector<int32_t> base32 = {3, 5, -7};
+  // (torch.tensor([3, 5, -7], dtype=torch.int32) ** 21).tolist()
+  const std::vector<int32_t> want32 = {1870418611, 1299066613, -192061479};
+  const int64_t n = int64_t(base.size()), n32 = int64_t(base32.size());
+  for (nx_device dev : {kCpu, kGpu}) {
+    const std::string on = dev.type == NX_CPU ? "cpu" : "cuda";
+    nx_tensor b, e, r, b32, r32, r40;
+    OK(nx_tensor_from_data(&b, base.data(), &n, 1, NX_I64, dev, nullptr));
+    OK(nx_tensor_from_data(&e, ex.data(), &n, 1, NX_I64, dev, nullptr));
+    OK(nx_pow(&r, b, e, nullptr));
+    std::vector<int64_t> got(base.size());
+    OK(nx_tensor_copy_to_host(r, got.data(), got.size() * 8, nullptr));
+    EXPECT_EQ(got, want) << on;
+    OK(nx_pow_scalar(&r40, b, 40.0, nullptr));  // (torch.tensor(base) ** 40)[0] == -6289078614652622815
+    OK(nx_tensor_copy_to_host(r40, got.data(), got.size() * 8, nullptr));
+    EXPECT_EQ(got[0], -6289078614652622815LL) << on;
+    OK(nx_tensor_from_data(&b32, base32.data(), &n32, 1, NX_I32, dev, nullptr));
+    OK(nx_pow_scalar(&r32, b32, 21.0, nullptr));
+    std::vector<int32_t> got32(base32.size());
+    OK(nx_tensor_copy_to_host(r32, got32.data(), got32.size() * 4, nullptr));
+    EXPECT_EQ(got32, want32) << on;
+    nx_tensor_free(b); nx_tensor_free(e); nx_tensor_free(r); nx_tensor_free(r40);
+    nx_tensor_free(b32); nx_tensor_free(r32);
+  }
+}
+
+// int64 comparisons and argmax compare the integers (through doubles, 2^53 == 2^53 + 1).
+TEST(CudaIntegers, Int64ComparisonsAndArgmaxAreExact) {
+  REQUIRE_GPU();
+  const int64_t p53 = int64_t(1) << 53, mx = std::numeric_limits<int64_t>::max();
+  const std::vector<int64_t> a = {p53, p53, mx, -p53 - 1}, b = {p53 + 1, p53, mx - 1, -p53};
+  // torch.eq / torch.lt / torch.gt (torch.tensor(a), torch.tensor(b)).tolist()
+  const std::vector<uint8_t> eq = {0, 1, 0, 0}, lt = {1, 0, 0, 1}, gt = {0, 0, 1, 0};
+  const std::vector<int64_t> row = {p53, p53 + 1, p53, mx - 1, mx, mx - 2};  // [2, 3]
+  const int64_t n = 4, shape[2] = {2, 3};
+  for (nx_device dev : {kCpu, kGpu}) {
+    const std::string on = dev.type == NX_CPU ? "cpu" : "cuda";
+    nx_tensor ta, tb, x, am;
+    OK(nx_tensor_from_data(&ta, a.data(), &n, 1, NX_I64, dev, nullptr));
+    OK(nx_tensor_from_data(&tb, b.data(), &n, 1, NX_I64, dev, nullptr));
+    using Cmp = nx_status (*)(nx_tensor*, nx_tensor, nx_tensor, nx_stream);
+    const std::pair<Cmp, const std::vector<uint8_t>*> cases[] = {{nx_eq, &eq}, {nx_lt, &lt}, {nx_gt, &gt}};
+    for (const auto& [fn, want] : cases) {
+      nx_tensor r;
+      OK(fn(&r, ta, tb, nullptr));
+      EXPECT_EQ(bytes_of(r), *want) << on;
+      nx_tensor_free(r);
+    }
+    // torch.argmax(torch.tensor([[2**53, 2**53+1, 2**53], [M-1, M, M-2]]), 1).tolist() == [1, 1]
+    OK(nx_tensor_from_data(&x, row.data(), shape, 2, NX_I64, dev, nullptr));
+    OK(nx_argmax(&am, x, 1, false, nullptr));
+    std::vector<int64_t> got(2);
+    OK(nx_tensor_copy_to_host(am, got.data(), 16, nullptr));
+    EXPECT_EQ(got, (std::vector<int64_t>{1, 1})) << on;
+    nx_tensor_free(ta); nx_tensor_free(tb); nx_tensor_free(x); nx_tensor_free(am);
   }
 }
 

@@ -79,7 +79,8 @@ def test_compiled_training_equals_eager_bit_for_bit():
     assert (s["eager_runs"], s["captures"], s["recaptures"], s["replays"]) == (1, 1, 0, STEPS - 2)
     assert s["ops"] > 0 and s["arena_bytes"] >= 0 and s["cuda_graph"] is False
     assert set(s) == {"eager_runs", "captures", "recaptures", "replays", "ops", "ops_eliminated", "uploads",
-                      "arena_bytes", "eager_peak_bytes", "kept_bytes", "cuda_graph", "fused_ops", "fused_groups"}
+                      "arena_bytes", "eager_peak_bytes", "kept_bytes", "cuda_graph", "fused_ops", "fused_groups",
+                      "held_bytes", "evictions"}
 
 
 def test_table_and_dot_describe_the_compiled_step():
@@ -168,6 +169,44 @@ def test_the_function_runs_only_when_the_engine_runs_it_and_its_errors_propagate
         ng.compile(square, num_outputs=0)
     with pytest.raises(ng.InvalidArgumentError, match="max_plans"):
         ng.compile(square, max_plans=0)
+
+
+def test_the_plan_cache_keeps_within_its_byte_bound():
+    def step_fn(x):
+        return x * x + 1.0
+
+    xs = [ng.tensor(np.ones(n, dtype=np.float32)) for n in (1000, 2000, 3000)]
+    unbounded = ng.compile(step_fn, cuda_graph=False)
+    held = [0]
+    for x in xs:
+        unbounded(x)  # eager
+        unbounded(x)  # traced and compiled
+        held.append(unbounded.stats()["held_bytes"])
+    sizes = [b - a for a, b in zip(held, held[1:])]  # what each compiled step holds
+    for size, x in zip(sizes, xs):
+        assert size >= 2 * 4 * x.numel()  # at least its own input and output buffers
+    assert unbounded.stats()["evictions"] == 0
+
+    bound = sizes[1] + sizes[2]  # room for the last two steps only
+    step = ng.compile(step_fn, cuda_graph=False, max_bytes=bound)
+    for x in xs:
+        step(x)
+        step(x)
+    s = step.stats()
+    assert s["evictions"] == 1 and s["held_bytes"] == bound
+    np.testing.assert_array_equal(step(xs[2]).numpy(), np.full(3000, 2.0, dtype=np.float32))
+    assert step.stats()["replays"] == 1  # the newest steps stayed compiled
+    step(xs[0])  # dropped: compiled again, which drops the least recently used (xs[1])
+    s = step.stats()
+    assert (s["captures"], s["evictions"], s["replays"]) == (4, 2, 1)
+    assert s["held_bytes"] <= bound
+
+    alone = ng.compile(step_fn, cuda_graph=False, max_bytes=1)  # the newest step is kept anyway
+    for _ in range(3):
+        np.testing.assert_array_equal(alone(xs[0]).numpy(), np.full(1000, 2.0, dtype=np.float32))
+    assert alone.stats()["replays"] == 1 and alone.stats()["held_bytes"] == sizes[0]
+    with pytest.raises(ng.InvalidArgumentError, match="max_bytes must be >= 0, got -1"):
+        ng.compile(step_fn, max_bytes=-1)
 
 
 def test_the_plan_handle_keeps_its_callable_alive():

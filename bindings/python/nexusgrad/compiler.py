@@ -44,7 +44,7 @@ class CompiledStep:
     __slots__ = ("_function", "_num_outputs", "_plan", "__weakref__")
 
     def __init__(self, function: Callable[..., Any], num_outputs: int = 1, max_plans: int = 4,
-                 cuda_graph: bool = True, fuse: bool = True) -> None:
+                 cuda_graph: bool = True, fuse: bool = True, max_bytes: int = 0) -> None:
         if not callable(function):
             raise TypeError(f"compile: function must be callable, not {type(function).__name__}")
         self._function = function
@@ -61,7 +61,7 @@ class CompiledStep:
             return me._function(*inputs)
 
         options = _options(_C.nx_plan_options, max_plans=operator.index(max_plans), cuda_graph=bool(cuda_graph),
-                           fuse=bool(fuse))
+                           fuse=bool(fuse), max_bytes=operator.index(max_bytes))
         self._plan = _C.nx_plan_create(_handle_function(step_function, "compile"), self._num_outputs, options)
 
     def __call__(self, *inputs: Tensor) -> Any:
@@ -74,7 +74,9 @@ class CompiledStep:
     def stats(self) -> Dict[str, Any]:
         """Counters (eager_runs, captures, recaptures, replays) and, of the step compiled last, ops,
         ops_eliminated, uploads, arena_bytes, eager_peak_bytes, kept_bytes, cuda_graph, fused_ops
-        (elementwise ops folded into fused kernels) and fused_groups (those kernels)."""
+        (elementwise ops folded into fused kernels) and fused_groups (those kernels); and of all its
+        compiled steps, held_bytes (the memory they hold) and evictions (steps dropped by max_plans
+        or max_bytes)."""
         return _C.nx_plan_get_stats(self._plan)
 
     def table(self) -> str:
@@ -93,12 +95,13 @@ class CompiledStep:
 
 
 def compile(fn: Callable[..., Any], num_outputs: int = 1, max_plans: int = 4, cuda_graph: bool = True,
-            fuse: bool = True) -> CompiledStep:
+            fuse: bool = True, max_bytes: int = 0) -> CompiledStep:
     """Compiles a step function (nx_plan_create): fn(*input_tensors) runs a whole step through
     NexusGrad (forward, loss, zero_grad, backward, optimizer step...) and returns num_outputs
     Tensors (one Tensor or a sequence). step = compile(fn); step(x, y) returns what fn returns, from
     the third call of an input signature on by replaying the compiled trace (see CompiledStep).
-    max_plans: input signatures kept compiled (least recently used dropped); cuda_graph: replay a
-    GPU step as one CUDA graph; fuse: fold chains of elementwise ops into one kernel each (GPU).
+    max_plans: input signatures kept compiled (least recently used dropped); max_bytes: the memory
+    the compiled steps may hold together (0: no bound; the newest step is always kept); cuda_graph: replay a
+    GPU step as one CUDA graph; fuse: fold chains of elementwise ops into one kernel each.
     step.stats(), step.table() and step.dot() describe the plan."""
-    return CompiledStep(fn, num_outputs, max_plans, cuda_graph, fuse)
+    return CompiledStep(fn, num_outputs, max_plans, cuda_graph, fuse, max_bytes)
