@@ -1,5 +1,6 @@
-/* Small helpers shared by the C examples: error checks, timing, a progress bar, gzip input via
- * the gzip program, and a dependency-free PNG line plot (stored deflate blocks, no zlib). */
+/* Small helpers shared by the C examples: error checks, timing, a progress bar, file input with
+ * an in-process gzip decoder (a small inflater: no zlib, no gzip program), and through plot.h a
+ * dependency-free PNG line plot with axes, ticks, labels and a legend. */
 #ifndef NEXUS_EXAMPLE_UTIL_H
 #define NEXUS_EXAMPLE_UTIL_H
 #include <math.h>
@@ -10,6 +11,8 @@
 #include <time.h>
 
 #include <nexus.h>
+
+#include "plot.h" /* ex_plot; also ex_crc32 and the deflate tables that the gzip reader uses */
 
 #define CHECK(call)                                                                                   \
   do {                                                                                                \
@@ -40,136 +43,280 @@ static inline void ex_progress(int64_t step, int64_t total, double start, const 
   fflush(stderr);
 }
 
-/* Reads a whole file, decompressing with gzip -dc when the name ends in .gz. Returns malloc'd
- * bytes (caller frees) or NULL. */
-static inline unsigned char* ex_read_file(const char* path, size_t* size) {
-  size_t n = strlen(path);
-  FILE* f;
-  int piped = n > 3 && strcmp(path + n - 3, ".gz") == 0;
-  if (piped) {
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "gzip -dc '%s'", path);
-    f = popen(cmd, "r");
-  } else {
-    f = fopen(path, "rb");
+/* ---------------------------------------------------------------- gzip input, in process */
+/* An inflater (RFC 1951) over a whole input in memory, appending to a growing output. Bits are
+ * read through a 64-bit buffer; past the end of the input it reads zeros and counts them in
+ * `virt`, and decoding fails once it has used one of them (the input was truncated). */
+typedef struct {
+  const unsigned char* in;
+  size_t in_len, pos, virt;
+  uint64_t bits;
+  int nbits;
+  unsigned char* out;
+  size_t len, cap;
+} ExInflate;
+
+#define EX_FAST_BITS 10
+/* A canonical Huffman code: a table of the next EX_FAST_BITS input bits, entry (length << 9) |
+ * symbol (0: a longer code), and the counts and sorted symbols for longer codes (puff's way). */
+typedef struct {
+  uint16_t fast[1 << EX_FAST_BITS];
+  uint16_t count[16], symbol[320];
+} ExHuffman;
+
+static inline void ex_inf_fill(ExInflate* s) {
+  while (s->nbits <= 56) {
+    if (s->pos < s->in_len) s->bits |= (uint64_t)s->in[s->pos++] << s->nbits;
+    else ++s->virt;
+    s->nbits += 8;
   }
+}
+static inline uint32_t ex_inf_bits(ExInflate* s, int n) { /* n <= 32 */
+  if (s->nbits < n) ex_inf_fill(s);
+  uint32_t v = (uint32_t)(s->bits & ((1ull << n) - 1));
+  s->bits >>= n;
+  s->nbits -= n;
+  return v;
+}
+static inline int ex_inf_overrun(const ExInflate* s) { return (size_t)s->nbits < 8 * s->virt; }
+
+/* Builds the code of n symbols with the given lengths (0: unused). -1 for an over-subscribed
+ * code; incomplete codes are allowed (their unused codes fail when decoded). */
+static inline int ex_huffman_build(ExHuffman* h, const unsigned char* lens, int n) {
+  uint16_t offs[16], next[16];
+  memset(h->count, 0, sizeof h->count);
+  memset(h->fast, 0, sizeof h->fast);
+  for (int i = 0; i < n; ++i) h->count[lens[i]]++;
+  int left = 1;
+  for (int len = 1; len < 16; ++len) {
+    left = 2 * left - h->count[len];
+    if (left < 0) return -1;
+  }
+  offs[1] = 0, next[1] = 0;
+  for (int len = 1; len < 15; ++len) {
+    offs[len + 1] = (uint16_t)(offs[len] + h->count[len]);
+    next[len + 1] = (uint16_t)((next[len] + h->count[len]) << 1);
+  }
+  for (int sym = 0; sym < n; ++sym) {
+    int len = lens[sym];
+    if (!len) continue;
+    h->symbol[offs[len]++] = (uint16_t)sym;
+    unsigned code = next[len]++, rev = 0;
+    if (len > EX_FAST_BITS) continue;
+    for (int i = 0; i < len; ++i) rev |= ((code >> i) & 1u) << (len - 1 - i);
+    for (unsigned j = rev; j < (1u << EX_FAST_BITS); j += 1u << len) h->fast[j] = (uint16_t)((len << 9) | sym);
+  }
+  return 0;
+}
+/* The next symbol, or -1. */
+static inline int ex_huffman_decode(ExInflate* s, const ExHuffman* h) {
+  if (s->nbits < 15) ex_inf_fill(s);
+  unsigned e = h->fast[s->bits & ((1u << EX_FAST_BITS) - 1)];
+  if (e) {
+    s->bits >>= e >> 9;
+    s->nbits -= (int)(e >> 9);
+    return (int)(e & 511);
+  }
+  int code = 0, first = 0, index = 0;
+  for (int len = 1; len < 16; ++len) {
+    code |= (int)((s->bits >> (len - 1)) & 1);
+    int count = h->count[len];
+    if (code - count < first) {
+      s->bits >>= len;
+      s->nbits -= len;
+      return h->symbol[index + (code - first)];
+    }
+    index += count, first += count;
+    first <<= 1, code <<= 1;
+  }
+  return -1;
+}
+static inline int ex_inf_room(ExInflate* s, size_t need) {
+  if (s->cap - s->len >= need) return 0;
+  size_t cap = s->cap ? s->cap : 1 << 16;
+  while (cap - s->len < need) {
+    if (cap > SIZE_MAX / 2) return -1;
+    cap *= 2;
+  }
+  unsigned char* p = (unsigned char*)realloc(s->out, cap);
+  if (!p) return -1;
+  s->out = p, s->cap = cap;
+  return 0;
+}
+
+/* Inflates the raw deflate stream at in[0, in_len), appending to *out (*out_len bytes used of
+ * *out_cap; realloc'd as needed; *out may start NULL). *used: the bytes the stream took, up to
+ * its last whole byte. Returns 0, or -1 on corrupt or truncated data or no memory. */
+static inline int ex_inflate(const unsigned char* in, size_t in_len, size_t* used, unsigned char** out,
+                             size_t* out_len, size_t* out_cap) {
+  static const unsigned char order[19] = {16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15};
+  const uint16_t *lbase = ex_deflate_table(0), *lext = ex_deflate_table(1);
+  const uint16_t *dbase = ex_deflate_table(2), *dext = ex_deflate_table(3);
+  ExInflate s = {in, in_len, 0, 0, 0, 0, *out, *out_len, *out_cap};
+  ExHuffman* hs = (ExHuffman*)malloc(3 * sizeof(ExHuffman)); /* literal/length, distance, code lengths */
+  int rc = hs ? 0 : -1, last = 1;
+  do {
+    if (rc) break;
+    last = (int)ex_inf_bits(&s, 1);
+    int type = (int)ex_inf_bits(&s, 2);
+    if (type == 0) { /* stored: LEN, ~LEN, then LEN bytes from the next byte boundary */
+      ex_inf_bits(&s, s.nbits % 8);
+      if (ex_inf_overrun(&s)) { rc = -1; break; }
+      s.pos -= (size_t)s.nbits / 8 - s.virt; /* give the buffered whole bytes back */
+      s.bits = 0, s.nbits = 0, s.virt = 0;
+      if (s.in_len - s.pos < 4) { rc = -1; break; }
+      size_t len = in[s.pos] | (size_t)in[s.pos + 1] << 8, nlen = in[s.pos + 2] | (size_t)in[s.pos + 3] << 8;
+      s.pos += 4;
+      if (len != (~nlen & 0xffff) || s.in_len - s.pos < len || ex_inf_room(&s, len)) { rc = -1; break; }
+      memcpy(s.out + s.len, in + s.pos, len);
+      s.len += len, s.pos += len;
+      continue;
+    }
+    unsigned char lens[320];
+    int nlen = 288, ndist = 30;
+    if (type == 1) { /* fixed codes */
+      for (int i = 0; i < 288; ++i) lens[i] = i < 144 ? 8 : i < 256 ? 9 : i < 280 ? 7 : 8;
+      for (int i = 0; i < 30; ++i) lens[288 + i] = 5;
+      rc = ex_huffman_build(&hs[0], lens, 288) || ex_huffman_build(&hs[1], lens + 288, 30) ? -1 : 0;
+    } else if (type == 2) { /* dynamic: the code lengths, themselves Huffman coded */
+      nlen = (int)ex_inf_bits(&s, 5) + 257, ndist = (int)ex_inf_bits(&s, 5) + 1;
+      int ncode = (int)ex_inf_bits(&s, 4) + 4;
+      if (nlen > 286 || ndist > 30) { rc = -1; break; }
+      unsigned char cl[19] = {0};
+      for (int i = 0; i < ncode; ++i) cl[order[i]] = (unsigned char)ex_inf_bits(&s, 3);
+      if (ex_huffman_build(&hs[2], cl, 19)) { rc = -1; break; }
+      for (int i = 0; i < nlen + ndist && !rc;) {
+        int sym = ex_huffman_decode(&s, &hs[2]), rep = 1;
+        unsigned char len = 0;
+        if (sym < 0 || ex_inf_overrun(&s)) { rc = -1; break; }
+        if (sym < 16) len = (unsigned char)sym;
+        else if (sym == 16) {
+          if (!i) { rc = -1; break; }
+          len = lens[i - 1 < nlen ? i - 1 : 288 + (i - 1 - nlen)], rep = 3 + (int)ex_inf_bits(&s, 2);
+        } else rep = sym == 17 ? 3 + (int)ex_inf_bits(&s, 3) : 11 + (int)ex_inf_bits(&s, 7);
+        if (i + rep > nlen + ndist) { rc = -1; break; }
+        for (; rep > 0; --rep, ++i) lens[i < nlen ? i : 288 + (i - nlen)] = len;
+      }
+      if (rc || !lens[256]) { rc = -1; break; }
+      rc = ex_huffman_build(&hs[0], lens, nlen) || ex_huffman_build(&hs[1], lens + 288, ndist) ? -1 : 0;
+    } else {
+      rc = -1;
+    }
+    while (!rc) { /* the compressed data, up to the end-of-block symbol */
+      int sym = ex_huffman_decode(&s, &hs[0]);
+      if (sym < 0 || ex_inf_overrun(&s) || ex_inf_room(&s, 258)) { rc = -1; break; }
+      if (sym < 256) {
+        s.out[s.len++] = (unsigned char)sym;
+      } else if (sym == 256) {
+        break;
+      } else {
+        sym -= 257;
+        if (sym >= 29) { rc = -1; break; }
+        size_t len = lbase[sym] + ex_inf_bits(&s, lext[sym]);
+        int d = ex_huffman_decode(&s, &hs[1]);
+        if (d < 0 || d >= 30) { rc = -1; break; }
+        size_t dist = dbase[d] + ex_inf_bits(&s, dext[d]);
+        if (dist > s.len || ex_inf_overrun(&s)) { rc = -1; break; }
+        unsigned char* o = s.out + s.len;
+        for (size_t k = 0; k < len; ++k) o[k] = o[k - dist];
+        s.len += len;
+      }
+    }
+  } while (!last);
+  free(hs);
+  if (!rc && ex_inf_overrun(&s)) rc = -1;
+  *out = s.out, *out_len = s.len, *out_cap = s.cap;
+  if (!rc) *used = s.pos - ((size_t)s.nbits / 8 - s.virt); /* the partial last byte counts as used */
+  return rc;
+}
+
+/* Decompresses a whole .gz file (RFC 1952; concatenated members too, trailing zero padding
+ * allowed): malloc'd bytes or NULL with *why set. Checks every member's CRC-32 and length. */
+static inline unsigned char* ex_gunzip(const unsigned char* in, size_t n, size_t* out_len, const char** why) {
+  unsigned char* out = NULL;
+  size_t len = 0, cap = 0, pos = 0;
+  if (n >= 18) { /* the last member's length (mod 2^32) as the first guess of the size */
+    size_t isize = in[n - 4] | (size_t)in[n - 3] << 8 | (size_t)in[n - 2] << 16 | (size_t)in[n - 1] << 24;
+    if (isize && isize / 1032 <= n && (out = (unsigned char*)malloc(isize))) cap = isize;
+  }
+  *why = NULL;
+  while (!*why) {
+    if (n - pos < 18 || in[pos] != 0x1f || in[pos + 1] != 0x8b) {
+      *why = pos ? NULL : "not a gzip file";
+      for (size_t i = pos; pos && i < n; ++i)
+        if (in[i]) *why = "trailing garbage after the gzip data";
+      break;
+    }
+    const unsigned char flags = in[pos + 3];
+    if (in[pos + 2] != 8 || (flags & 0xe0)) { *why = "unknown gzip compression method or flags"; break; }
+    size_t p = pos + 10;
+    if (flags & 4) p = p + 2 <= n ? p + 2 + (in[p] | (size_t)in[p + 1] << 8) : n + 1; /* FEXTRA */
+    for (int field = 8; field <= 16; field *= 2) /* FNAME, FCOMMENT: zero-terminated */
+      if (flags & field) {
+        while (p < n && in[p]) ++p;
+        ++p;
+      }
+    if (flags & 2) p += 2; /* FHCRC */
+    size_t start = len, used = 0;
+    if (p > n) { *why = "truncated gzip header"; break; }
+    if (ex_inflate(in + p, n - p, &used, &out, &len, &cap)) { *why = "corrupt or truncated deflate data"; break; }
+    p += used;
+    if (n - p < 8) { *why = "truncated gzip trailer"; break; }
+    uint32_t crc = (uint32_t)in[p] | (uint32_t)in[p + 1] << 8 | (uint32_t)in[p + 2] << 16 | (uint32_t)in[p + 3] << 24;
+    uint32_t size = (uint32_t)in[p + 4] | (uint32_t)in[p + 5] << 8 | (uint32_t)in[p + 6] << 16 |
+                    (uint32_t)in[p + 7] << 24;
+    if (crc != ex_crc32(out + start, len - start, 0)) { *why = "gzip CRC-32 mismatch"; break; }
+    if (size != (uint32_t)(len - start)) { *why = "gzip length mismatch"; break; }
+    pos = p + 8;
+    if (pos == n) break;
+  }
+  if (*why) {
+    free(out);
+    return NULL;
+  }
+  *out_len = len;
+  return out ? out : (unsigned char*)malloc(1);
+}
+
+/* Reads a whole file, decompressing it in process when the name ends in .gz (any path works:
+ * no shell is involved). Returns malloc'd bytes (caller frees) or NULL for a missing, unreadable,
+ * empty or corrupt file (corrupt .gz files are named on stderr). */
+static inline unsigned char* ex_read_file(const char* path, size_t* size) {
+  FILE* f = fopen(path, "rb");
   if (!f) return NULL;
   size_t cap = 1 << 20, len = 0;
   unsigned char* buf = (unsigned char*)malloc(cap);
-  for (;;) {
-    if (len == cap) buf = (unsigned char*)realloc(buf, cap *= 2);
+  while (buf) {
+    if (len == cap) {
+      unsigned char* more = (unsigned char*)realloc(buf, cap *= 2);
+      if (!more) free(buf);
+      buf = more;
+      if (!buf) break;
+    }
     size_t got = fread(buf + len, 1, cap - len, f);
     if (!got) break;
     len += got;
   }
-  int bad = piped ? pclose(f) != 0 : (fclose(f), 0);
-  if (bad || !len) { free(buf); return NULL; }
+  int bad = !buf || ferror(f);
+  fclose(f);
+  if (bad || !len) {
+    free(buf);
+    return NULL;
+  }
+  size_t n = strlen(path);
+  if (n > 3 && strcmp(path + n - 3, ".gz") == 0) {
+    const char* why;
+    unsigned char* raw = ex_gunzip(buf, len, &len, &why);
+    free(buf);
+    if (!raw) fprintf(stderr, "%s: %s\n", path, why);
+    if (!raw || !len) {
+      free(raw);
+      return NULL;
+    }
+    buf = raw;
+  }
   *size = len;
   return buf;
-}
-
-static inline uint32_t ex_crc32(const unsigned char* p, size_t n, uint32_t crc) {
-  crc = ~crc;
-  for (size_t i = 0; i < n; ++i) {
-    crc ^= p[i];
-    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
-  }
-  return ~crc;
-}
-
-static inline void ex_be32(unsigned char* p, uint32_t v) {
-  p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16); p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
-}
-
-static inline void ex_chunk(FILE* f, const char* type, const unsigned char* data, uint32_t n) {
-  unsigned char hdr[8];
-  ex_be32(hdr, n);
-  memcpy(hdr + 4, type, 4);
-  fwrite(hdr, 1, 8, f);
-  if (n) fwrite(data, 1, n, f);
-  uint32_t crc = ex_crc32((const unsigned char*)type, 4, 0);
-  crc = ex_crc32(data, n, crc);
-  unsigned char c[4];
-  ex_be32(c, crc);
-  fwrite(c, 1, 4, f);
-}
-
-/* Plots up to two series (y1 required, y2 may be NULL; NAN entries are skipped) against their
- * index into a w x h RGB PNG with axes; y1 blue, y2 orange. Returns 0 on success. */
-static inline int ex_plot_png(const char* path, const double* y1, const double* y2, int n, int w, int h) {
-  unsigned char* img = (unsigned char*)malloc((size_t)w * h * 3);
-  memset(img, 255, (size_t)w * h * 3);
-  double lo = INFINITY, hi = -INFINITY;
-  for (int i = 0; i < n; ++i) {
-    if (!isnan(y1[i])) { lo = fmin(lo, y1[i]); hi = fmax(hi, y1[i]); }
-    if (y2 && !isnan(y2[i])) { lo = fmin(lo, y2[i]); hi = fmax(hi, y2[i]); }
-  }
-  if (!(hi > lo)) { hi = lo + 1; }
-  const int m = 30;
-#define EX_PX(x, y, r, g, b) do { int xx_ = (x), yy_ = (y); if (xx_ >= 0 && xx_ < w && yy_ >= 0 && yy_ < h) { \
-    unsigned char* p_ = img + ((size_t)yy_ * w + xx_) * 3; p_[0] = (r); p_[1] = (g); p_[2] = (b); } } while (0)
-  for (int x = m; x < w - m; ++x) EX_PX(x, h - m, 0, 0, 0);
-  for (int y = m; y < h - m; ++y) EX_PX(m, y, 0, 0, 0);
-  for (int s = 0; s < 2; ++s) {
-    const double* y = s ? y2 : y1;
-    if (!y) continue;
-    int px = -1, py = -1;
-    for (int i = 0; i < n; ++i) {
-      if (isnan(y[i])) continue;
-      int x = m + (int)((double)(w - 2 * m) * i / (n > 1 ? n - 1 : 1));
-      int yy = (h - m) - (int)((double)(h - 2 * m) * (y[i] - lo) / (hi - lo));
-      if (px >= 0) {
-        int steps = abs(x - px) > abs(yy - py) ? abs(x - px) : abs(yy - py);
-        for (int k = 0; k <= steps; ++k) {
-          int ix = px + (steps ? (x - px) * k / steps : 0), iy = py + (steps ? (yy - py) * k / steps : 0);
-          for (int d = 0; d < 2; ++d) {
-            if (s == 0) EX_PX(ix, iy + d, 31, 119, 180); else EX_PX(ix, iy + d, 255, 127, 14);
-          }
-        }
-      }
-      px = x; py = yy;
-    }
-  }
-#undef EX_PX
-  /* zlib stream of stored blocks: each scanline is filter byte 0 + RGB */
-  size_t raw_len = (size_t)h * (1 + (size_t)w * 3);
-  unsigned char* raw = (unsigned char*)malloc(raw_len);
-  for (int y = 0; y < h; ++y) {
-    raw[(size_t)y * (1 + w * 3)] = 0;
-    memcpy(raw + (size_t)y * (1 + w * 3) + 1, img + (size_t)y * w * 3, (size_t)w * 3);
-  }
-  size_t nblocks = (raw_len + 65534) / 65535;
-  size_t zlen = 2 + raw_len + nblocks * 5 + 4;
-  unsigned char* z = (unsigned char*)malloc(zlen);
-  size_t at = 0;
-  z[at++] = 0x78; z[at++] = 0x01;
-  uint32_t a = 1, b = 0;
-  for (size_t off = 0; off < raw_len; off += 65535) {
-    size_t len = raw_len - off < 65535 ? raw_len - off : 65535;
-    z[at++] = off + len == raw_len ? 1 : 0;
-    z[at++] = (unsigned char)(len & 0xff); z[at++] = (unsigned char)(len >> 8);
-    z[at++] = (unsigned char)(~len & 0xff); z[at++] = (unsigned char)((~len >> 8) & 0xff);
-    memcpy(z + at, raw + off, len);
-    at += len;
-  }
-  for (size_t i = 0; i < raw_len; ++i) { a = (a + raw[i]) % 65521; b = (b + a) % 65521; }
-  ex_be32(z + at, (b << 16) | a);
-  at += 4;
-  FILE* f = fopen(path, "wb");
-  int rc = -1;
-  if (f) {
-    static const unsigned char sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
-    unsigned char ihdr[13];
-    ex_be32(ihdr, (uint32_t)w); ex_be32(ihdr + 4, (uint32_t)h);
-    ihdr[8] = 8; ihdr[9] = 2; ihdr[10] = 0; ihdr[11] = 0; ihdr[12] = 0;
-    fwrite(sig, 1, 8, f);
-    ex_chunk(f, "IHDR", ihdr, 13);
-    ex_chunk(f, "IDAT", z, (uint32_t)at);
-    ex_chunk(f, "IEND", NULL, 0);
-    rc = fclose(f);
-  }
-  free(img); free(raw); free(z);
-  return rc;
 }
 
 /* The first CUDA device when there is one, else the CPU (NEXUS_DEVICE=cpu forces the CPU). */

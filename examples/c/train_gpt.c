@@ -125,8 +125,15 @@ int main(int argc, char** argv) {
   const int eval_batches = 8, eval_every = steps / 5 > 0 ? (int)(steps / 5) : 1;
   double val_before = evaluate(model, val, dev, eval_batches);
   printf("validation loss before training: %.4f (uniform guess: %.4f)\n", val_before, log((double)sz.vocab));
+  /* The curves, at x = the optimizer steps taken when the loss was measured: the training loss
+   * of every step (before its update), the validation loss before training and every eval_every
+   * steps. */
+  double* train_x = (double*)malloc((size_t)steps * sizeof(double));
   double* train_curve = (double*)malloc((size_t)steps * sizeof(double));
-  double* val_curve = (double*)malloc((size_t)steps * sizeof(double));
+  double* val_x = (double*)malloc((size_t)(steps + 1) * sizeof(double));
+  double* val_curve = (double*)malloc((size_t)(steps + 1) * sizeof(double));
+  int nval = 0;
+  val_x[nval] = 0, val_curve[nval++] = val_before;
   double start = ex_now(), smooth = 0;
   for (int64_t step = 0; step < steps; ++step) {
     nx_tensor x, y, loss;
@@ -162,9 +169,9 @@ int main(int argc, char** argv) {
       CHECK(nx_tensor_item(loss, &l, NULL));
     }
     smooth = step ? 0.9 * smooth + 0.1 * l : l;
-    train_curve[step] = l;
-    val_curve[step] = NAN;
-    if ((step + 1) % eval_every == 0 || step + 1 == steps) val_curve[step] = evaluate(model, val, dev, eval_batches);
+    train_x[step] = (double)step, train_curve[step] = l;
+    if ((step + 1) % eval_every == 0 || step + 1 == steps)
+      val_x[nval] = (double)(step + 1), val_curve[nval++] = evaluate(model, val, dev, eval_batches);
     char extra[96];
     double tps = (double)(step + 1) * sz.batch * world * sz.context / (ex_now() - start);
     snprintf(extra, sizeof extra, "loss %.3f  %.0f tok/s", smooth, tps);
@@ -191,8 +198,15 @@ int main(int argc, char** argv) {
     snprintf(path, sizeof path, "%s/gpt_optimizer.safetensors", out_dir);
     CHECK(nx_optimizer_save(opt, path));
     snprintf(path, sizeof path, "%s/loss_curve.png", out_dir);
-    if (ex_plot_png(path, train_curve, val_curve, (int)steps, 640, 360) == 0)
-      printf("checkpoint, optimizer state and loss curve (blue: train, orange: validation) written to %s/\n", out_dir);
+    const ExSeries curves[2] = {{train_x, train_curve, (int)steps, "train", EX_PLOT_BLUE, 0},
+                                {val_x, val_curve, nval, "validation", EX_PLOT_ORANGE, 1}};
+    const char* corpus_name = strrchr(corpus_path, '/') ? strrchr(corpus_path, '/') + 1 : corpus_path;
+    char title[256];
+    snprintf(title, sizeof title, "GPT %s on %s: cross-entropy loss", size_name, corpus_name);
+    if (ex_plot(path, curves, 2, title, "step", "loss", 800, 480) == 0)
+      printf("checkpoint, optimizer state and loss curves (loss_curve.png) written to %s/\n", out_dir);
+    else
+      fprintf(stderr, "cannot write %s\n", path);
 
     const char* prompt_text = "The whale";
     nx_tensor prompt;
@@ -217,7 +231,7 @@ int main(int argc, char** argv) {
 
     nx_tensor_free(generated); nx_tensor_free(prompt);
   }
-  free(train_curve); free(val_curve);
+  free(train_x); free(train_curve); free(val_x); free(val_curve);
   nx_optimizer_free(opt);
   nx_tensor_array_free(params, nparams);
   nx_module_free(model);
