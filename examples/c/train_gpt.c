@@ -13,7 +13,11 @@
 #include "dist_util.h"
 
 
-static double evaluate(nx_module model, nx_text_loader val, nx_device dev, int batches) {
+/* The mean loss over the same `batches` validation batches every time (a loader made afresh with
+ * one seed), so that evaluations can be compared to pick the best checkpoint. */
+static double evaluate(nx_module model, nx_tensor val_ids, int64_t batch, int64_t context, nx_device dev, int batches) {
+  nx_text_loader val;
+  CHECK(nx_text_loader_create(&val, val_ids, batch, context, 2));
   CHECK(nx_module_set_training(model, false));
   nx_autograd_set_enabled(false);
   double total = 0;
@@ -35,6 +39,7 @@ static double evaluate(nx_module model, nx_text_loader val, nx_device dev, int b
   }
   nx_autograd_set_enabled(true);
   CHECK(nx_module_set_training(model, true));
+  nx_text_loader_free(val);
   return total / batches;
 }
 
@@ -92,10 +97,9 @@ int main(int argc, char** argv) {
   nx_tensor train_ids, val_ids;
   CHECK(nx_slice(&train_ids, ids, 0, 0, split, 1, NULL));
   CHECK(nx_slice(&val_ids, ids, 0, split, ntok, 1, NULL));
-  nx_text_loader train, val;
+  nx_text_loader train;
   CHECK(nx_text_loader_create(&train, train_ids, sz.batch, sz.context, 1));
   CHECK(nx_text_loader_shard(train, rank, world));
-  CHECK(nx_text_loader_create(&val, val_ids, sz.batch, sz.context, 2));
 
   nx_transformer_config cfg = ex_gpt_config(&sz);
   nx_module model;
@@ -123,7 +127,7 @@ int main(int argc, char** argv) {
   if (compile) CHECK(nx_plan_create(&plan, ex_gpt_train_step, &trainer, 1, NULL));
 
   const int eval_batches = 8, eval_every = steps / 5 > 0 ? (int)(steps / 5) : 1;
-  double val_before = evaluate(model, val, dev, eval_batches);
+  double val_before = evaluate(model, val_ids, sz.batch, sz.context, dev, eval_batches);
   printf("validation loss before training: %.4f (uniform guess: %.4f)\n", val_before, log((double)sz.vocab));
   /* The curves, at x = the optimizer steps taken when the loss was measured: the training loss
    * of every step (before its update), the validation loss before training and every eval_every
@@ -134,6 +138,12 @@ int main(int argc, char** argv) {
   double* val_curve = (double*)malloc((size_t)(steps + 1) * sizeof(double));
   int nval = 0;
   val_x[nval] = 0, val_curve[nval++] = val_before;
+  /* The checkpoint kept is the best by validation loss, not the last: a model that starts to
+   * overfit late in training is not the one to keep. The last one is saved beside it. */
+  char best_path[1024];
+  snprintf(best_path, sizeof best_path, "%s/gpt_checkpoint.safetensors", out_dir);
+  double best_val = INFINITY;
+  int64_t best_step = -1;
   double start = ex_now(), smooth = 0;
   for (int64_t step = 0; step < steps; ++step) {
     nx_tensor x, y, loss;
@@ -170,8 +180,14 @@ int main(int argc, char** argv) {
     }
     smooth = step ? 0.9 * smooth + 0.1 * l : l;
     train_x[step] = (double)step, train_curve[step] = l;
-    if ((step + 1) % eval_every == 0 || step + 1 == steps)
-      val_x[nval] = (double)(step + 1), val_curve[nval++] = evaluate(model, val, dev, eval_batches);
+    if ((step + 1) % eval_every == 0 || step + 1 == steps) {
+      const double v = evaluate(model, val_ids, sz.batch, sz.context, dev, eval_batches);
+      val_x[nval] = (double)(step + 1), val_curve[nval++] = v;
+      if (v < best_val) {
+        best_val = v, best_step = step + 1;
+        if (rank == 0) CHECK(nx_module_save(model, best_path));
+      }
+    }
     char extra[96];
     double tps = (double)(step + 1) * sz.batch * world * sz.context / (ex_now() - start);
     snprintf(extra, sizeof extra, "loss %.3f  %.0f tok/s", smooth, tps);
@@ -187,14 +203,20 @@ int main(int argc, char** argv) {
            (long long)ps.ops, ps.arena_bytes / 1048576.0, ps.eager_peak_bytes / 1048576.0, ps.cuda_graph ? "yes" : "no");
     nx_plan_free(plan);
   }
-  double val_after = evaluate(model, val, dev, eval_batches);
+  double val_after = evaluate(model, val_ids, sz.batch, sz.context, dev, eval_batches);
   printf("validation loss after %lld steps: %.4f (before: %.4f); %.1f s\n", (long long)steps, val_after, val_before,
          ex_now() - start);
 
   if (rank == 0) { /* rank 0 saves and samples for everyone */
     char path[1024];
-    snprintf(path, sizeof path, "%s/gpt_checkpoint.safetensors", out_dir);
+    snprintf(path, sizeof path, "%s/gpt_last.safetensors", out_dir);
     CHECK(nx_module_save(model, path));
+    if (best_step >= 0 && best_step < steps) { /* sample from the best model */
+      CHECK(nx_module_load(model, best_path));
+      printf("best validation loss %.4f at step %lld: gpt_checkpoint.safetensors holds it and the samples "
+             "below come from it (the last weights are in gpt_last.safetensors)\n",
+             best_val, (long long)best_step);
+    }
     snprintf(path, sizeof path, "%s/gpt_optimizer.safetensors", out_dir);
     CHECK(nx_optimizer_save(opt, path));
     snprintf(path, sizeof path, "%s/loss_curve.png", out_dir);
@@ -204,7 +226,8 @@ int main(int argc, char** argv) {
     char title[256];
     snprintf(title, sizeof title, "GPT %s on %s: cross-entropy loss", size_name, corpus_name);
     if (ex_plot(path, curves, 2, title, "step", "loss", 800, 480) == 0)
-      printf("checkpoint, optimizer state and loss curves (loss_curve.png) written to %s/\n", out_dir);
+      printf("best and last checkpoints, optimizer state (of the last) and loss curves (loss_curve.png) "
+             "written to %s/\n", out_dir);
     else
       fprintf(stderr, "cannot write %s\n", path);
 
@@ -235,7 +258,7 @@ int main(int argc, char** argv) {
   nx_optimizer_free(opt);
   nx_tensor_array_free(params, nparams);
   nx_module_free(model);
-  nx_text_loader_free(train); nx_text_loader_free(val);
+  nx_text_loader_free(train);
   nx_tensor_free(train_ids); nx_tensor_free(val_ids); nx_tensor_free(ids);
   nx_tokenizer_free(tok);
   nx_ddp_free(ddp);
