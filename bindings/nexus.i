@@ -70,6 +70,8 @@ NX_HANDLE(nx_grad_scaler_s, nx_grad_scaler_free)
 NX_HANDLE(nx_plan_s, nx_plan_free)
 /* Arrays of handles written by the engine are converted by the typemaps, which free them. */
 %ignore nx_tensor_array_free;
+/* Likewise strings (char** out: nx_tensor_to_string): the typemaps copy and free them. */
+%ignore nx_string_free;
 
 /* ---------------------------------------------------------------- versioned structs */
 /* Structs whose first field is struct_size get a constructor that zero-fills them and sets it. */
@@ -101,10 +103,12 @@ NX_SIZED_STRUCT(nx_plan_stats)
 }
 %enddef
 NX_OPTIONS_STRUCT(nx_backward_options, NX_BACKWARD_OPTIONS_DEFAULT)
+NX_OPTIONS_STRUCT(nx_graph_dump_options, NX_GRAPH_DUMP_OPTIONS_DEFAULT)
 NX_OPTIONS_STRUCT(nx_sgd_options, NX_SGD_OPTIONS_DEFAULT)
 NX_OPTIONS_STRUCT(nx_adam_options, NX_ADAM_OPTIONS_DEFAULT)
 NX_OPTIONS_STRUCT(nx_grad_scaler_options, NX_GRAD_SCALER_OPTIONS_DEFAULT)
 NX_OPTIONS_STRUCT(nx_plan_options, NX_PLAN_OPTIONS_DEFAULT)
+NX_OPTIONS_STRUCT(nx_print_options, NX_PRINT_OPTIONS_DEFAULT)
 /* nx_device(type, index) */
 %extend nx_device {
   nx_device(nx_device_type type, int32_t index) {

@@ -262,6 +262,50 @@ NX_API nx_status nx_tensor_retain(nx_tensor* out, nx_tensor t);
 /* Releases the caller's handle. NULL is a no-op. */
 NX_API void nx_tensor_free(nx_tensor t);
 
+/* ---------------------------------------------------------------- printing (1.4.0) */
+/* Notation of floating values (PyTorch's sci_mode None, False, True). */
+typedef enum {
+  NX_PRINT_SCI_AUTO = 0,  /* scientific when the values ask for it (see nx_tensor_to_string) */
+  NX_PRINT_SCI_NEVER = 1, /* always fixed-point */
+  NX_PRINT_SCI_ALWAYS = 2 /* always scientific */
+} nx_print_sci_mode;
+/* Layout of nx_tensor_to_string and nx_tensor_print (rule 4; NULL: the defaults, which are
+ * torch.set_printoptions' defaults). Values outside the ranges below: NX_ERR_INVALID_ARGUMENT. */
+typedef struct {
+  uint32_t struct_size;       /* sizeof(nx_print_options) */
+  int32_t precision;          /* digits after the decimal point, 0 to 64 */
+  int64_t threshold;          /* summarize when numel > threshold, >= 0 (INT64_MAX: never) */
+  int64_t edge_items;         /* entries kept at each end of a summarized dimension, >= 1 */
+  int32_t line_width;         /* characters per line before a row wraps, >= 1 */
+  nx_print_sci_mode sci_mode;
+} nx_print_options;
+#define NX_PRINT_OPTIONS_DEFAULT {sizeof(nx_print_options), 4, 1000, 3, 80, NX_PRINT_SCI_AUTO}
+/* The tensor as text, laid out as PyTorch's str(tensor) (torch 1.13):
+ *   tensor([[ 0.1235, -1.5000],
+ *           [ 2.0000,  0.0000]], dtype=float64, requires_grad=True)
+ * Every entry of a tensor gets one width. Floating tensors whose nonzero finite values are all
+ * integral print as "1."; scientific notation (sci_mode AUTO) is chosen when, among the nonzero
+ * finite magnitudes, max / min > 1000 or max > 1e8, or, for non-integral values, min < 1e-4.
+ * A tensor of more than threshold elements is summarized: each dimension longer than
+ * 2 * edge_items shows its first and last edge_items entries around "...". Suffixes, in this
+ * order: device='cuda:N' (non-CPU tensors); dtype=NAME (PyTorch's dtype names without "torch.":
+ * float64, float16, bfloat16, int32; none for f32, i64 and bool), or for an empty tensor
+ * size=(d0, d1, ...) (rank other than 1) and dtype=NAME for every dtype but f32, as in
+ * tensor([], size=(0, 3)); grad_fn=<NODE> (NexusGrad's node names, MatmulBackward) or
+ * requires_grad=True. Any device and view: what is shown (the summarized part only) is copied
+ * to the host after the work enqueued on the device's default stream. Like nx_tensor_item, it
+ * is refused inside a plan's step (NX_ERR_STATE).
+ * Writes a NUL-terminated string allocated by the library to *out; it belongs to the caller,
+ * who frees it with nx_string_free (not free(): the library may use another C runtime). */
+NX_API nx_status nx_tensor_to_string(nx_tensor t, const nx_print_options* options, char** out);
+/* nx_tensor_to_string's text and a newline written to the C library's stdout, which is then
+ * flushed (Python's print(tensor)); NX_ERR_IO when the write fails. It takes no FILE*: nexus.h
+ * includes no stdio, and a FILE* cannot cross between C runtimes (Windows DLLs); to write
+ * elsewhere, use nx_tensor_to_string. */
+NX_API nx_status nx_tensor_print(nx_tensor t, const nx_print_options* options);
+/* Frees a string the library wrote to the caller (nx_tensor_to_string). NULL is a no-op. */
+NX_API void nx_string_free(char* s);
+
 /* Hyperparameters of Adam and AdamW (nx_adam_create, nx_adam_step_multi); rule 4. */
 typedef struct {
   uint32_t struct_size; /* sizeof(nx_adam_options) */
@@ -576,6 +620,19 @@ NX_API nx_status nx_graph_node_name(nx_graph g, size_t i, const char** out);
 NX_API nx_status nx_graph_saved_bytes(nx_graph g, size_t* out);
 /* Graphviz DOT text with op names, shapes and dtypes, valid while g lives. */
 NX_API nx_status nx_graph_to_dot(nx_graph g, const char** out);
+/* 1.4: bytes held by the tensors node i saved for backward (0 once a backward released them). */
+NX_API nx_status nx_graph_node_saved_bytes(nx_graph g, size_t i, size_t* out);
+typedef struct {
+  uint32_t struct_size; /* sizeof(nx_graph_dump_options) */
+  bool values;      /* per leaf, per saved tensor and for the output: min, max and mean of the finite
+                       values and the counts of NaN and Inf (reads every value: for debugging) */
+  bool saved_bytes; /* per op: bytes its saved tensors hold */
+} nx_graph_dump_options;
+#define NX_GRAPH_DUMP_OPTIONS_DEFAULT {sizeof(nx_graph_dump_options), false, false}
+/* 1.4: the DOT text of nx_graph_to_dot, with parameter names on the leaves (nx_graph_name_parameters,
+ * declared with the modules) and what options ask for (NULL: the defaults). Valid until the next
+ * nx_graph_dump of g or nx_graph_free. */
+NX_API nx_status nx_graph_dump(nx_graph g, const nx_graph_dump_options* options, const char** out);
 NX_API void nx_graph_free(nx_graph g);
 
 /* ---------------------------------------------------------------- SafeTensors I/O */
@@ -769,6 +826,10 @@ NX_API nx_status nx_module_get_training(nx_module m, bool* out);
 NX_API nx_status nx_module_save(nx_module m, const char* path);
 NX_API nx_status nx_module_load(nx_module m, const char* path);
 NX_API void nx_module_free(nx_module m);
+/* 1.4 (graph debugging, see nx_graph_dump): labels the leaves of g that are parameters of m with
+ * their dotted names (those of nx_module_parameter) in later nx_graph_dump texts; call it once
+ * per module. */
+NX_API nx_status nx_graph_name_parameters(nx_graph g, nx_module m);
 
 typedef struct {
   uint32_t struct_size; /* sizeof(nx_sample_config) */

@@ -9,12 +9,14 @@
  *     from nexus.h by CMake (bindings/java/CMakeLists.txt writes nexus_java_returns.i), so the
  *     header stays the only list of functions.
  *   - Every handle returned is owned by the Java object: close() (try-with-resources) frees it
- *     once; a handle never closed is freed by the finalizer.
+ *     once; a handle never closed is freed by the finalizer. Strings the engine allocates
+ *     (nx_tensor_to_string; Tensor.toString() calls it) are copied and freed by the typemaps.
  *   - Counted arrays are long[] (shapes, axes) and Tensor[]; bytes in and out are byte[]. Arrays
  *     that share one count (nx_adam_step_multi's four, nx_jvp's two) are one Tensor[] each, of
  *     equal lengths (IllegalArgumentException otherwise).
- *   - Options structs (BackwardOptions, SgdOptions, AdamOptions) are classes whose constructor
- *     fills in the NX_*_OPTIONS_DEFAULT values, struct_size included; null passes NULL (defaults).
+ *   - Options structs (BackwardOptions, SgdOptions, AdamOptions, PrintOptions...) are classes
+ *     whose constructor fills in the NX_*_OPTIONS_DEFAULT values, struct_size included; null
+ *     passes NULL (defaults).
  * Not wrapped for Java: nx_checkpoint and nx_plan_create (C callbacks), nx_tensor_data_ptr (raw
  * address), and the DLPack functions (C structs for other C libraries). The other nx_plan_*
  * functions are wrapped like the rest (Plan, PlanStats, PlanFormat, Nexus.plan_run...), though
@@ -144,6 +146,8 @@ static void nx_java_throw_arg(JNIEnv* jenv, const char* what) {
 %rename(PlanOptions) nx_plan_options;
 %rename(PlanStats) nx_plan_stats;
 %rename(PlanFormat) nx_plan_format;
+%rename(PrintOptions) nx_print_options;
+%rename(PrintSciMode) nx_print_sci_mode;
 %rename(HandleType) nx_handle_type;
 %rename(ReduceOp) nx_reduce_op;
 
@@ -240,10 +244,16 @@ NX_JAVA_HANDLE(nx_plan_s, Plan)
   public void setRequiresGrad(boolean on) { Nexus.tensor_set_requires_grad(this, on); }
   public boolean requiresGrad() { return Nexus.tensor_get_requires_grad(this); }
 
+  /** The tensor as PyTorch's str() lays it out (nx_tensor_to_string with the default options):
+   *  "tensor([[1., 2.],\n        [3., 4.]])". Never throws: a failure gives "Tensor(<message>)". */
   @Override
   public String toString() {
     if (swigCPtr == 0) return "Tensor(closed)";
-    return "Tensor(shape=" + java.util.Arrays.toString(shape()) + ", dtype=" + dtype() + ")";
+    try {
+      return Nexus.tensor_to_string(this, null);
+    } catch (NexusException e) {
+      return "Tensor(<" + e.getMessage() + ">)";
+    }
   }
 %}
 
@@ -336,6 +346,14 @@ NX_JAVA_OUT_VALUE(nx_dtype, NX_F32, jint)
 
 %typemap(in, numinputs=0) const char** out (const char* tmp = NULL) { $1 = ($1_ltype)&tmp; }
 %typemap(argout) const char** out { jresult = tmp$argnum ? (*jenv)->NewStringUTF(jenv, tmp$argnum) : NULL; }
+/* Strings the engine allocates for the caller (nx_tensor_to_string): copied to a String, then
+ * freed with nx_string_free (nx_string_free itself is not wrapped). The empty freearg keeps
+ * `const char** out` (static or owned strings) from matching char**'s: SWIG would strip the const
+ * and free them. */
+%typemap(freearg) const char** out ""
+%typemap(in, numinputs=0) char** out (char* tmp = NULL) { $1 = &tmp; }
+%typemap(argout) char** out { jresult = tmp$argnum ? (*jenv)->NewStringUTF(jenv, tmp$argnum) : NULL; }
+%typemap(freearg) char** out { nx_string_free(tmp$argnum); }
 
 /* Structs returned through out-parameters are copied to the heap and owned by the Java object. */
 %define NX_JAVA_OUT_STRUCT(TYPE, INIT)

@@ -596,6 +596,18 @@ NX_PY_OUT_VALUE(double, 0.0, PyFloat_FromDouble(tmp$argnum))
 NX_PY_OUT_VALUE(nx_dtype, NX_F32, PyLong_FromLong((long)tmp$argnum))
 NX_PY_OUT_VALUE(void*, NULL, PyLong_FromVoidPtr(tmp$argnum))
 NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum, (Py_ssize_t)strlen(tmp$argnum), "replace") : SWIG_Py_Void()))
+/* Strings the engine allocates for the caller (nx_tensor_to_string): copied to str, then freed
+ * with nx_string_free (freearg runs on success and on failure; a failed call wrote NULL). The
+ * empty freearg keeps `const char** out` (static or owned strings) from matching char**'s: SWIG
+ * would strip the const and free them. */
+%typemap(freearg) const char** out ""
+%typemap(in, numinputs=0) char** out (char* tmp = NULL) { $1 = &tmp; }
+%typemap(argout) char** out {
+  PyObject* o = tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum, (Py_ssize_t)strlen(tmp$argnum), "replace") : SWIG_Py_Void();
+  if (!o) SWIG_fail;
+  $result = SWIG_Python_AppendOutput($result, o);
+}
+%typemap(freearg) char** out { nx_string_free(tmp$argnum); }
 
 /* nx_text_loader_next(loader, device, stream) -> (inputs, targets): its two out-handles come first in C;
  * nx_module_parameter's name, nx_clip_grad_norm's norm */

@@ -217,8 +217,8 @@ static inline int ex_inflate(const unsigned char* in, size_t in_len, size_t* use
         if (d < 0 || d >= 30) { rc = -1; break; }
         size_t dist = dbase[d] + ex_inf_bits(&s, dext[d]);
         if (dist > s.len || ex_inf_overrun(&s)) { rc = -1; break; }
-        unsigned char* o = s.out + s.len;
-        for (size_t k = 0; k < len; ++k) o[k] = o[k - dist];
+        /* dist <= s.len, so the source index never goes below 0 (o[k - dist] wrapped k - dist) */
+        for (size_t k = 0; k < len; ++k) s.out[s.len + k] = s.out[s.len + k - dist];
         s.len += len;
       }
     }

@@ -1,23 +1,49 @@
 // C API: autodiff (requires_grad, backward, grad, jvp, no-grad mode), checkpointing and the
 // graph object.
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 
 #include "autograd/checkpoint.hpp"
 #include "autograd/engine.hpp"
 #include "capi/capi.hpp"
 
-struct nx_graph_s {
-  std::vector<std::shared_ptr<nx::Node>> nodes;
-  std::string dot;
-};
-NX_HANDLE_OBJECT(nx_graph_s, Graph);
 
 using namespace nx;
 using namespace nx::capi;
 
 namespace {
 
-const nx_graph_s& graph_arg(nx_graph g) { return handle_object(g, "g"); }
+nx_graph_s& graph_arg(nx_graph g) { return handle_object(g, "g"); }
+
+// min / max / mean of the finite values and the NaN and Inf counts, from an f64 copy on the CPU.
+std::string value_summary(const Tensor& t) {
+  GradModeGuard off(false);
+  if (t.numel() == 0) return "empty";
+  const Tensor c = cast(to_device(detach(t), Device{NX_CPU, 0}), DType::F64);
+  std::vector<double> v(size_t(c.numel()));
+  copy_to_host(contiguous(c), v.data(), v.size() * sizeof(double));
+  double lo = HUGE_VAL, hi = -HUGE_VAL, total = 0;
+  int64_t finite = 0, nan = 0, inf = 0;
+  for (double x : v) {
+    if (std::isnan(x)) {
+      nan++;
+    } else if (std::isinf(x)) {
+      inf++;
+    } else {
+      lo = std::min(lo, x);
+      hi = std::max(hi, x);
+      total += x;
+      finite++;
+    }
+  }
+  char buf[160];
+  if (finite) std::snprintf(buf, sizeof buf, "min %.4g max %.4g mean %.4g", lo, hi, total / double(finite));
+  else std::snprintf(buf, sizeof buf, "no finite value");
+  std::string s = buf;
+  if (nan || inf) s += cat("\nnan ", nan, " inf ", inf);
+  return s;
+}
 
 }  // namespace
 
@@ -193,7 +219,11 @@ nx_status nx_graph_create(nx_graph* out, nx_tensor root) {
   return guard("nx_graph_create", [&] {
     check_out(out);
     const Tensor& r = unwrap(root, "root");
-    *out = make_handle(std::make_unique<nx_graph_s>(nx_graph_s{topological_nodes(r.grad_fn()), graph_to_dot(r)}));
+    auto g = std::make_unique<nx_graph_s>();
+    g->root = r;
+    g->nodes = topological_nodes(r.grad_fn());
+    g->dot = graph_to_dot(r);
+    *out = make_handle(std::move(g));
   });
 }
 nx_status nx_graph_node_count(nx_graph g, size_t* out) {
@@ -217,6 +247,32 @@ nx_status nx_graph_saved_bytes(nx_graph g, size_t* out) {
     size_t total = 0;
     for (const auto& n : graph_arg(g).nodes) total += n->saved_bytes();
     *out = total;
+  });
+}
+nx_status nx_graph_node_saved_bytes(nx_graph g, size_t i, size_t* out) {
+  return guard("nx_graph_node_saved_bytes", [&] {
+    check_out(out);
+    const auto& graph = graph_arg(g);
+    if (i >= graph.nodes.size())
+      fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": node index ", i, " out of range (graph has ", graph.nodes.size(), " nodes)");
+    *out = graph.nodes[i]->saved_bytes();
+  });
+}
+nx_status nx_graph_dump(nx_graph g, const nx_graph_dump_options* options, const char** out) {
+  clear_out(out);
+  return guard("nx_graph_dump", [&] {
+    nx_graph_s& graph = graph_arg(g);
+    check_out(out);
+    const nx_graph_dump_options o = struct_arg(options, nx_graph_dump_options NX_GRAPH_DUMP_OPTIONS_DEFAULT, "options");
+    DotOptions dot;
+    dot.saved_bytes = o.saved_bytes;
+    if (o.values) dot.summary = value_summary;
+    dot.leaf_name = [&graph](const TensorImpl& leaf) {
+      auto it = graph.leaf_names.find(&leaf);
+      return it == graph.leaf_names.end() ? std::string() : it->second;
+    };
+    graph.dump = graph_to_dot(graph.root, dot);
+    *out = graph.dump.c_str();
   });
 }
 nx_status nx_graph_to_dot(nx_graph g, const char** out) {

@@ -6,9 +6,11 @@
 #include <initializer_list>
 #include <new>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "nexus.h"
+#include "graph/node.hpp"
 #include "ops/ops.hpp"
 
 #include "capi/handle_table.hpp"
@@ -21,6 +23,15 @@ struct nx_stream_s {
   nx::Device device;
   void* native;  // cudaStream_t on CUDA, null on the CPU
 };
+// The graph object (autograd_api.cpp; nn_api.cpp names its leaves after a module's parameters).
+struct nx_graph_s {
+  nx::Tensor root;
+  std::vector<std::shared_ptr<nx::Node>> nodes;
+  std::string dot;   // nx_graph_to_dot's text, made at creation
+  std::string dump;  // nx_graph_dump's last text
+  std::unordered_map<const nx::TensorImpl*, std::string> leaf_names;
+};
+NX_HANDLE_OBJECT(nx_graph_s, Graph);
 NX_HANDLE_OBJECT(nx_tensor_s, Tensor);
 NX_HANDLE_OBJECT(nx_stream_s, Stream);
 

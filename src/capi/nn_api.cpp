@@ -264,6 +264,12 @@ nx_status nx_module_parameter(nx_module m, size_t i, const char** name, nx_tenso
     *out = wrap(*params[i].second);
   });
 }
+nx_status nx_graph_name_parameters(nx_graph g, nx_module m) {
+  return guard("nx_graph_name_parameters", [&] {
+    nx_graph_s& graph = handle_object(g, "g");
+    for (const auto& [name, param] : module_arg(m).named_parameters()) graph.leaf_names[param->impl()] = name;
+  });
+}
 nx_status nx_module_parameters(nx_module m, nx_tensor** out, size_t* n) {
   if (out) *out = nullptr;
   if (n) *n = 0;

@@ -1,5 +1,6 @@
 // The graph as text: Graphviz DOT with one box per leaf and one ellipse per op node, edges in
-// the direction data flows (input -> op), labelled with shapes and dtypes.
+// the direction data flows (input -> op), labelled with shapes and dtypes; optionally the leaves'
+// names, value summaries of leaves, saved tensors and the output, and each op's saved bytes.
 #include <sstream>
 #include <unordered_map>
 
@@ -11,7 +12,24 @@ static std::string describe(const Shape& shape, DType dtype) {
   return cat(shape_str(shape), " ", dtype_name(dtype));
 }
 
-std::string graph_to_dot(const Tensor& root) {
+// Text inside a DOT label: quotes and backslashes escaped, line breaks as \n.
+static std::string label_text(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+std::string graph_to_dot(const Tensor& root, const DotOptions& options) {
+  auto values = [&](const Tensor& t) { return options.summary ? "\\n" + label_text(options.summary(t)) : std::string(); };
+  auto leaf_label = [&](const std::shared_ptr<TensorImpl>& leaf) {
+    std::string name = options.leaf_name ? options.leaf_name(*leaf) : std::string();
+    return (name.empty() ? std::string("leaf") : label_text(name)) + "\\n" + describe(leaf->shape, leaf->dtype) +
+           values(Tensor(leaf));
+  };
   std::ostringstream os;
   os << "digraph nexus {\n  rankdir=BT;\n  node [fontname=\"Helvetica\", fontsize=10];\n";
   auto nodes = topological_nodes(root.grad_fn());
@@ -24,14 +42,19 @@ std::string graph_to_dot(const Tensor& root) {
     return id;
   };
   if (!root.grad_fn()) {
-    os << "  " << id_of(root.impl(), "leaf") << " [shape=box, label=\"leaf\\n" << describe(root.shape(), root.dtype())
-       << "\"];\n}\n";
+    os << "  " << id_of(root.impl(), "leaf") << " [shape=box, label=\"" << leaf_label(root.impl_ptr()) << "\"];\n}\n";
     return os.str();
   }
   for (const auto& node : nodes) {
     std::string nid = id_of(node.get(), "op");
     os << "  " << nid << " [label=\"" << node->name;
     for (size_t i = 0; i < node->out_shapes.size(); ++i) os << "\\n" << describe(node->out_shapes[i], node->out_dtypes[i]);
+    if (options.saved_bytes) os << "\\nsaved " << node->saved_bytes() << " bytes";
+    if (options.summary && !node->released)
+      for (size_t k = 0; k < node->saved.size(); ++k)
+        if (node->saved[k].tensor.defined())
+          os << "\\nsaved " << k << ": " << describe(node->saved[k].tensor.shape(), node->saved[k].tensor.dtype())
+             << values(node->saved[k].tensor);
     os << "\"];\n";
     for (size_t j = 0; j < node->next.size(); ++j) {
       const Edge& e = node->next[j];
@@ -39,14 +62,13 @@ std::string graph_to_dot(const Tensor& root) {
         os << "  " << id_of(e.fn.get(), "op") << " -> " << nid << ";\n";
       } else if (e.leaf) {
         std::string lid = id_of(e.leaf.get(), "leaf");
-        os << "  " << lid << " [shape=box, style=filled, fillcolor=lightblue, label=\"leaf\\n"
-           << describe(e.leaf->shape, e.leaf->dtype) << "\"];\n";
+        os << "  " << lid << " [shape=box, style=filled, fillcolor=lightblue, label=\"" << leaf_label(e.leaf) << "\"];\n";
         os << "  " << lid << " -> " << nid << ";\n";
       }
     }
   }
   os << "  out [shape=box, style=filled, fillcolor=lightyellow, label=\"output\\n" << describe(root.shape(), root.dtype())
-     << "\"];\n  " << id_of(root.grad_fn().get(), "op") << " -> out;\n}\n";
+     << values(root) << "\"];\n  " << id_of(root.grad_fn().get(), "op") << " -> out;\n}\n";
   return os.str();
 }
 

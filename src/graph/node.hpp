@@ -67,6 +67,12 @@ inline Tensor record1(const char* name, Tensor output, const std::vector<Tensor>
 
 // Nodes reachable from root.grad_fn in topological order (root first).
 std::vector<std::shared_ptr<Node>> topological_nodes(const std::shared_ptr<Node>& root);
-std::string graph_to_dot(const Tensor& root);
+// What a DOT dump shows beyond op names, shapes and dtypes.
+struct DotOptions {
+  std::function<std::string(const TensorImpl&)> leaf_name;  // "" or unset: "leaf"
+  std::function<std::string(const Tensor&)> summary;        // a tensor's values, one or more lines
+  bool saved_bytes = false;                                 // each op's saved bytes
+};
+std::string graph_to_dot(const Tensor& root, const DotOptions& options = {});
 
 }  // namespace nx

@@ -238,6 +238,30 @@ public class NexusTest {
       }
     }
 
+    // printing: toString() is nx_tensor_to_string (PyTorch's str() layout); the C string is freed
+    try (Tensor p = Nexus.tensor(new float[] {1, 2, 3, 4.5f}, new long[] {2, 2}, cpu);
+         Tensor q = Nexus.tensor(new long[] {5, -10}, new long[] {2}, cpu)) {
+      check(p.toString().equals("tensor([[1.0000, 2.0000],\n        [3.0000, 4.5000]])"), "toString: " + p);
+      check(q.toString().equals("tensor([  5, -10])"), "toString of int64: " + q);
+      PrintOptions po = new PrintOptions();
+      check(po.getPrecision() == 4 && po.getThreshold() == 1000 && po.getSci_mode() == PrintSciMode.PRINT_SCI_AUTO,
+            "PrintOptions defaults");
+      po.setPrecision(1);
+      po.setSci_mode(PrintSciMode.PRINT_SCI_ALWAYS);
+      check(Nexus.tensor_to_string(p, po).equals("tensor([[1.0e+00, 2.0e+00],\n        [3.0e+00, 4.5e+00]])"),
+            "tensor_to_string with options: " + Nexus.tensor_to_string(p, po));
+      po.setPrecision(-1);
+      try {
+        Nexus.tensor_to_string(p, po);
+        check(false, "a negative precision must be refused");
+      } catch (NexusException e) {
+        check(e.status() == Status.ERR_INVALID_ARGUMENT
+              && e.getMessage().contains("nx_tensor_to_string: options->precision is -1"), "precision check: " + e.getMessage());
+      }
+      p.close();
+      check(p.toString().equals("Tensor(closed)"), "toString of a closed tensor");
+    }
+
     // text
     try (Tokenizer tok = Nexus.tokenizer_bytes_create(); Tensor ids = Nexus.tokenizer_encode(tok, "héllo")) {
       check(Nexus.tokenizer_vocab_size(tok) == 256, "byte vocab");

@@ -200,6 +200,27 @@ def test_graph_inspection():
     del g
 
 
+def test_graph_dump_names_parameters_and_summarizes_values():
+    lin = ng.nn.Linear(3, 2)
+    x = ng.tensor(np.array([[1.0, -2.0, 0.5]], dtype=np.float32))
+    scale = ng.tensor(np.array([np.nan, 4.0], dtype=np.float32), requires_grad=True)
+    loss = ng.sum(lin(x) * scale)
+    g = ng.Graph(loss)
+    assert "weight" not in g.to_dot()
+    dot = g.name_parameters(lin).to_dot(values=True, saved_bytes=True)
+    w = list(lin.named_parameters())
+    names = [n for n, _ in w]
+    assert names == ["weight", "bias"] and all(f"{n}\\n" in dot for n in names)
+    wv = dict(w)["weight"].numpy()
+    assert f"min {wv.min():.4g} max {wv.max():.4g}" in dot
+    assert "leaf\\n[2] f32\\nmin 4 max 4 mean 4\\nnan 1 inf 0" in dot
+    per_node = [g.node_saved_bytes(i) for i in range(len(g))]
+    assert sum(per_node) == g.saved_bytes and max(per_node) > 0
+    assert all(f"saved {b} bytes" in dot for b in per_node)
+    ng.backward(loss)
+    assert [g.node_saved_bytes(i) for i in range(len(g))] == [0] * len(g)
+
+
 def test_detach_and_requires_grad_flags():
     x = ng.randn(3, requires_grad=True)
     d = x.detach()

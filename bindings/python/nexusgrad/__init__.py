@@ -28,8 +28,8 @@ Error.message = property(lambda self: str(self.args[0]) if self.args else "",  #
 
 from ._dtypes import DType, float32, float64, float16, bfloat16, int32, int64, bool_  # noqa: E402
 from .tensor import (Tensor, tensor, as_tensor, from_numpy, from_dlpack, no_grad, enable_grad, autocast,  # noqa: E402
-                     set_grad_enabled, is_grad_enabled, manual_seed, zeros, ones, full, rand, randn, arange,
-                     zeros_like, ones_like, full_like, rand_like, randn_like, empty)
+                     set_grad_enabled, is_grad_enabled, set_printoptions, manual_seed, zeros, ones, full, rand,
+                     randn, arange, zeros_like, ones_like, full_like, rand_like, randn_like, empty)
 from .functional import *  # noqa: E402,F401,F403
 from .functional import __all__ as _functional_all  # noqa: E402
 from . import nn  # noqa: E402
@@ -46,6 +46,6 @@ __all__ = ["Error", "InvalidArgumentError", "ShapeError", "DTypeError", "DeviceE
            "CudaError", "FileError", "NotSupportedError", "StateError", "InternalError",
            "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool_",
            "Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "no_grad", "enable_grad", "autocast",
-           "set_grad_enabled", "is_grad_enabled", "manual_seed", "zeros", "ones", "full", "rand", "randn",
-           "arange", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "empty",
+           "set_grad_enabled", "is_grad_enabled", "set_printoptions", "manual_seed", "zeros", "ones", "full",
+           "rand", "randn", "arange", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "empty",
            "nn", "amp", "compile", "CompiledStep", *_functional_all]

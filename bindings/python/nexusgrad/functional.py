@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _nexus as _C
 from ._dtypes import BY_VALUE, DType, DTypeLike, DeviceLike, int64, to_dtype, to_device
-from .tensor import Tensor, _as_tensor, _backward_options, _wrap, no_grad as _no_grad, ones_like
+from .tensor import Tensor, _as_tensor, _backward_options, _options, _wrap, no_grad as _no_grad, ones_like
 from . import _ops_gen
 from ._ops_gen import *  # noqa: F401,F403  (the ops whose wrappers src/ops/ops.yaml declares)
 from ._opargs import _S, _as_tensor_index, _axes, _pair, _reduction, _t
@@ -498,6 +498,7 @@ class Graph:
 
     def __init__(self, root: Tensor) -> None:
         self._g = _C.nx_graph_create(root._h)
+        self._named = False
 
     def __len__(self) -> int:
         return _C.nx_graph_node_count(self._g)
@@ -512,9 +513,24 @@ class Graph:
         """Bytes held by tensors the nodes saved for backward."""
         return _C.nx_graph_saved_bytes(self._g)
 
-    def to_dot(self) -> str:
-        """Graphviz DOT text of the graph."""
-        return _C.nx_graph_to_dot(self._g)
+    def to_dot(self, values: bool = False, saved_bytes: bool = False) -> str:
+        """Graphviz DOT text of the graph: with values, each leaf's, saved tensor's and the output's
+        min / max / mean and NaN / Inf counts; with saved_bytes, each op's saved bytes. Leaves are
+        named after the parameters of the modules given to name_parameters."""
+        if not values and not saved_bytes and not self._named:
+            return _C.nx_graph_to_dot(self._g)
+        return _C.nx_graph_dump(self._g, _options(_C.nx_graph_dump_options, values=bool(values),
+                                                  saved_bytes=bool(saved_bytes)))
+
+    def node_saved_bytes(self, i: int) -> int:
+        """Bytes held by the tensors node i saved for backward."""
+        return _C.nx_graph_node_saved_bytes(self._g, operator.index(i))
+
+    def name_parameters(self, module: Any) -> "Graph":
+        """Labels the leaves that are module's parameters with their names in to_dot()."""
+        _C.nx_graph_name_parameters(self._g, module._m)
+        self._named = True
+        return self
 
     def __repr__(self) -> str:
         return f"Graph({self.nodes})"

@@ -14,8 +14,8 @@ from ._dtypes import (DType, DTypeLike, DeviceLike, BY_VALUE, bool_, float32, fl
                       to_dtype, to_device)
 
 __all__ = ["Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "no_grad", "enable_grad", "autocast",
-           "set_grad_enabled", "is_grad_enabled", "manual_seed", "zeros", "ones", "full", "rand", "randn",
-           "arange", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "empty"]
+           "set_grad_enabled", "is_grad_enabled", "set_printoptions", "manual_seed", "zeros", "ones", "full", "rand",
+           "randn", "arange", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "empty"]
 
 _new = object.__new__
 _INT64_MAX = (1 << 63) - 1
@@ -328,23 +328,15 @@ class Tensor:
 
     # ------------------------------------------------------------ Python protocol
     def __repr__(self) -> str:
+        """PyTorch's str(tensor) layout, written by the engine (nx_tensor_to_string) with the
+        options of :func:`set_printoptions`. Never raises: a tensor that cannot be read now (inside
+        a captured step, say) gives ``tensor(<unprintable: reason>)``."""
         try:
-            import numpy as np
-
-            body = np.array2string(_host_copy(self), separator=", ", prefix="tensor(", precision=4)
+            return _C.nx_tensor_to_string(self._h, _print_options)
         except Exception as e:  # never let repr raise
-            body = f"<unprintable: {e}>"
-        extra = []
-        d = self.dtype
-        if d is not float32 and d is not int64 and d is not bool_:
-            extra.append(f"dtype={d!r}")
-        dev = self.device
-        if dev != "cpu":
-            extra.append(f"device='{dev}'")
-        if self.requires_grad:
-            fn = self.grad_fn
-            extra.append(f"grad_fn=<{fn}>" if fn else "requires_grad=True")
-        return "tensor(" + body + "".join(", " + e for e in extra) + ")"
+            return f"tensor(<unprintable: {e}>)"
+
+    __str__ = __repr__
 
     def __len__(self) -> int:
         s = _C.nx_tensor_shape(self._h)
@@ -739,6 +731,44 @@ class set_grad_enabled(_GradMode):
 
     def __enter__(self) -> None:
         pass
+
+
+# nx_print_options used by Tensor.__repr__ (process-wide, like torch's PRINT_OPTS)
+_print_options = _C.nx_print_options()
+_SCI_MODES = {None: _C.NX_PRINT_SCI_AUTO, False: _C.NX_PRINT_SCI_NEVER, True: _C.NX_PRINT_SCI_ALWAYS}
+
+
+def set_printoptions(precision: Optional[int] = None, threshold: Optional[float] = None,
+                     edgeitems: Optional[int] = None, linewidth: Optional[int] = None,
+                     profile: Optional[str] = None, sci_mode: Optional[bool] = None) -> None:
+    """Options of ``repr(tensor)``, as ``torch.set_printoptions``: precision (digits after the
+    point, default 4), threshold (summarize above this many elements, 1000; ``math.inf``: never),
+    edgeitems (entries kept at each end of a summarized dimension, 3), linewidth (80), profile
+    ('default', 'short' or 'full'), sci_mode (None: chosen from the values, or True / False). As in
+    torch, sci_mode is reset to None unless given. Values nx_print_options refuses raise
+    InvalidArgumentError and change nothing."""
+    global _print_options
+    o = _C.nx_print_options()
+    for name in ("precision", "threshold", "edge_items", "line_width", "sci_mode"):
+        setattr(o, name, getattr(_print_options, name))
+    profiles = {"default": (4, 1000, 3, 80), "short": (2, 1000, 2, 80), "full": (4, _INT64_MAX, 3, 80)}
+    if profile is not None:
+        if profile not in profiles:
+            raise ValueError(f"set_printoptions: profile must be one of {sorted(profiles)}, got {profile!r}")
+        o.precision, o.threshold, o.edge_items, o.line_width = profiles[profile]
+    if precision is not None:
+        o.precision = operator.index(precision)
+    if threshold is not None:
+        o.threshold = _INT64_MAX if threshold >= _INT64_MAX else int(threshold)
+    if edgeitems is not None:
+        o.edge_items = operator.index(edgeitems)
+    if linewidth is not None:
+        o.line_width = operator.index(linewidth)
+    if sci_mode not in _SCI_MODES:
+        raise ValueError(f"set_printoptions: sci_mode must be None, True or False, got {sci_mode!r}")
+    o.sci_mode = _SCI_MODES[sci_mode]
+    _C.nx_tensor_to_string(_C.nx_tensor_zeros([], _C.NX_F32, "cpu", None), o)  # the engine checks the values
+    _print_options = o
 
 
 def is_grad_enabled() -> bool:
