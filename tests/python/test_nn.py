@@ -84,6 +84,26 @@ def test_sequential_residual_and_training(device):
     assert nn.lr_cosine_warmup(1.0, 0, 10, 100) <= nn.lr_cosine_warmup(1.0, 10, 10, 100)
 
 
+def test_residual_forward_and_backward_match_torch(device):
+    inner = nn.Sequential(nn.Linear(6, 6, device=device), nn.Tanh())
+    res = nn.Residual(inner)
+    params = dict(inner.named_parameters())
+    assert [n for n, _ in res.named_parameters()] == ["inner.0.weight", "inner.0.bias"]
+    w, b = T(params["0.weight"]).requires_grad_(), T(params["0.bias"]).requires_grad_()
+    x0 = RNG.standard_normal((4, 3, 6)).astype(np.float32)
+    x = ng.tensor(x0, device=device, requires_grad=True)
+    tx = torch.tensor(x0, requires_grad=True)
+    y = res(x)
+    ty = tx + torch.tanh(TF.linear(tx, w, b))
+    close(y, ty)
+    g0 = RNG.standard_normal((4, 3, 6)).astype(np.float32)
+    ng.backward(y, ng.tensor(g0, device=device))
+    ty.backward(torch.tensor(g0))
+    close(x.grad(), tx.grad)  # the skip path's identity plus the inner path's gradient
+    close(params["0.weight"].grad(), w.grad)
+    close(params["0.bias"].grad(), b.grad)
+
+
 def test_sgd_matches_torch():
     w0 = RNG.standard_normal((3, 2)).astype(np.float32)
     w = ng.tensor(w0, requires_grad=True)
