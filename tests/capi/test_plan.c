@@ -3,6 +3,8 @@
  * initial state and batches gives the same losses and parameters bit for bit; shapes get their own
  * compiled step; stale plans are captured again; what a replay cannot repeat is refused by name;
  * the plan prints as a table and as DOT. The device is NEXUS_TEST_DEVICE (cpu unless "cuda"). */
+#include <stddef.h>
+
 #include "nx_test.h"
 
 #define TRY(call)                    \
@@ -293,6 +295,49 @@ static void test_max_plans_bounds_the_cache(void** state) {
   gpt_free(&g);
 }
 
+/* ---------------------------------------------------------------- 1.3 callers */
+static nx_status double_input(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs, size_t ninputs,
+                              void* user) {
+  (void)noutputs, (void)ninputs, (void)user;
+  return nx_add(&outputs[0], inputs[0], inputs[0], NULL);
+}
+/* A program built against 1.3 passes the smaller structs (rule 4): the options' max_bytes is not
+ * read, and nx_plan_get_stats writes only the 1.3 fields. */
+static void test_structs_of_c_api_1_3_still_work(void** state) {
+  (void)state;
+  nx_plan_options old = {offsetof(nx_plan_options, max_bytes), 2, false, true, -5 /* past struct_size */};
+  nx_plan plan = NULL;
+  NX_OK_(nx_plan_create(&plan, double_input, NULL, 1, &old));
+  const int64_t shape[1] = {8};
+  nx_tensor x = NULL;
+  NX_OK_(nx_tensor_ones(&x, shape, 1, NX_F32, test_device(), NULL));
+  for (int i = 0; i < 3; ++i) {
+    nx_tensor y = NULL;
+    NX_OK_(nx_plan_run(plan, &y, 1, &x, 1, NULL));
+    nx_tensor_free(y);
+  }
+  nx_plan_stats s;
+  memset(&s, 0x5a, sizeof s);
+  s.struct_size = offsetof(nx_plan_stats, held_bytes);
+  NX_OK_(nx_plan_get_stats(plan, &s));
+  assert_int_equal(s.struct_size, offsetof(nx_plan_stats, held_bytes));
+  assert_int_equal(s.captures, 1);
+  assert_int_equal(s.replays, 1);
+  assert_int_equal(s.held_bytes, 0x5a5a5a5a5a5a5a5aLL);  /* untouched */
+  s.struct_size = sizeof s;
+  NX_OK_(nx_plan_get_stats(plan, &s));
+  assert_true(s.held_bytes > 0);
+  assert_int_equal(s.evictions, 0);
+  s.struct_size = offsetof(nx_plan_stats, evictions);  /* neither 1.3 nor 1.4 */
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_plan_get_stats(plan, &s), "nx_plan_get_stats", "struct_size");
+  nx_plan_free(plan);
+  nx_tensor_free(x);
+  const nx_plan_options negative = {sizeof negative, 4, true, true, -1};
+  plan = SENTINEL;
+  EXPECT_ERR(NX_ERR_INVALID_ARGUMENT, nx_plan_create(&plan, double_input, NULL, 1, &negative), "max_bytes", "-1");
+  assert_null(plan);
+}
+
 /* ---------------------------------------------------------------- refusals */
 static void test_host_read_inside_the_step_is_refused(void** state) {
   (void)state;
@@ -527,6 +572,7 @@ int main(void) {
       NX_TEST(test_replay_equals_eager_bit_for_bit), NX_TEST(test_replay_advances_optimizer_state),
       NX_TEST(test_new_shape_compiles_its_own_step), NX_TEST(test_max_plans_bounds_the_cache),
       NX_TEST(test_host_read_inside_the_step_is_refused), NX_TEST(test_misuse),
+      NX_TEST(test_structs_of_c_api_1_3_still_work),
       NX_TEST(test_fused_chains_equal_eager_bit_for_bit), NX_TEST(test_fused_call_buffers_do_not_share_arena_memory),
       NX_TEST(test_plan_prints_as_table_and_dot),
   };
