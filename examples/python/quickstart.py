@@ -18,7 +18,7 @@ def main(device: str = "cpu") -> None:
     y = ng.matmul(x, w)
     loss = ng.sum(y)
     ng.backward(loss)
-    print("d loss / d w =", w.grad())
+    print("d loss / d w =", w.grad)
 
     # A tiny regression: fit w so that x @ w matches a target, with plain gradient descent.
     target = ng.randn(2, 3, device=device)
@@ -27,7 +27,7 @@ def main(device: str = "cpu") -> None:
         w.zero_grad()
         loss.backward()
         with ng.no_grad():
-            w -= 0.1 * w.grad()
+            w -= 0.1 * w.grad
     print(f"loss after 50 steps: {loss.item():.5f}")
 
     # NumPy sees the tensor's memory (CPU); from_numpy shares the other way.

@@ -69,7 +69,7 @@ def case(b, h, hkv, tq, tk, d, causal, alibi, dtype):
     ours_in = [nx.from_dlpack(t.contiguous()).detach().requires_grad_() for t in (q, k, v)]
     out = nx.functional.flash_attention(*ours_in, causal=causal, alibi=alibi)
     out.backward(nx.from_dlpack(gout))
-    ours = [torch.from_dlpack(out)] + [torch.from_dlpack(t.grad()) for t in ours_in]
+    ours = [torch.from_dlpack(out)] + [torch.from_dlpack(t.grad) for t in ours_in]
     rows = [errors(x, y) for x, y in zip(ours, [ref, *ref_grads])]
 
     sdpa = None  # torch's own error on the same case, where SDPA supports it (no ALiBi, tq == tk)

@@ -107,12 +107,12 @@ def test_scaled_loss_gives_scale_times_the_gradients(device):
     scaled = scaler.scale(loss)
     assert scaled.item() == pytest.approx(1024 * loss.item(), rel=1e-6)
     ng.backward(scaled)
-    close(w.grad(), 1024 * tw.grad, 1e-4)
-    close(b.grad(), 1024 * tb.grad, 1e-4)
+    close(w.grad, 1024 * tw.grad, 1e-4)
+    close(b.grad, 1024 * tb.grad, 1e-4)
     opt = nn.SGD([w, b], lr=0.1)
     scaler.unscale_(opt)
-    close(w.grad(), tw.grad)
-    close(b.grad(), tb.grad)
+    close(w.grad, tw.grad)
+    close(b.grad, tb.grad)
 
 
 def test_inf_gradient_skips_the_step_and_halves_the_scale(device):
@@ -122,7 +122,7 @@ def test_inf_gradient_skips_the_step_and_halves_the_scale(device):
     scaler = GradScaler(init_scale=256.0)
     x, y = data(bad=True)
     ng.backward(scaler.scale(mse(ng.tensor(x, device=device), w, b, ng.tensor(y, device=device))))
-    assert not np.isfinite(w.grad().cpu().numpy()).all()
+    assert not np.isfinite(w.grad.cpu().numpy()).all()
     assert scaler.step(opt) is False
     np.testing.assert_array_equal(w.cpu().numpy(), w0)
     np.testing.assert_array_equal(b.cpu().numpy(), b0)

@@ -83,7 +83,7 @@ def test_bf16_training_step_matches_explicit_casts(device):
     for got, want in losses:
         assert abs(got - want) <= 2e-2 * abs(want)
     for k in p:
-        g = ours[k].grad()
+        g = ours[k].grad
         assert g.dtype == ng.float32  # gradients come back in the leaf's dtype
         want = ref[k].grad.numpy()
         np.testing.assert_allclose(g.to(device="cpu").numpy(), want, atol=3e-2 * np.abs(want).max(), rtol=0)
@@ -99,7 +99,7 @@ def test_modules_run_unchanged_under_autocast():
     params = dict(lin.named_parameters())
     assert sorted(params) == ["bias", "weight"]
     for p in params.values():
-        assert p.dtype == ng.float32 and p.grad().dtype == ng.float32
+        assert p.dtype == ng.float32 and p.grad.dtype == ng.float32
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -122,6 +122,6 @@ def test_gpt_trains_under_autocast_with_f32_master_weights(rope, alibi, swiglu, 
     assert abs(loss.item() - full) <= 2e-2 * abs(full)
     ng.backward(loss)
     for name, p in gpt.named_parameters():
-        g = p.grad()
+        g = p.grad
         assert p.dtype == ng.float32 and g is not None and g.dtype == ng.float32, name
         assert np.isfinite(g.to(device="cpu").numpy()).all(), name

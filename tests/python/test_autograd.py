@@ -27,8 +27,8 @@ def test_quick_start_gradient_matches_torch():
     loss = ng.sum(ng.matmul(x, w))
     ng.backward(loss)
     torch.sum(tx @ tw).backward()
-    close(w.grad(), tw.grad)
-    assert x.grad() is None
+    close(w.grad, tw.grad)
+    assert x.grad is None
 
 
 def test_gradients_accumulate_and_zero_grad():
@@ -36,9 +36,9 @@ def test_gradients_accumulate_and_zero_grad():
     for _ in range(2):
         ng.backward(ng.sum(w * w))
         torch.sum(tw * tw).backward()
-    close(w.grad(), tw.grad)
+    close(w.grad, tw.grad)
     w.zero_grad()
-    assert w.grad() is None
+    assert w.grad is None
 
 
 def test_backward_with_gradient_and_retain_graph():
@@ -49,7 +49,7 @@ def test_backward_with_gradient_and_retain_graph():
     y.backward(ng.tensor(g))
     ty.backward(torch.tensor(g), retain_graph=True)
     ty.backward(torch.tensor(g))
-    close(x.grad(), tx.grad)
+    close(x.grad, tx.grad)
     with pytest.raises(ng.StateError):  # the second backward freed the graph
         y.backward(ng.tensor(g))
 
@@ -61,7 +61,7 @@ def test_double_backward_with_create_graph():
     close(gx, tgx)
     ng.backward(ng.sum(gx * gx))
     torch.sum(tgx * tgx).backward()
-    close(x.grad(), tx.grad, 1e-7)
+    close(x.grad, tx.grad, 1e-7)
 
 
 def test_grad_function_like_torch_autograd_grad():
@@ -73,7 +73,7 @@ def test_grad_function_like_torch_autograd_grad():
     tga, tgb = torch.autograd.grad(tout, [ta, tb])
     close(ga, tga)
     close(gb, tgb)
-    assert a.grad() is None  # grad() does not touch .grad()
+    assert a.grad is None  # grad() does not touch .grad
     with pytest.raises(ng.InvalidArgumentError):
         ng.grad(out, [a, unused], retain_graph=True)
     g, none = ng.grad(out, [a, unused], allow_unused=True)
@@ -110,8 +110,8 @@ def test_checkpoint_recomputes_and_matches():
     tout = torch.tanh(torch.relu(tx @ tw)) * 2
     torch.sum(tout * tout).backward()
     close(out, tout)
-    close(x.grad(), tx.grad)
-    close(w.grad(), tw.grad)
+    close(x.grad, tx.grad)
+    close(w.grad, tw.grad)
 
 
 def test_checkpoint_gives_gradients_to_tensors_the_segment_reaches_by_itself():
@@ -126,14 +126,14 @@ def test_checkpoint_gives_gradients_to_tensors_the_segment_reaches_by_itself():
     ng.backward(ng.sum(out * out))
     tout = torch.tanh(tx @ tw)
     torch.sum(tout * tout).backward()
-    close(x.grad(), tx.grad)
-    close(w.grad(), tw.grad)
+    close(x.grad, tx.grad)
+    close(w.grad, tw.grad)
     x2 = ng.tensor(x.detach().numpy(), requires_grad=True)
     held["w"] = ng.tensor(w.detach().numpy(), requires_grad=True)
     out2 = ng.checkpoint(lambda a: ng.tanh(ng.matmul(a, held["w"])), x2)
     (gx,) = ng.grad(ng.sum(out2 * out2), [x2])
     close(gx, tx.grad)
-    assert held["w"].grad() is None  # ng.grad accumulates nowhere
+    assert held["w"].grad is None  # ng.grad accumulates nowhere
     held.clear()
 
 
@@ -147,7 +147,7 @@ def test_gpt_block_checkpointing_gives_the_same_gradients_with_dropout(every):
         ids = ng.tensor(np.arange(2 * 16).reshape(2, 16) % 50, dtype=ng.int64)
         loss = ng.cross_entropy(ng.reshape(m(ids), 32, 50), ng.reshape(ids, 32))
         ng.backward(loss)
-        return float(loss.item()), [(n, p.grad().numpy()) for n, p in m.named_parameters()]
+        return float(loss.item()), [(n, p.grad.numpy()) for n, p in m.named_parameters()]
 
     loss0, grads0 = run(0)
     loss1, grads1 = run(every)
@@ -160,7 +160,7 @@ def test_checkpoint_with_several_outputs_and_errors():
     x, tx = pair(3)
     a, b = ng.checkpoint(lambda t: (t * 2, ng.exp(t)), x, num_outputs=2)
     ng.backward(ng.sum(a) + ng.sum(b))
-    close(x.grad(), 2 + np.exp(x.detach().numpy()))
+    close(x.grad, 2 + np.exp(x.detach().numpy()))
 
     def bad(t):
         raise KeyError("inside the segment")
@@ -183,7 +183,7 @@ def test_backward_checked_names_the_node():
     assert "Sqrt" in ei.value.message or "non-finite" in ei.value.message
     z = ng.tensor([1.0, 4.0], requires_grad=True)
     ng.backward_checked(ng.sum(ng.sqrt(z)))
-    close(z.grad(), [0.5, 0.25])
+    close(z.grad, [0.5, 0.25])
 
 
 def test_graph_inspection():
@@ -245,6 +245,17 @@ def test_gil_is_released_during_backward():
     x = ng.randn(4, requires_grad=True)
     out = ng.checkpoint(seg, x)
     ng.backward(ng.sum(out))
-    close(x.grad(), np.full(4, 3.0))
+    close(x.grad, np.full(4, 3.0))
     assert len(seen) == 2
     gc.collect()
+
+
+def test_grad_is_a_property_as_in_torch():
+    x = ng.ones(3, requires_grad=True)
+    assert x.grad is None
+    ng.sum(x * x).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+    x.grad = None  # torch's set_to_none
+    assert x.grad is None
+    with pytest.raises(TypeError, match="only be set to None"):
+        x.grad = ng.ones(3)

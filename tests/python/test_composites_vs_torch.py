@@ -43,7 +43,7 @@ def run(device, dtype, arrays, ng_fn, torch_fn, ints=()):
     ref.backward(torch.tensor(g, dtype=ref.dtype))
     for k, (n, t) in enumerate(zip(ns, ts)):
         if k not in ints:
-            check(n.grad(), t.grad, dtype, f"gradient of input {k}")
+            check(n.grad, t.grad, dtype, f"gradient of input {k}")
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

@@ -31,8 +31,8 @@ def test_linear_forward_backward(device):
     close(y, ty)
     ng.backward(ng.sum(y * y))
     torch.sum(ty * ty).backward()
-    close(params["weight"].grad(), w.grad, 1e-4)
-    close(params["bias"].grad(), b.grad, 1e-4)
+    close(params["weight"].grad, w.grad, 1e-4)
+    close(params["bias"].grad, b.grad, 1e-4)
 
 
 def test_conv_pool_norm_embedding_match_torch():
@@ -99,9 +99,9 @@ def test_residual_forward_and_backward_match_torch(device):
     g0 = RNG.standard_normal((4, 3, 6)).astype(np.float32)
     ng.backward(y, ng.tensor(g0, device=device))
     ty.backward(torch.tensor(g0))
-    close(x.grad(), tx.grad)  # the skip path's identity plus the inner path's gradient
-    close(params["0.weight"].grad(), w.grad)
-    close(params["0.bias"].grad(), b.grad)
+    close(x.grad, tx.grad)  # the skip path's identity plus the inner path's gradient
+    close(params["0.weight"].grad, w.grad)
+    close(params["0.bias"].grad, b.grad)
 
 
 def test_sgd_matches_torch():
@@ -153,7 +153,7 @@ def test_flash_attention_matches_torch(device, causal):
     ng.backward(out, ng.tensor(g, device=device))
     ref.backward(torch.tensor(g))
     for a, b in ((nq, tq), (nk, tk), (nv, tv)):
-        close(a.grad(), b.grad, 1e-8)
+        close(a.grad, b.grad, 1e-8)
 
 
 def test_module_save_load_and_to(tmp_path, device):
@@ -232,12 +232,12 @@ def test_clip_grad_norm_matches_torch_on_the_device_path(max_norm):
     tnorm = torch.nn.utils.clip_grad_norm_(tps, max_norm)
     assert norm == pytest.approx(float(tnorm), rel=1e-6)
     for p, tp in zip(ps, tps):
-        np.testing.assert_allclose(p.grad().numpy(), tp.grad.numpy(), rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(p.grad.numpy(), tp.grad.numpy(), rtol=1e-6, atol=1e-7)
     # bf16 gradients: the squares are summed in f32, the factor is applied in bf16
     b = ng.tensor(vals[0] * 100, dtype=ng.bfloat16, requires_grad=True)
     ng.backward(ng.sum(b * b))
     bnorm = nn.clip_grad_norm_([b], max_norm)
     want = float(np.linalg.norm(2 * b.to(dtype=ng.float32).numpy()))
     assert bnorm == pytest.approx(want, rel=1e-2)
-    clipped = b.grad().to(dtype=ng.float32).numpy()
+    clipped = b.grad.to(dtype=ng.float32).numpy()
     assert np.linalg.norm(clipped) == pytest.approx(min(want, max_norm), rel=2e-2)

@@ -243,7 +243,7 @@ def test_safetensors_round_trip(tmp_path, device):
 
 
 QUICK_START = """
-import nexusgrad as cg; x = cg.Tensor.randn([2, 4], device='{dev}'); w = cg.Tensor.randn([4, 3], requires_grad=True, device='{dev}'); y = cg.matmul(x, w); loss = cg.sum(y); cg.backward(loss); print(w.grad())
+import nexusgrad as cg; x = cg.Tensor.randn([2, 4], device='{dev}'); w = cg.Tensor.randn([4, 3], requires_grad=True, device='{dev}'); y = cg.matmul(x, w); loss = cg.sum(y); cg.backward(loss); print(w.grad)
 """
 
 

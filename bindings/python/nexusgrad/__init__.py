@@ -5,7 +5,7 @@
     w = ng.Tensor.randn([4, 3], requires_grad=True, device='cpu')
     loss = ng.sum(ng.matmul(x, w))
     ng.backward(loss)
-    print(w.grad())
+    print(w.grad)
 
 Layers: ``nexusgrad._nexus`` is the SWIG wrapper of nexus.h (one function per C function, status
 codes turned into exceptions, out-parameters returned); this package adds :class:`Tensor` and

@@ -61,7 +61,7 @@ class GradScaler:
 
     def unscale_(self, optimizer: Optimizer) -> None:
         """Divides optimizer's gradients by the scale (each gradient is replaced: a tensor from
-        ``p.grad()`` taken before keeps the scaled values) and notes whether one is Inf/NaN."""
+        ``p.grad`` taken before keeps the scaled values) and notes whether one is Inf/NaN."""
         _C.nx_grad_scaler_unscale(self._s, _handle(optimizer), None)
 
     def step(self, optimizer: Optimizer) -> bool:

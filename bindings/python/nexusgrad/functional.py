@@ -422,7 +422,7 @@ bce_with_logits = binary_cross_entropy_with_logits
 # ---------------------------------------------------------------- autograd
 def backward(tensor: Tensor, grad_tensor: Optional[Any] = None, retain_graph: bool = False,
              create_graph: bool = False) -> None:
-    """Backpropagates from tensor into the .grad() of every leaf that requires grad. grad_tensor None
+    """Backpropagates from tensor into the .grad of every leaf that requires grad. grad_tensor None
     means ones (tensor must then have one element). retain_graph keeps the saved tensors for another
     backward; create_graph records the backward pass so gradients can be differentiated again."""
     g = None if grad_tensor is None else _t(grad_tensor, tensor)._h
@@ -432,7 +432,7 @@ def backward(tensor: Tensor, grad_tensor: Optional[Any] = None, retain_graph: bo
 def grad(outputs: Tensor, inputs: Union[Tensor, Sequence[Tensor]], grad_outputs: Optional[Any] = None,
          retain_graph: Optional[bool] = None, create_graph: bool = False,
          allow_unused: bool = False) -> Tuple[Optional[Tensor], ...]:
-    """torch.autograd.grad: d outputs / d inputs (a tuple, one per input) without touching .grad().
+    """torch.autograd.grad: d outputs / d inputs (a tuple, one per input) without touching .grad.
     Inputs that do not reach outputs give None when allow_unused, else an InvalidArgumentError."""
     single = type(inputs) is Tensor
     ins = [inputs] if single else list(inputs)

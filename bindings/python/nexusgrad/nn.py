@@ -241,7 +241,7 @@ class GPT(Module):
 
 # ---------------------------------------------------------------- optimizers
 class Optimizer:
-    """Updates the given leaf tensors from their .grad() (torch.optim semantics)."""
+    """Updates the given leaf tensors from their .grad (torch.optim semantics)."""
 
     __slots__ = ("_o", "_params")
 

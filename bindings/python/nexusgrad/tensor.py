@@ -176,10 +176,19 @@ class Tensor:
         """True for tensors not produced by a recorded op."""
         return _C.nx_tensor_is_leaf(self._h)
 
+    @property
     def grad(self) -> Optional["Tensor"]:
-        """The gradient accumulated by backward, or None."""
+        """The gradient accumulated by backward, or None (a property, as torch's ``Tensor.grad``)."""
         h = _C.nx_tensor_grad(self._h)
         return None if h is None else _wrap(h)
+
+    @grad.setter
+    def grad(self, value: None) -> None:
+        """``t.grad = None`` drops the gradient (torch's ``zero_grad(set_to_none=True)``); assigning a
+        tensor is not supported."""
+        if value is not None:
+            raise TypeError("Tensor.grad can only be set to None (which drops the gradient)")
+        _C.nx_tensor_zero_grad(self._h)
 
     def zero_grad(self) -> None:
         """Drops the accumulated gradient."""
@@ -187,7 +196,7 @@ class Tensor:
 
     def backward(self, gradient: Optional["Tensor"] = None, retain_graph: bool = False,
                  create_graph: bool = False) -> None:
-        """Backpropagates into the .grad() of every leaf that requires grad (see nexusgrad.backward)."""
+        """Backpropagates into the .grad of every leaf that requires grad (see nexusgrad.backward)."""
         g = None if gradient is None else _as_tensor(gradient, self)._h
         _C.nx_backward(self._h, g, _backward_options(retain_graph, create_graph), None)
 
