@@ -56,8 +56,6 @@ Tensor flash_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   p.scale = scale > 0 ? scale : 1.0 / std::sqrt(double(p.dim));
   p.causal = causal;
   p.deterministic = deterministic();
-  if (alibi)
-    p.alibi_slopes = alibi_slopes(p.heads);
   const Kernels kernel = kernels(q.device());
   const DType cd = kernel.be.native_half_attention() ? q.dtype() : compute_dtype(q.dtype());
   Tensor qc, kc, vc;
@@ -70,6 +68,10 @@ Tensor flash_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   Tensor out = Tensor::empty(q.shape(), cd, q.device());
   // f64 keeps an f64 log-sum-exp: the backward's exp(s - lse) needs it to 1e-16.
   Tensor lse = Tensor::empty({p.batch, p.heads, p.tq}, cd == DType::F64 ? DType::F64 : DType::F32, q.device());
+  // The slopes (one per head) after the allocations: a view of more heads than memory can hold
+  // fails there at once, and an empty one needs none; built first, an expanded or empty q with
+  // 2^40 heads had the host build 2^40 slopes (found by tests/fuzz/fuzz_capi).
+  if (alibi && out.numel()) p.alibi_slopes = alibi_slopes(p.heads);
   if (out.numel()) kernel.attention_forward(p, View::of(qc), View::of(kc), View::of(vc), View::of(out), View::of(lse));
   Tensor result = cast_if_needed(out, q.dtype());
   return record1("FlashAttentionBackward", detach(result), {q, k, v}, {qc, kc, vc, out, lse},

@@ -265,6 +265,27 @@ static void test_index_ops_refuse_scalars(void** state) {
   nx_tensor_free(idx);
 }
 
+/* ALiBi attention on a view with 2^40 heads (an expanded q, or an empty batch of them): refused
+ * or done at once, without building a slope per head first (found by tests/fuzz/fuzz_capi). */
+static void test_alibi_attention_on_huge_head_counts(void** state) {
+  (void)state;
+  const int64_t one[4] = {1, 1, 1, 8}, huge[4] = {1, (int64_t)1 << 40, 1, 8}, empty[4] = {0, (int64_t)1 << 40, 1, 8};
+  nx_tensor base = NULL, q = NULL, e = NULL, out = SENTINEL;
+  NX_OK_(nx_tensor_ones(&base, one, 4, NX_F32, CPU, NULL));
+  NX_OK_(nx_expand(&q, base, huge, 4, NULL));
+  EXPECT_ERR(NX_ERR_OUT_OF_MEMORY, nx_flash_attention(&out, q, q, q, true, true, 0.0, NULL), "nx_flash_attention");
+  assert_null(out);
+  NX_OK_(nx_expand(&e, base, empty, 4, NULL));
+  NX_OK_(nx_flash_attention(&out, e, e, e, false, true, 0.0, NULL));
+  int64_t n = -1;
+  NX_OK_(nx_tensor_numel(out, &n));
+  assert_int_equal(n, 0);
+  nx_tensor_free(out);
+  nx_tensor_free(e);
+  nx_tensor_free(q);
+  nx_tensor_free(base);
+}
+
 static void test_huge_shapes(void** state) {
   (void)state;
   const int64_t s62[1] = {(int64_t)1 << 62}, s40[2] = {(int64_t)1 << 40, (int64_t)1 << 40};
@@ -554,7 +575,8 @@ int main(void) {
       NX_TEST(test_creation_dtypes),
       NX_TEST(test_invalid_dtype_and_device_values),
       NX_TEST(test_negative_dimensions),
-      NX_TEST(test_huge_shapes), NX_TEST(test_index_ops_refuse_scalars),
+      NX_TEST(test_huge_shapes), NX_TEST(test_alibi_attention_on_huge_head_counts),
+      NX_TEST(test_index_ops_refuse_scalars),
       NX_TEST(test_bad_values),
       NX_TEST(test_fused_null_arguments),
       NX_TEST(test_other_objects),

@@ -1,6 +1,7 @@
 /* libFuzzer: the C API as a hostile host drives it. The input is a program: each instruction
- * byte picks a call (creation, views, elementwise, reductions, matmul, indexing, norms, losses,
- * casts, backward, frees), the following bytes its arguments: handles from a pool of eight slots
+ * byte picks a call (creation, views, elementwise and in-place ops, reductions, matmul, indexing,
+ * norms, losses, attention, casts, backward and autograd.grad, host reads, printing, graph dumps,
+ * frees), the following bytes its arguments: handles from a pool of eight slots
  * (live, NULL, freed or stale ones among them), random shapes, dtypes, axes and scalars. Any
  * status is fine; a crash, a sanitizer report, a NULL handle with NX_OK, a non-NULL one with an
  * error, or a leaked handle at the end is a finding. CPU only. */
@@ -20,12 +21,24 @@ static nx_dtype dtype_of(Machine* m) {
   const uint8_t b = fuzz_u8(&m->in);
   return b < 250 ? kDtypes[b % 7] : (nx_dtype)(b - 200); /* now and then an invalid one */
 }
-static nx_tensor handle_of(Machine* m) {
+/* Any handle: one that views 2^40 elements (an expanded one) included. For the calls that only
+ * make views, copy (failing at once for want of memory) or print the corners. */
+static nx_tensor view_handle_of(Machine* m) {
   const uint8_t b = fuzz_u8(&m->in);
   if (b < 200) return m->slot[b % kSlots];
   if (b < 230) return m->stale[b % kSlots];
   if (b < 250) return NULL;
   return (nx_tensor)(uintptr_t)fuzz_u64(&m->in); /* a forged handle */
+}
+/* For the calls that compute: a view of more than 2^22 elements is replaced by NULL. A sum over,
+ * or a matmul with an inner dimension of, 2^40 elements of an expanded view is legitimate work
+ * that would take hours, a timeout that tests nothing. */
+static nx_tensor handle_of(Machine* m) {
+  nx_tensor t = view_handle_of(m);
+  int64_t n = 0;
+  for (int k = 0; k < kSlots; ++k)
+    if (t && t == m->slot[k] && nx_tensor_numel(t, &n) == NX_OK && n > (INT64_C(1) << 22)) return NULL;
+  return t;
 }
 static int64_t axis_of(Machine* m) {
   const uint8_t b = fuzz_u8(&m->in);
@@ -73,7 +86,7 @@ static void step(Machine* m) {
   nx_tensor out = NULL;
   nx_status st = NX_OK;
   const uint8_t op = fuzz_u8(&m->in);
-  switch (op % 24) {
+  switch (op % 44) {
     case 0: {
       const size_t r = shape_of(m, shape);
       st = nx_tensor_randn(&out, shape, r, dtype_of(m), cpu, NULL);
@@ -109,18 +122,18 @@ static void step(Machine* m) {
     }
     case 8: {
       const size_t r = shape_of(m, shape);
-      st = nx_reshape(&out, handle_of(m), shape, r, NULL);
+      st = nx_reshape(&out, view_handle_of(m), shape, r, NULL);
       break;
     }
-    case 9: st = nx_transpose(&out, handle_of(m), axis_of(m), axis_of(m), NULL); break;
+    case 9: st = nx_transpose(&out, view_handle_of(m), axis_of(m), axis_of(m), NULL); break;
     case 10: {
       const int64_t a = axis_of(m), s = (int64_t)(fuzz_u8(&m->in) % 7) - 2, e = (int64_t)(fuzz_u8(&m->in) % 9) - 2;
-      st = nx_slice(&out, handle_of(m), a, s, e, (int64_t)(fuzz_u8(&m->in) % 4) - 1, NULL);
+      st = nx_slice(&out, view_handle_of(m), a, s, e, (int64_t)(fuzz_u8(&m->in) % 4) - 1, NULL);
       break;
     }
     case 11: {
       const size_t r = shape_of(m, shape);
-      st = nx_expand(&out, handle_of(m), shape, r, NULL);
+      st = nx_expand(&out, view_handle_of(m), shape, r, NULL);
       break;
     }
     case 12: {
@@ -153,9 +166,79 @@ static void step(Machine* m) {
       }
       return;
     }
+    case 23: st = nx_squeeze(&out, view_handle_of(m), axis_of(m), NULL); break;
+    case 24: st = nx_unsqueeze(&out, view_handle_of(m), axis_of(m), NULL); break;
+    case 25: st = nx_flatten(&out, view_handle_of(m), axis_of(m), axis_of(m), NULL); break;
+    case 26: st = nx_contiguous(&out, view_handle_of(m), NULL); break;
+    case 27: st = nx_pow(&out, handle_of(m), handle_of(m), NULL); break;
+    case 28: st = nx_eq(&out, handle_of(m), handle_of(m), NULL); break;
+    case 29: st = nx_clamp(&out, handle_of(m), scalar_of(m), scalar_of(m), NULL); break;
+    case 30: st = nx_gelu(&out, handle_of(m), fuzz_u8(&m->in) & 1, NULL); break;
+    case 31: { /* in place: may refuse (leaf requiring grad, dtype, broadcast into the target) */
+      nx_tensor t = handle_of(m);
+      if (fuzz_u8(&m->in) & 1) nx_add_(t, handle_of(m), NULL);
+      else nx_mul_scalar_(t, scalar_of(m), NULL);
+      return;
+    }
+    case 32: {
+      int64_t axes[2] = {axis_of(m), axis_of(m)};
+      st = nx_max(&out, handle_of(m), axes, fuzz_u8(&m->in) % 3, fuzz_u8(&m->in) & 1, NULL);
+      break;
+    }
+    case 33: st = nx_argmax(&out, handle_of(m), axis_of(m), fuzz_u8(&m->in) & 1, NULL); break;
+    case 34: st = nx_log_softmax(&out, handle_of(m), axis_of(m), NULL); break;
+    case 35: st = nx_rms_norm(&out, handle_of(m), handle_of(m), scalar_of(m), NULL); break;
+    case 36: st = nx_mse_loss(&out, handle_of(m), handle_of(m), (nx_reduction)(fuzz_u8(&m->in) % 4), NULL); break;
+    case 37: {
+      const uint8_t f = fuzz_u8(&m->in);
+      st = nx_flash_attention(&out, handle_of(m), handle_of(m), handle_of(m), f & 1, f & 2, scalar_of(m), NULL);
+      break;
+    }
+    case 38: { /* host reads: a value, or the bytes into a buffer of a fuzzed size */
+      nx_tensor t = handle_of(m);
+      double v;
+      char buf[256];
+      if (fuzz_u8(&m->in) & 1) nx_tensor_item(t, &v, NULL);
+      else nx_tensor_copy_to_host(t, buf, fuzz_u8(&m->in), NULL);
+      return;
+    }
+    case 39: { /* printing with fuzzed options */
+      nx_print_options o = NX_PRINT_OPTIONS_DEFAULT;
+      o.precision = (int32_t)(fuzz_u8(&m->in) % 70) - 2;
+      o.threshold = (int64_t)(fuzz_u8(&m->in) % 40) - 1;
+      o.edge_items = (int64_t)(fuzz_u8(&m->in) % 5) - 1;
+      o.line_width = (int32_t)(fuzz_u8(&m->in) % 100) - 1;
+      o.sci_mode = (nx_print_sci_mode)(fuzz_u8(&m->in) % 4);
+      char* text = NULL;
+      const nx_status ps = nx_tensor_to_string(view_handle_of(m), &o, &text);
+      if ((ps == NX_OK) != (text != NULL)) abort();
+      nx_string_free(text);
+      return;
+    }
+    case 40: { /* the graph of a slot, dumped with values */
+      nx_graph g = NULL;
+      if (nx_graph_create(&g, view_handle_of(m)) == NX_OK) {
+        const nx_graph_dump_options o = {sizeof o, true, true};
+        const char* dot = NULL;
+        nx_graph_dump(g, &o, &dot);
+        size_t bytes;
+        nx_graph_node_saved_bytes(g, fuzz_u8(&m->in) % 4, &bytes);
+        nx_graph_free(g);
+      }
+      return;
+    }
+    case 41: { /* torch.autograd.grad of a slot with respect to two others */
+      nx_tensor inputs[2] = {handle_of(m), handle_of(m)}, grads[2] = {NULL, NULL};
+      if (nx_autograd_grad(grads, handle_of(m), handle_of(m), inputs, 2, NULL, NULL) == NX_OK) {
+        if (grads[0]) result(m, NX_OK, grads[0]);  /* NULL where an input does not reach the root */
+        if (grads[1]) nx_tensor_free(grads[1]);
+      }
+      return;
+    }
+    case 42: st = nx_clone(&out, view_handle_of(m), NULL); break;
     default: {
       const size_t r = shape_of(m, shape2);
-      st = nx_permute(&out, handle_of(m), shape2, r, NULL);
+      st = nx_permute(&out, view_handle_of(m), shape2, r, NULL);
       break;
     }
   }
