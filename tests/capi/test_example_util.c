@@ -23,60 +23,9 @@
 #include <unistd.h>
 
 #include "../../examples/c/example_util.h"
-
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-
-#include <cmocka.h>
+#include "nx_test.h"
 
 /* ---------------------------------------------------------------- files */
-static char g_dir[256]; /* a fresh directory per run, removed at the end */
-
-static const char* in_dir(const char* name) {
-  static char bufs[8][512];
-  static int next;
-  char* b = bufs[next++ % 8];
-  snprintf(b, 512, "%s/%s", g_dir, name);
-  return b;
-}
-
-static int setup(void** state) {
-  (void)state;
-  snprintf(g_dir, sizeof g_dir, "/tmp/nx_example_util_XXXXXX");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
-static int teardown(void** state) {
-  (void)state;
-  DIR* d = opendir(g_dir);
-  if (d) {
-    struct dirent* e;
-    while ((e = readdir(d)))
-      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) unlink(in_dir(e->d_name));
-    closedir(d);
-  }
-  rmdir(g_dir);
-  return 0;
-}
-
-static unsigned char* slurp(const char* path, size_t* n) {
-  FILE* f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char* b = (unsigned char*)malloc((size_t)len + 1);
-  *n = fread(b, 1, (size_t)len, f);
-  fclose(f);
-  return b;
-}
-static void spit(const char* path, const void* data, size_t n) {
-  FILE* f = fopen(path, "wb");
-  assert_non_null(f);
-  assert_int_equal(fwrite(data, 1, n, f), n);
-  assert_int_equal(fclose(f), 0);
-}
-
 /* Runs gzip with args (NULL-terminated, after "gzip"), stdout to out_path when given; its exit
  * status, 127 when there is no gzip. */
 static int run_gzip(const char* const* args, const char* out_path) {
@@ -123,7 +72,7 @@ static int paeth(int a, int b, int c) {
 /* Reads an 8-bit RGB PNG, failing the test on any defect; returns its w * h * 3 pixels. */
 static unsigned char* png_read(const char* path, int* w, int* h) {
   size_t n = 0;
-  unsigned char* f = slurp(path, &n);
+  unsigned char* f = nx_read_file(path, &n);
   assert_non_null(f);
   static const unsigned char sig[8] = {137, 80, 78, 71, 13, 10, 26, 10};
   assert_true(n > 8 + 25 + 12);
@@ -207,7 +156,7 @@ static void colour_columns(const unsigned char* px, int w, int h, uint32_t rgb, 
 
 /* Plots to a file, reads it back, checks it equals what ex_plot_render draws; returns the pixels. */
 static unsigned char* plot_and_read(const char* name, const ExSeries* s, int ns, const char* title, int w, int h) {
-  const char* path = in_dir(name);
+  const char* path = nx_scratch_path(name);
   assert_int_equal(ex_plot(path, s, ns, title, "step", "loss", w, h), 0);
   int rw = 0, rh = 0;
   unsigned char* px = png_read(path, &rw, &rh);
@@ -323,11 +272,11 @@ static void test_plot_edge_cases(void** state) {
   const ExSeries ok = {xs, flat, 4, "ok", EX_PLOT_BLUE, 0}, negative = {xs, flat, -1, "bad", EX_PLOT_BLUE, 0};
   const ExSeries no_y = {xs, NULL, 4, "bad", EX_PLOT_BLUE, 0};
   assert_int_equal(ex_plot(NULL, &ok, 1, "t", "x", "y", 640, 360), -1);
-  assert_int_equal(ex_plot(in_dir("small.png"), &ok, 1, "t", "x", "y", 10, 10), -1);
-  assert_int_equal(ex_plot(in_dir("neg.png"), &negative, 1, "t", "x", "y", 640, 360), -1);
-  assert_int_equal(ex_plot(in_dir("noy.png"), &no_y, 1, "t", "x", "y", 640, 360), -1);
-  assert_int_equal(ex_plot(in_dir("null.png"), NULL, 1, "t", "x", "y", 640, 360), -1);
-  assert_int_equal(ex_plot(in_dir("no such dir/x.png"), &ok, 1, "t", "x", "y", 640, 360), -1);
+  assert_int_equal(ex_plot(nx_scratch_path("small.png"), &ok, 1, "t", "x", "y", 10, 10), -1);
+  assert_int_equal(ex_plot(nx_scratch_path("neg.png"), &negative, 1, "t", "x", "y", 640, 360), -1);
+  assert_int_equal(ex_plot(nx_scratch_path("noy.png"), &no_y, 1, "t", "x", "y", 640, 360), -1);
+  assert_int_equal(ex_plot(nx_scratch_path("null.png"), NULL, 1, "t", "x", "y", 640, 360), -1);
+  assert_int_equal(ex_plot(nx_scratch_path("no such dir/x.png"), &ok, 1, "t", "x", "y", 640, 360), -1);
 }
 
 static void test_plot_ticks(void** state) {
@@ -403,8 +352,8 @@ static void test_read_gz_odd_paths(void** state) {
   const char* levels[] = {"-1", "-9"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; ++i) {
     for (int l = 0; l < 2; ++l) {
-      const char* plain = in_dir(names[i]);
-      spit(plain, data, n);
+      const char* plain = nx_scratch_path(names[i]);
+      nx_write_file(plain, data, n);
       expect_file(plain, data, n); /* a plain file at the odd path */
       const char* args[] = {"-f", levels[l], "--", plain, NULL};
       int rc = run_gzip(args, NULL);
@@ -417,8 +366,8 @@ static void test_read_gz_odd_paths(void** state) {
     }
   }
   /* a tiny file: one fixed-Huffman block */
-  const char* hello = in_dir("it's tiny.txt");
-  spit(hello, "hello, hello, hello\n", 20);
+  const char* hello = nx_scratch_path("it's tiny.txt");
+  nx_write_file(hello, "hello, hello, hello\n", 20);
   const char* args[] = {"-f", "-n", "--", hello, NULL};
   assert_int_equal(run_gzip(args, NULL), 0);
   char hello_gz[600];
@@ -426,42 +375,42 @@ static void test_read_gz_odd_paths(void** state) {
   expect_file(hello_gz, (const unsigned char*)"hello, hello, hello\n", 20);
 
   /* two members, then trailing zeros; corrupt, truncated and non-gzip files fail */
-  const char* big = in_dir("big 'one'.bin");
-  spit(big, data, n);
+  const char* big = nx_scratch_path("big 'one'.bin");
+  nx_write_file(big, data, n);
   const char* args9[] = {"-f", "-9", "--", big, NULL};
   assert_int_equal(run_gzip(args9, NULL), 0);
   char big_gz[600];
   snprintf(big_gz, sizeof big_gz, "%s.gz", big);
   size_t a_n = 0, b_n = 0;
-  unsigned char *a = slurp(big_gz, &a_n), *b = slurp(hello_gz, &b_n);
+  unsigned char *a = nx_read_file(big_gz, &a_n), *b = nx_read_file(hello_gz, &b_n);
   unsigned char* two = (unsigned char*)malloc(a_n + b_n + 16);
   memcpy(two, a, a_n), memcpy(two + a_n, b, b_n);
-  spit(in_dir("two members.gz"), two, a_n + b_n);
+  nx_write_file(nx_scratch_path("two members.gz"), two, a_n + b_n);
   unsigned char* want = (unsigned char*)malloc(n + 20);
   memcpy(want, data, n), memcpy(want + n, "hello, hello, hello\n", 20);
-  expect_file(in_dir("two members.gz"), want, n + 20);
+  expect_file(nx_scratch_path("two members.gz"), want, n + 20);
   memset(two + a_n + b_n, 0, 16);
-  spit(in_dir("padded.gz"), two, a_n + b_n + 16);
-  expect_file(in_dir("padded.gz"), want, n + 20);
+  nx_write_file(nx_scratch_path("padded.gz"), two, a_n + b_n + 16);
+  expect_file(nx_scratch_path("padded.gz"), want, n + 20);
   size_t got_n = 0;
   two[a_n + b_n + 7] = 1; /* garbage after the zeros */
-  spit(in_dir("garbage.gz"), two, a_n + b_n + 16);
-  assert_null(ex_read_file(in_dir("garbage.gz"), &got_n));
+  nx_write_file(nx_scratch_path("garbage.gz"), two, a_n + b_n + 16);
+  assert_null(ex_read_file(nx_scratch_path("garbage.gz"), &got_n));
   a[a_n - 6] ^= 1; /* the CRC */
-  spit(in_dir("bad crc.gz"), a, a_n);
-  assert_null(ex_read_file(in_dir("bad crc.gz"), &got_n));
+  nx_write_file(nx_scratch_path("bad crc.gz"), a, a_n);
+  assert_null(ex_read_file(nx_scratch_path("bad crc.gz"), &got_n));
   a[a_n - 6] ^= 1;
   a[a_n - 2] ^= 1; /* the length */
-  spit(in_dir("bad size.gz"), a, a_n);
-  assert_null(ex_read_file(in_dir("bad size.gz"), &got_n));
+  nx_write_file(nx_scratch_path("bad size.gz"), a, a_n);
+  assert_null(ex_read_file(nx_scratch_path("bad size.gz"), &got_n));
   a[a_n - 2] ^= 1;
   for (size_t cut = 1; cut < a_n; cut = cut * 3 + 1) { /* truncated anywhere */
-    spit(in_dir("cut.gz"), a, a_n - cut);
-    assert_null(ex_read_file(in_dir("cut.gz"), &got_n));
+    nx_write_file(nx_scratch_path("cut.gz"), a, a_n - cut);
+    assert_null(ex_read_file(nx_scratch_path("cut.gz"), &got_n));
   }
   a[a_n / 2] ^= 0x5a; /* corrupt deflate data: an error or a CRC mismatch, never a crash */
-  spit(in_dir("flipped.gz"), a, a_n);
-  assert_null(ex_read_file(in_dir("flipped.gz"), &got_n));
+  nx_write_file(nx_scratch_path("flipped.gz"), a, a_n);
+  assert_null(ex_read_file(nx_scratch_path("flipped.gz"), &got_n));
   a[a_n / 2] ^= 0x5a;
   /* single-bit flips anywhere: the right bytes (a flip in the header's time or name) or NULL */
   uint32_t r = 99;
@@ -486,11 +435,11 @@ static void test_read_gz_odd_paths(void** state) {
       assert_true(used <= 1 + (size_t)k % sizeof junk);
     free(out);
   }
-  spit(in_dir("plain text.gz"), "not gzip at all, just text\n", 27);
-  assert_null(ex_read_file(in_dir("plain text.gz"), &got_n));
-  assert_null(ex_read_file(in_dir("missing.gz"), &got_n));
-  spit(in_dir("empty.txt"), "", 0);
-  assert_null(ex_read_file(in_dir("empty.txt"), &got_n)); /* empty: NULL, as before */
+  nx_write_file(nx_scratch_path("plain text.gz"), "not gzip at all, just text\n", 27);
+  assert_null(ex_read_file(nx_scratch_path("plain text.gz"), &got_n));
+  assert_null(ex_read_file(nx_scratch_path("missing.gz"), &got_n));
+  nx_write_file(nx_scratch_path("empty.txt"), "", 0);
+  assert_null(ex_read_file(nx_scratch_path("empty.txt"), &got_n)); /* empty: NULL, as before */
   free(a), free(b), free(two), free(want), free(data);
 }
 
@@ -526,11 +475,11 @@ static void test_read_gz_fashion_mnist(void** state) {
   for (int i = 0; i < 2; ++i) {
     if (access(files[i], R_OK) != 0) skip();
     const char* args[] = {"-dc", "--", files[i], NULL};
-    int rc = run_gzip(args, in_dir("mnist.raw"));
+    int rc = run_gzip(args, nx_scratch_path("mnist.raw"));
     if (rc == 127) skip();
     assert_int_equal(rc, 0);
     size_t n = 0;
-    unsigned char* want = slurp(in_dir("mnist.raw"), &n);
+    unsigned char* want = nx_read_file(nx_scratch_path("mnist.raw"), &n);
     assert_true(n == (i ? 16 + 10000 * 784 : 8 + 10000));
     expect_file(files[i], want, n);
     free(want);
@@ -544,5 +493,5 @@ int main(void) {
       cmocka_unit_test(test_read_gz_odd_paths), cmocka_unit_test(test_inflate_blocks),
       cmocka_unit_test(test_read_gz_fashion_mnist),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, nx_scratch_create, nx_scratch_remove);
 }

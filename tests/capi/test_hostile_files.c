@@ -10,33 +10,6 @@
 
 #include "nx_test.h"
 
-static char g_dir[64];
-
-static int make_dir(void** state) {
-  (void)state;
-  snprintf(g_dir, sizeof g_dir, "/tmp/nx_hostile_XXXXXX");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
-static int remove_dir(void** state) {
-  (void)state;
-  return rmdir(g_dir);
-}
-
-/* A path in the temporary folder; 8 buffers in turn, so a test may hold several. */
-static const char* file_path(const char* tag) {
-  static char paths[8][256];
-  static unsigned next;
-  char* p = paths[next++ % 8];
-  snprintf(p, sizeof paths[0], "%s/%s", g_dir, tag);
-  return p;
-}
-static void write_file(const char* path, const void* data, size_t n) {
-  FILE* f = fopen(path, "wb");
-  assert_non_null(f);
-  if (n) assert_int_equal(fwrite(data, 1, n, f), n);
-  assert_int_equal(fclose(f), 0);
-}
-
 /* ---------------------------------------------------------------- SafeTensors */
 typedef struct {
   const char* what;       /* the case, printed on failure */
@@ -275,7 +248,7 @@ static void expect_opens_st(const st_case* c, const char* path, int index) {
 
 static void write_st_case(const char* path, const st_case* c) {
   if (!c->header) {
-    write_file(path, c->raw, c->raw_len);
+    nx_write_file(path, c->raw, c->raw_len);
     return;
   }
   const size_t nh = c->header_len ? c->header_len : strlen(c->header);
@@ -284,13 +257,13 @@ static void write_st_case(const char* path, const st_case* c) {
   assert_non_null(buf);
   for (int i = 0; i < 8; ++i) buf[i] = (unsigned char)(declared >> (8 * i));
   memcpy(buf + 8, c->header, nh);
-  write_file(path, buf, 8 + nh + c->data_len);
+  nx_write_file(path, buf, 8 + nh + c->data_len);
   free(buf);
 }
 
 static void test_safetensors_table(void** state) {
   (void)state;
-  const char* path = file_path("case.safetensors");
+  const char* path = nx_scratch_path("case.safetensors");
   int refused = 0, opened = 0;
   for (size_t i = 0; i < sizeof k_st_cases / sizeof k_st_cases[0]; ++i) {
     const st_case* c = &k_st_cases[i];
@@ -324,7 +297,7 @@ static void test_safetensors_table(void** state) {
 /* Hostile inputs too large for a literal: built here. */
 static void test_safetensors_generated(void** state) {
   (void)state;
-  const char* path = file_path("generated.safetensors");
+  const char* path = nx_scratch_path("generated.safetensors");
   /* deep nesting: arrays and objects 100000 levels deep must not exhaust the stack */
   const size_t depth = 100000;
   char* deep = malloc(2 * depth + 16);
@@ -371,10 +344,10 @@ static void test_safetensors_generated(void** state) {
   expect_refused_st(&c4, path, 3);
   free(many);
   /* a folder and a missing file */
-  st_case c5 = BAD("a folder", "", 0, g_dir);
-  expect_refused_st(&c5, g_dir, 4);
+  st_case c5 = BAD("a folder", "", 0, nx_scratch_dir);
+  expect_refused_st(&c5, nx_scratch_dir, 4);
   st_case c6 = BAD("no such file", "", 0, "cannot open");
-  expect_refused_st(&c6, file_path("missing.safetensors"), 5);
+  expect_refused_st(&c6, nx_scratch_path("missing.safetensors"), 5);
   remove(path);
   printf("generated hostile SafeTensors files: 6 refused as expected\n");
 }
@@ -383,7 +356,7 @@ static void test_safetensors_generated(void** state) {
  * keeps working (no SIGBUS), and a reopen refuses the short file. */
 static void test_safetensors_truncated_after_open(void** state) {
   (void)state;
-  const char* path = file_path("truncated.safetensors");
+  const char* path = nx_scratch_path("truncated.safetensors");
   const int64_t shape[1] = {1024};
   nx_tensor a = NULL;
   NX_OK_(nx_tensor_ones(&a, shape, 1, NX_F32, CPU, NULL));
@@ -417,8 +390,8 @@ typedef struct {
 } tok_case;
 
 static void run_tok_case(const tok_case* c, int index, int* refused, int* opened) {
-  const char* path = file_path("case.bpe");
-  write_file(path, c->text, c->len ? c->len : strlen(c->text));
+  const char* path = nx_scratch_path("case.bpe");
+  nx_write_file(path, c->text, c->len ? c->len : strlen(c->text));
   nx_tokenizer tok = SENTINEL;
   const int64_t live = nx_live_handle_count(NX_HANDLE_TOKENIZER);
   nx_status s = nx_tokenizer_load(&tok, path);
@@ -523,10 +496,10 @@ static void test_tokenizer_table(void** state) {
   free(wide);
   /* a folder and a missing file */
   nx_tokenizer tok = SENTINEL;
-  EXPECT_ERR(NX_ERR_IO, nx_tokenizer_load(&tok, g_dir), "nx_tokenizer_load", g_dir);
+  EXPECT_ERR(NX_ERR_IO, nx_tokenizer_load(&tok, nx_scratch_dir), "nx_tokenizer_load", nx_scratch_dir);
   assert_null(tok);
   tok = SENTINEL;
-  EXPECT_ERR(NX_ERR_IO, nx_tokenizer_load(&tok, file_path("missing.bpe")), "nx_tokenizer_load", "cannot open");
+  EXPECT_ERR(NX_ERR_IO, nx_tokenizer_load(&tok, nx_scratch_path("missing.bpe")), "nx_tokenizer_load", "cannot open");
   assert_null(tok);
   refused += 2;
   printf("hostile tokenizer files: %d refused as expected; valid edge cases: %d loaded\n", refused, opened);
@@ -539,7 +512,7 @@ static void test_tokenizer_round_trip(void** state) {
   const char* text = "the cat sat on the mat, the cat ate the rat; aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
   nx_tokenizer tok = NULL, back = NULL;
   NX_OK_(nx_tokenizer_bpe_train(&tok, text, strlen(text), 300));
-  const char* path = file_path("trained.bpe");
+  const char* path = nx_scratch_path("trained.bpe");
   NX_OK_(nx_tokenizer_save(tok, path));
   NX_OK_(nx_tokenizer_load(&back, path));
   int64_t v1 = 0, v2 = 0;
@@ -576,5 +549,5 @@ int main(void) {
       NX_TEST(test_tokenizer_table),
       NX_TEST(test_tokenizer_round_trip),
   };
-  return cmocka_run_group_tests(tests, make_dir, remove_dir);
+  return cmocka_run_group_tests(tests, nx_scratch_create, nx_scratch_remove);
 }

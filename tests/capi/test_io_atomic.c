@@ -32,16 +32,6 @@
 #include "nx_test.h"
 
 /* ---------------------------------------------------------------- files and directories */
-static char g_dir[256]; /* a fresh directory per run, removed at the end */
-
-static const char* in_dir(const char* name) {
-  static char bufs[8][512];
-  static int next;
-  char* b = bufs[next++ % 8];
-  snprintf(b, sizeof bufs[0], "%s/%s", g_dir, name);
-  return b;
-}
-
 static int same_bytes(const unsigned char* a, size_t na, const unsigned char* b, size_t nb) {
   return na == nb && memcmp(a, b, na) == 0;
 }
@@ -78,39 +68,6 @@ static void assert_no_temporaries(const char* dir) {
     print_error("%d temporary file(s) left in %s\n", n, dir);
     fail();
   }
-}
-
-static void remove_tree(const char* path) {
-  struct stat s;
-  if (lstat(path, &s) != 0) return;
-  if (S_ISDIR(s.st_mode)) {
-    chmod(path, 0700);
-    DIR* d = opendir(path);
-    for (struct dirent* e; d && (e = readdir(d));) {
-      if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-      char p[600];
-      snprintf(p, sizeof p, "%s/%s", path, e->d_name);
-      remove_tree(p);
-    }
-    if (d) closedir(d);
-    rmdir(path);
-  } else {
-    unlink(path);
-  }
-}
-
-static int group_setup(void** state) {
-  (void)state;
-  const char* tmp = getenv("TMPDIR");
-  snprintf(g_dir, sizeof g_dir, "%s/nx_io_atomic_XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(g_dir)) return -1;
-  chmod(g_dir, 0755); /* the read-only test's child may run as nobody */
-  return 0;
-}
-static int group_teardown(void** state) {
-  (void)state;
-  remove_tree(g_dir);
-  return 0;
 }
 
 /* ---------------------------------------------------------------- objects to save */
@@ -221,28 +178,28 @@ static void test_save_replaces_file(void** state) {
     char name[64], ref[64];
     snprintf(name, sizeof name, "replace_%d", k);
     snprintf(ref, sizeof ref, "replace_ref_%d", k);
-    NX_OK_(save_with(k, &v0, in_dir(name)));
-    NX_OK_(save_with(k, &v1, in_dir(ref)));
-    NX_OK_(save_with(k, &v1, in_dir(name))); /* over the existing file */
+    NX_OK_(save_with(k, &v0, nx_scratch_path(name)));
+    NX_OK_(save_with(k, &v1, nx_scratch_path(ref)));
+    NX_OK_(save_with(k, &v1, nx_scratch_path(name))); /* over the existing file */
     size_t nref = 0;
-    unsigned char* want = nx_read_file(in_dir(ref), &nref);
-    assert_file_is(in_dir(name), want, nref);
+    unsigned char* want = nx_read_file(nx_scratch_path(ref), &nref);
+    assert_file_is(nx_scratch_path(name), want, nref);
     free(want);
-    assert_no_temporaries(g_dir);
+    assert_no_temporaries(nx_scratch_dir);
   }
   /* the replaced files load */
   nx_module m = make_linear(99, 16, 16);
-  NX_OK_(nx_module_load(m, in_dir("replace_0")));
+  NX_OK_(nx_module_load(m, nx_scratch_path("replace_0")));
   size_t na = 0, nb = 0;
   unsigned char *a = module_bytes(m, &na), *b = module_bytes(v1.module, &nb);
   assert_true(same_bytes(a, na, b, nb));
   free(a);
   free(b);
   nx_module_free(m);
-  NX_OK_(nx_optimizer_load(v0.opt, in_dir("replace_1")));
+  NX_OK_(nx_optimizer_load(v0.opt, nx_scratch_path("replace_1")));
   nx_tokenizer tok = NULL;
   int64_t vocab = 0, want_vocab = 0;
-  NX_OK_(nx_tokenizer_load(&tok, in_dir("replace_3")));
+  NX_OK_(nx_tokenizer_load(&tok, nx_scratch_path("replace_3")));
   NX_OK_(nx_tokenizer_vocab_size(tok, &vocab));
   NX_OK_(nx_tokenizer_vocab_size(v1.tok, &want_vocab));
   assert_int_equal(vocab, want_vocab);
@@ -256,11 +213,11 @@ static void test_save_into_missing_directory(void** state) {
   (void)state;
   saveables s;
   make_saveables(&s, 0);
-  const char* path = in_dir("no_such_dir/file.bin");
+  const char* path = nx_scratch_path("no_such_dir/file.bin");
   for (int k = 0; k < 4; ++k) {
     EXPECT_ERR(NX_ERR_IO, save_with(k, &s, path), WRITER_NAMES[k], path, strerror(ENOENT));
   }
-  assert_no_temporaries(g_dir);
+  assert_no_temporaries(nx_scratch_dir);
   free_saveables(&s);
 }
 
@@ -270,7 +227,7 @@ static void test_save_rename_fails(void** state) {
   (void)state;
   saveables s;
   make_saveables(&s, 0);
-  const char* path = in_dir("target_is_a_dir");
+  const char* path = nx_scratch_path("target_is_a_dir");
   assert_int_equal(mkdir(path, 0755), 0);
   for (int k = 0; k < 4; ++k) {
     EXPECT_ERR(NX_ERR_IO, save_with(k, &s, path), WRITER_NAMES[k], path, "renaming", strerror(EISDIR));
@@ -278,7 +235,7 @@ static void test_save_rename_fails(void** state) {
     assert_int_equal(stat(path, &st), 0);
     assert_true(S_ISDIR(st.st_mode));
   }
-  assert_no_temporaries(g_dir);
+  assert_no_temporaries(nx_scratch_dir);
   rmdir(path);
   free_saveables(&s);
 }
@@ -287,7 +244,7 @@ static void test_save_rename_fails(void** state) {
  * exits 0 when each call failed with NX_ERR_IO, naming the function, the path and want_errno. */
 static void run_failing_saves_in_child(const char* subdir, void (*prepare)(const char* dir), int want_errno) {
   char dir[512];
-  snprintf(dir, sizeof dir, "%s", in_dir(subdir));
+  snprintf(dir, sizeof dir, "%s", nx_scratch_path(subdir));
   assert_int_equal(mkdir(dir, 0755), 0);
   saveables old, fresh;
   make_saveables(&old, 0);
@@ -396,13 +353,13 @@ static void test_kill_during_save(void** state) {
     nx_module m = make_linear(1000 + (uint64_t)v, KILL_FEATURES, KILL_FEATURES);
     char name[64];
     snprintf(name, sizeof name, "kill_ref_%d", v);
-    NX_OK_(nx_module_save(m, in_dir(name)));
-    versions[v] = nx_read_file(in_dir(name), &nversions[v]);
+    NX_OK_(nx_module_save(m, nx_scratch_path(name)));
+    versions[v] = nx_read_file(nx_scratch_path(name), &nversions[v]);
     nx_module_free(m);
     if (v) assert_false(same_bytes(versions[v], nversions[v], versions[0], nversions[0]));
   }
   char dir[512];
-  snprintf(dir, sizeof dir, "%s", in_dir("kill"));
+  snprintf(dir, sizeof dir, "%s", nx_scratch_path("kill"));
   assert_int_equal(mkdir(dir, 0755), 0);
   char target[600];
   snprintf(target, sizeof target, "%s/checkpoint.safetensors", dir);
@@ -585,7 +542,7 @@ static void test_module_load_all_or_nothing(void** state) {
   nx_module other_layers[2] = {make_linear(3, 4, 3), make_linear(4, 3, 2)}, other = NULL;
   NX_OK_(nx_sequential_create(&other, other_layers, 2));
   char good[600];
-  snprintf(good, sizeof good, "%s", in_dir("module_good.safetensors"));
+  snprintf(good, sizeof good, "%s", nx_scratch_path("module_good.safetensors"));
   NX_OK_(nx_module_save(other, good)); /* different values: a load that applies changes bytes */
   size_t nbefore = 0;
   unsigned char* before = module_bytes(model, &nbefore);
@@ -607,7 +564,7 @@ static void test_module_load_all_or_nothing(void** state) {
     if (c == 0) set_data(find_entry(v, n, "1.weight"), "F32", wrong, sizeof wrong, t32, 2);
     if (c == 1) drop_entry(v, &n, "1.weight");
     if (c == 2) set_data(find_entry(v, n, "1.bias"), "F64", wide, sizeof wide, b2, 1);
-    const char* path = in_dir("module_bad.safetensors");
+    const char* path = nx_scratch_path("module_bad.safetensors");
     /* plain tensors, no metadata: through the public writer */
     const char* names[8];
     nx_tensor ts[8];
@@ -713,9 +670,9 @@ static void run_state_cases(bool adam, const state_case* cases, size_t ncases) {
   int s = 0;
   for (; s < 2; ++s) step_both(opt, p, twin, q, s);
   char good[600], bad[600], now[600];
-  snprintf(good, sizeof good, "%s", in_dir("opt_good.safetensors"));
-  snprintf(bad, sizeof bad, "%s", in_dir("opt_bad.safetensors"));
-  snprintf(now, sizeof now, "%s", in_dir("opt_now.safetensors"));
+  snprintf(good, sizeof good, "%s", nx_scratch_path("opt_good.safetensors"));
+  snprintf(bad, sizeof bad, "%s", nx_scratch_path("opt_bad.safetensors"));
+  snprintf(now, sizeof now, "%s", nx_scratch_path("opt_now.safetensors"));
   for (size_t c = 0; c < ncases; ++c) {
     NX_OK_(nx_optimizer_save(opt, good));
     st_entry e[16];
@@ -828,5 +785,5 @@ int main(int argc, char** argv) {
       NX_TEST(test_adam_load_all_or_nothing),
       NX_TEST(test_sgd_load_all_or_nothing),
   };
-  return cmocka_run_group_tests(tests, group_setup, group_teardown);
+  return cmocka_run_group_tests(tests, nx_scratch_create, nx_scratch_remove);
 }
