@@ -466,6 +466,33 @@ nx_status nx_mish(nx_tensor* out, nx_tensor x, nx_stream stream) {
     *out = wrap(unary(UnaryOp::Mish, x_));
   });
 }
+nx_status nx_cone(nx_tensor* out, nx_tensor x, nx_stream stream) {
+  clear_out(out);
+  return guard("nx_cone", [&] {
+    check_out(out);
+    const Tensor& x_ = unwrap(x, "x");
+    check_stream(stream, x_.device());
+    *out = wrap(unary(UnaryOp::Cone, x_));
+  });
+}
+nx_status nx_parabolic_cone(nx_tensor* out, nx_tensor x, nx_stream stream) {
+  clear_out(out);
+  return guard("nx_parabolic_cone", [&] {
+    check_out(out);
+    const Tensor& x_ = unwrap(x, "x");
+    check_stream(stream, x_.device());
+    *out = wrap(unary(UnaryOp::ParabolicCone, x_));
+  });
+}
+nx_status nx_parcon(nx_tensor* out, nx_tensor x, double beta, nx_stream stream) {
+  clear_out(out);
+  return guard("nx_parcon", [&] {
+    check_out(out);
+    const Tensor& x_ = unwrap(x, "x");
+    check_stream(stream, x_.device());
+    *out = wrap(parcon(x_, beta));
+  });
+}
 nx_status nx_clamp(nx_tensor* out, nx_tensor x, double lo, double hi, nx_stream stream) {
   clear_out(out);
   return guard("nx_clamp", [&] {

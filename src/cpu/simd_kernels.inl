@@ -267,6 +267,9 @@ void unary_kernel(UnaryOp op, T* out, const T* x, int64_t sx, int64_t n, T p0, T
     case UnaryOp::Silu: map1(out, x, sx, n, [](T v) { return v * vsigmoid(v); }); break;
     case UnaryOp::Softplus: map1(out, x, sx, n, [](T v) { return vsoftplus(v); }); break;
     case UnaryOp::Mish: map1(out, x, sx, n, [](T v) { return v * vtanh(vsoftplus(v)); }); break;
+    case UnaryOp::Cone: map1(out, x, sx, n, [](T v) { return T(1) - std::fabs(v - T(1)); }); break;
+    case UnaryOp::ParabolicCone: map1(out, x, sx, n, [](T v) { return v * (T(2) - v); }); break;
+    case UnaryOp::ParCon: map1(out, x, sx, n, [p0](T v) { return T(1) - std::pow(std::fabs(v - T(1)), p0); }); break;
     case UnaryOp::Clamp:
       map1(out, x, sx, n, [p0, p1](T v) { return v != v ? v : vmin(vmax(v, p0), p1); });
       break;

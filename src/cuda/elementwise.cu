@@ -121,6 +121,9 @@ __device__ __forceinline__ T unary_op(UnaryOp op, T x, T p0, T p1) {
         T sp = x > T(20) ? x : log1p(exp(x));
         return x * tanh(sp);
       }
+      case UnaryOp::Cone: return T(1) - fabs(x - T(1));
+      case UnaryOp::ParabolicCone: return x * (T(2) - x);
+      case UnaryOp::ParCon: return T(1) - pow(fabs(x - T(1)), p0);
       case UnaryOp::PowScalar: return pow(x, p0);
       case UnaryOp::Reciprocal: return T(1) / x;
       case UnaryOp::Erf: return erf(x);

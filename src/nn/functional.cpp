@@ -147,16 +147,19 @@ static Tensor pool(const Tensor& x, int64_t kernel, int64_t stride, bool is_max)
 Tensor max_pool2d(const Tensor& x, int64_t kernel, int64_t stride) { return pool(x, kernel, stride, true); }
 Tensor avg_pool2d(const Tensor& x, int64_t kernel, int64_t stride) { return pool(x, kernel, stride, false); }
 
-// The unary ops of the registry that take a parameter (not usable as a named activation).
+// The unary ops of the registry that take a parameter: activations by name only where
+// `activation` gives them a default (leaky_relu, parcon).
 static bool has_parameter(UnaryOp op) {
-  return op == UnaryOp::LeakyRelu || op == UnaryOp::Clamp || op == UnaryOp::AddScalar || op == UnaryOp::MulScalar ||
-         op == UnaryOp::PowScalar;
+  return op == UnaryOp::LeakyRelu || op == UnaryOp::ParCon || op == UnaryOp::Clamp || op == UnaryOp::AddScalar ||
+         op == UnaryOp::MulScalar || op == UnaryOp::PowScalar;
 }
 
-// By name: the few below, else any parameterless unary op of the op registry (relu, gelu,
-// gelu_tanh, silu, softplus, sigmoid, tanh...), so a new unary op is an activation at once.
+// By name: the few below (parameterized ops with their defaults among them), else any
+// parameterless unary op of the op registry (relu, gelu, gelu_tanh, silu, softplus, sigmoid,
+// tanh, cone, parabolic_cone...), so a new unary op is an activation at once.
 Tensor activation(const std::string& name, const Tensor& x) {
   if (name == "leaky_relu") return unary(UnaryOp::LeakyRelu, x, 0.01);
+  if (name == "parcon") return parcon(x, kParconDefaultBeta);
   if (name == "swish") return unary(UnaryOp::Silu, x);
   if (name == "gcu") return mul(x, unary(UnaryOp::Cos, x));
   if (name == "gaussian") return exp(neg(square(x)));
@@ -168,7 +171,7 @@ Tensor activation(const std::string& name, const Tensor& x) {
   for (int i = 0; i < kUnaryOpCount; ++i)
     if (!has_parameter(UnaryOp(i))) names.append(", ").append(op_name(UnaryOp(i)));
   fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": unknown activation \"", name,
-       "\" (leaky_relu, swish, gcu, gaussian, softmax, identity", names, ")");
+       "\" (leaky_relu, parcon, swish, gcu, gaussian, softmax, identity", names, ")");
 }
 
 }  // namespace nx::fn

@@ -57,6 +57,16 @@ Tensor unary_vjp(UnaryOp op, const Tensor& x, const Tensor& g, double p0, double
       Tensor d = add(t, mul(mul(x, u(UnaryOp::Sigmoid, x)), add_scalar(neg(square(t)), 1.0)));
       return mul(g, d);
     }
+    // The cone family. Where x = 1 the kink of |x - 1| gets sign(0) = 0, as torch.abs's gradient.
+    case UnaryOp::Cone: return neg(mul(g, u(UnaryOp::Sign, add_scalar(x, -1.0))));
+    case UnaryOp::ParabolicCone: return mul(g, add_scalar(mul_scalar(x, -2.0), 2.0));
+    case UnaryOp::ParCon: {
+      // -beta |d|^(beta - 1) sign(d), d = x - 1, in torch's order for 1 - d.abs().pow(beta): the
+      // pow factor first, then sign(d), so that beta < 1 gives inf * 0 = NaN at d = 0 as torch does
+      Tensor d = add_scalar(x, -1.0);
+      Tensor slope = mul_scalar(pow_scalar(u(UnaryOp::Abs, d), p0 - 1.0), -p0);
+      return mul(mul(g, slope), u(UnaryOp::Sign, d));
+    }
     case UnaryOp::Clamp: {
       Tensor inside = binary(BinaryOp::Mul, cast(binary(BinaryOp::Ge, x, full_like(x, p0)), x.dtype()),
                              cast(binary(BinaryOp::Le, x, full_like(x, p1)), x.dtype()));
@@ -164,6 +174,12 @@ Tensor clamp(const Tensor& x, double lo, double hi) {
   if (!(lo <= hi))
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": lo must not exceed hi (got lo=", lo, ", hi=", hi, ")");
   return unary(UnaryOp::Clamp, x, lo, hi);
+}
+
+Tensor parcon(const Tensor& x, double beta) {
+  if (!(std::isfinite(beta) && beta > 0))
+    fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": beta must be finite and > 0 (got beta=", beta, ")");
+  return unary(UnaryOp::ParCon, x, beta);
 }
 
 static Grads binary_vjp(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& g,

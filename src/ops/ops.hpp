@@ -77,6 +77,11 @@ inline Tensor mul_scalar(const Tensor& x, double v) { return unary(UnaryOp::MulS
 inline Tensor pow_scalar(const Tensor& x, double e) { return unary(UnaryOp::PowScalar, x, e); }
 inline Tensor square(const Tensor& x) { return unary(UnaryOp::Square, x); }
 Tensor clamp(const Tensor& x, double lo, double hi);
+// 1 - |x - 1|^beta (the cone family's parameterized member); beta finite and > 0.
+Tensor parcon(const Tensor& x, double beta);
+// parcon's beta when none is given (nx_activation_create("parcon"), Python's default): between
+// cone (1) and parabolic_cone (2), with a continuous derivative. Our choice, not a published one.
+constexpr double kParconDefaultBeta = 1.5;
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // In place on dst (no autodiff: dst must not require grad); bumps dst's version.
 void binary_(BinaryOp op, const Tensor& dst, const Tensor& b);

@@ -121,6 +121,9 @@ template <class R> R unary_ref(UnaryOp op, R x, R p0, R p1) {
     case UnaryOp::Sign: return x > 0 ? R(1) : (x < 0 ? R(-1) : R(0));
     case UnaryOp::Erf: return std::erf(x);
     case UnaryOp::Step: return x > 0 ? R(1) : R(0);
+    case UnaryOp::Cone: return 1 - std::fabs(x - 1);
+    case UnaryOp::ParabolicCone: return x * (2 - x);
+    case UnaryOp::ParCon: return 1 - std::pow(std::fabs(x - 1), p0);
   }
   return 0;
 }
@@ -180,6 +183,11 @@ const UnarySpec kUnary[] = {
     {UnaryOp::Sign, "sign", -10, 10, false, 0, 0, true, 0, 0, 0, 0},
     {UnaryOp::Erf, "erf", -6, 6, false, 0, 0, false, 5.0, 0, 1.5, 0},
     {UnaryOp::Step, "step", -10, 10, false, 0, 0, true, 0, 0, 0, 0},
+    // 1 - |x - 1| and x (2 - x) round twice (x - 1, then the rest): an ulp of |x - 1| <= 11 near
+    // the zeros at 0 and 2, where the result cancels to ~0
+    {UnaryOp::Cone, "cone", -10, 10, false, 0, 0, false, 1.0, 2e-6, 1.0, 4e-15},
+    {UnaryOp::ParabolicCone, "parabolic_cone", -10, 10, false, 0, 0, false, 1.5, 3e-6, 1.5, 6e-15},
+    {UnaryOp::ParCon, "parcon", -10, 10, false, 1.5, 0, false, 3.0, 1e-5, 3.0, 2e-14},
 };
 
 template <class T> const char* tname() { return sizeof(T) == 4 ? "f32" : "f64"; }
@@ -723,6 +731,9 @@ std::vector<PosUnaryOp> position_unary_ops() {
   auto add = [&](UnaryOp op, const char* name) {
     switch (op) {
       case UnaryOp::LeakyRelu: v.push_back({op, name, 0.01, 0}); v.push_back({op, name, 0.2, 0}); return;
+      case UnaryOp::ParCon:
+        for (double beta : {1.5, 1.0, 0.5, 2.7}) v.push_back({op, name, beta, 0});
+        return;
       case UnaryOp::Clamp: v.push_back({op, name, -2.5, 3.25}); v.push_back({op, name, 0, 6}); return;
       case UnaryOp::AddScalar: v.push_back({op, name, 0.375, 0}); v.push_back({op, name, -3, 0}); return;
       case UnaryOp::MulScalar: v.push_back({op, name, -1.75, 0}); v.push_back({op, name, 1e-3, 0}); return;

@@ -590,6 +590,40 @@ unary_case("softplus", lambda x: F.softplus(fl(x)), U(-5, 5), extra=[
     V("above_threshold", x=Arg((5,), U(20.5, 30.0)), dtypes=FLOAT_DTYPES)])
 unary_case("mish", lambda x: F.mish(fl(x)), U(-3, 3))
 
+
+# The cone family (Noel and Oswal, arXiv 2405.04459; ops.yaml), torch references written out.
+def AwayFromOne(lo: float, hi: float) -> Domain:
+    """1 + Away(lo, hi): away from the kink of |x - 1| (bool stays bool)."""
+    away = Away(lo, hi)
+
+    def draw(rng, shape, kind):
+        v = away(rng, shape, kind)
+        return v if kind == "bool" else 1 + v
+    return draw
+
+
+# x = 1 exactly, where |x - 1| has its kink (gradient: torch's sign(0) = 0), and the zeros 0 and 2
+ONE_KINKS = Vals([1.0, -0.5, 1.0, 0.0, 2.0, 3.5])
+
+
+def parcon_ref(x: torch.Tensor, beta: float) -> torch.Tensor:
+    return 1 - (fl(x) - 1).abs().pow(beta)
+
+
+unary_case("cone", lambda x: 1 - (fl(x) - 1).abs(), AwayFromOne(0.05, 2.0), extra=[
+    V("kink", x=Arg((6,), ONE_KINKS), dtypes=FLOAT_DTYPES, skip={"gradcheck": KINK})])
+unary_case("parabolic_cone", lambda x: fl(x) * (2 - fl(x)), U(-3, 3), extra=[
+    V("kink_of_cone", x=Arg((6,), ONE_KINKS), dtypes=FLOAT_DTYPES)])  # smooth there: gradcheck runs
+unary_case("parcon", parcon_ref, AwayFromOne(0.05, 2.0), attrs={"beta": 1.5}, extra=[
+    V(f"beta_{b:g}", x=Arg((3, 4), AwayFromOne(0.05, 2.0)), beta=b) for b in (1.0, 2.0, 3.0, 0.5, 2.7)] + [
+    # beta 1: the cone's gradient 0 at x = 1; beta > 1: 0 (|d|^(beta - 1) = 0); beta < 1: NaN (inf * 0), as torch
+    V(f"kink_beta_{b:g}", x=Arg((6,), ONE_KINKS), beta=b, dtypes=FLOAT_DTYPES, skip={"gradcheck": KINK})
+    for b in (1.0, 1.5, 2.0, 0.5)],
+    errors=[E("beta_zero", INVALID, "beta", "beta=0", x=Arg((2, 3)), beta=0.0),
+            E("beta_negative", INVALID, "beta", "-1.5", x=Arg((2, 3)), beta=-1.5),
+            E("beta_nan", INVALID, "beta", "nan", x=Arg((2, 3)), beta=math.nan),
+            E("beta_inf", INVALID, "beta", "inf", x=Arg((2, 3)), beta=math.inf)])
+
 # clamp's gradient is 1 at the bounds, like PyTorch ("edges"); the plain inputs stay 0.05 away.
 CLAMP_DOM = Vals([-1.5, -1.2, -0.9, -0.7, -0.3, 0.0, 0.2, 0.45, 0.9, 1.1, 1.3, -0.1])
 case("clamp", lambda x, lo, hi: torch.clamp(x, pyval(lo), pyval(hi)) if math.isfinite(hi)
@@ -1144,6 +1178,7 @@ UNARY_EDGES: Dict[str, Tuple[Domain, Dict[str, Any]]] = {
     "relu": (U(-4, 4), {}), "leaky_relu": (U(-4, 4), {"negative_slope": 0.1}),
     "gelu": (U(-5, 5), {"approximate_tanh": False}), "silu": (U(-6, 6), {}), "softplus": (U(-6, 25), {}),
     "mish": (U(-6, 6), {}), "clamp": (U(-2, 2), {"lo": -0.5, "hi": 0.75}), "add_scalar": (U(-4, 4), {"value": 2.5}),
+    "cone": (U(-4, 6), {}), "parabolic_cone": (U(-4, 6), {}), "parcon": (U(-4, 6), {"beta": 1.5}),
     "mul_scalar": (U(-4, 4), {"value": -1.75}), "pow_scalar": (U(0, 4), {"exponent": 2.5}),
 }
 # Where the engine differs from torch (reported, docs/harness_case_map.md "Known differences"): the

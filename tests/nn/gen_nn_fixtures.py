@@ -265,6 +265,10 @@ def layers(out_dir):
         "silu": F.silu,
         "softplus": F.softplus,
         "gcu": lambda x: x * torch.cos(x),
+        # the cone family (arXiv 2405.04459); parcon by name has beta 1.5 (nx_parcon's doc)
+        "cone": lambda x: 1 - (x - 1).abs(),
+        "parabolic_cone": lambda x: x * (2 - x),
+        "parcon": lambda x: 1 - (x - 1).abs().pow(1.5),
         "gaussian": lambda x: torch.exp(-x * x),
         "sigmoid": torch.sigmoid,
         "tanh": torch.tanh,

@@ -209,6 +209,21 @@ def mish(input: Any) -> Tensor:
     return _wrap(_C.nx_mish(_t(input)._h, _S))
 
 
+def cone(input: Any) -> Tensor:
+    """1 - |input - 1|, gradient 0 at input = 1 (torch's abs convention)."""
+    return _wrap(_C.nx_cone(_t(input)._h, _S))
+
+
+def parabolic_cone(input: Any) -> Tensor:
+    """input * (2 - input)."""
+    return _wrap(_C.nx_parabolic_cone(_t(input)._h, _S))
+
+
+def parcon(input: Any, beta: Any = 1.5) -> Tensor:
+    """1 - |input - 1|**beta (beta > 0; 1 is cone, 2 parabolic_cone)."""
+    return _wrap(_C.nx_parcon(_t(input)._h, float(beta), _S))
+
+
 def add_relu(input: Any, other: Any) -> Tensor:
     """relu(input + other) in one fused kernel."""
     a, b = _pair(input, other)
@@ -298,6 +313,6 @@ def swiglu(gate: Any, up: Any) -> Tensor:
     return _wrap(_C.nx_swiglu(a, b, _S))
 
 
-__all__ = ['transpose', 'unsqueeze', 'flatten', 'contiguous', 'clone', 'add', 'sub', 'mul', 'div', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'add_scalar', 'mul_scalar', 'pow_scalar', 'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'sin', 'cos', 'tanh', 'sinh', 'cosh', 'sigmoid', 'relu', 'leaky_relu', 'silu', 'softplus', 'mish', 'add_relu', 'mul_tanh', 'gelu_backward', 'silu_backward', 'sum', 'mean', 'amax', 'amin', 'matmul', 'linear', 'softmax', 'log_softmax', 'index_select', 'gather', 'mse_loss', 'rms_norm', 'swiglu']
+__all__ = ['transpose', 'unsqueeze', 'flatten', 'contiguous', 'clone', 'add', 'sub', 'mul', 'div', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'add_scalar', 'mul_scalar', 'pow_scalar', 'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'sin', 'cos', 'tanh', 'sinh', 'cosh', 'sigmoid', 'relu', 'leaky_relu', 'silu', 'softplus', 'mish', 'cone', 'parabolic_cone', 'parcon', 'add_relu', 'mul_tanh', 'gelu_backward', 'silu_backward', 'sum', 'mean', 'amax', 'amin', 'matmul', 'linear', 'softmax', 'log_softmax', 'index_select', 'gather', 'mse_loss', 'rms_norm', 'swiglu']
 # Functions whose first parameter is a tensor: also Tensor methods.
-METHODS = ['transpose', 'unsqueeze', 'flatten', 'contiguous', 'clone', 'add', 'sub', 'mul', 'div', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'add_scalar', 'mul_scalar', 'pow_scalar', 'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'sin', 'cos', 'tanh', 'sinh', 'cosh', 'sigmoid', 'relu', 'leaky_relu', 'silu', 'softplus', 'mish', 'add_relu', 'mul_tanh', 'sum', 'mean', 'amax', 'amin', 'matmul', 'linear', 'softmax', 'log_softmax', 'index_select', 'gather', 'mse_loss', 'rms_norm']
+METHODS = ['transpose', 'unsqueeze', 'flatten', 'contiguous', 'clone', 'add', 'sub', 'mul', 'div', 'maximum', 'minimum', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'add_scalar', 'mul_scalar', 'pow_scalar', 'neg', 'abs', 'exp', 'log', 'sqrt', 'rsqrt', 'sin', 'cos', 'tanh', 'sinh', 'cosh', 'sigmoid', 'relu', 'leaky_relu', 'silu', 'softplus', 'mish', 'cone', 'parabolic_cone', 'parcon', 'add_relu', 'mul_tanh', 'sum', 'mean', 'amax', 'amin', 'matmul', 'linear', 'softmax', 'log_softmax', 'index_select', 'gather', 'mse_loss', 'rms_norm']
