@@ -4,6 +4,8 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config ccache libcmocka-dev libgtest-dev
           python3-torch python3-numpy python3-pytest python3-yaml python3-venv python3-dev swig graphviz valgrind
           dataset-fashion-mnist default-jdk-headless
+          zlib1g-dev  # the C examples read .gz files (Fashion-MNIST) through zlib
+          python3-matplotlib  # scripts/plot.py draws the examples' CSV files as PNG plots
           abigail-tools  # abidw/abidiff: the ABI check against abi/nexus.abi
           libdlpack-dev  # DLPack's own dlpack.h: tests/capi/test_dlpack*.c compare nexus.h's nx_dl_* layouts with it
           libopenblas0-pthread  # the BLAS peer of bench/cpu_bench.py (NumPy and torch use it)

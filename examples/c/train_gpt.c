@@ -1,6 +1,7 @@
 /* Trains a small GPT on a real English corpus (Moby Dick by default) through the C API, then
  * writes text with the KV cache. Reports validation loss before and after, shows a progress bar
- * (step, loss, tokens/s, ETA), saves a SafeTensors checkpoint and a PNG of the loss curves.
+ * (step, loss, tokens/s, ETA), saves a SafeTensors checkpoint and the loss curves as CSV (with
+ * the command that plots them: scripts/plot.py).
  *   usage: train_gpt [--gpus N] [--compile] [corpus.txt] [steps] [out_dir]
  * --gpus N trains data-parallel on N GPUs, one process per GPU (dist_util.h), each with the
  * batch below, so the global batch is N times larger; rank 0 prints and saves.
@@ -43,6 +44,32 @@ static double evaluate(nx_module model, nx_tensor val_ids, int64_t batch, int64_
   return total / batches;
 }
 
+/* The words of a text for the real-word figure: runs of ASCII letters, lowercased; anything else
+ * separates them. word[i] points into chars (NUL-terminated copies); free with free_words. */
+typedef struct {
+  char* chars;
+  char** word;
+  size_t count;
+} Words;
+static int ascii_letter(char c) { return ((unsigned char)c | 32) >= 'a' && ((unsigned char)c | 32) <= 'z'; }
+static Words split_words(const char* text, size_t len) {
+  /* a word takes its letters and one separator (or the final NUL): len + 1 bytes hold them all */
+  Words w = {(char*)malloc(len + 1), (char**)malloc((len / 2 + 1) * sizeof(char*)), 0};
+  char* out = w.chars;
+  for (size_t i = 0; i < len;) {
+    if (!ascii_letter(text[i])) {
+      ++i;
+      continue;
+    }
+    w.word[w.count++] = out;
+    for (; i < len && ascii_letter(text[i]); ++i) *out++ = (char)(text[i] | 32);
+    *out++ = 0;
+  }
+  return w;
+}
+static void free_words(Words w) { free(w.chars), free(w.word); }
+static int compare_words(const void* a, const void* b) { return strcmp(*(char* const*)a, *(char* const*)b); }
+
 int main(int argc, char** argv) {
   const int compile = ex_take_flag(&argc, argv, "--compile");
   int gpus = ex_take_gpus(&argc, argv);
@@ -63,13 +90,13 @@ int main(int argc, char** argv) {
   if (comm) CHECK(nx_comm_device(comm, &dev));
   if (rank != 0 && !freopen("/dev/null", "w", stdout)) return 1;  /* rank 0 speaks for all */
   int gpu = dev.type == NX_CUDA;
-  const char* size_name = getenv("NEXUS_GPT_SIZE") ? getenv("NEXUS_GPT_SIZE") : gpu ? "bench" : "small";
+  const char* size_name = getenv("NEXUS_GPT_SIZE") ? getenv("NEXUS_GPT_SIZE") : gpu ? "gpu" : "cpu";
   if (!ex_gpt_size(size_name)) {
-    fprintf(stderr, "NEXUS_GPT_SIZE=%s: expected small, bench, medium or gpt2\n", size_name);
+    fprintf(stderr, "NEXUS_GPT_SIZE=%s: expected cpu, gpu, small, bench, medium or gpt2\n", size_name);
     return 2;
   }
   const ExGptSize sz = *ex_gpt_size(size_name);
-  int64_t steps = argc > 2 ? atoll(argv[2]) : (gpu ? 1500 : 250);
+  int64_t steps = argc > 2 ? atoll(argv[2]) : sz.steps;
   mkdir(out_dir, 0755);
   nx_random_set_seed(1234);
 
@@ -91,6 +118,8 @@ int main(int argc, char** argv) {
   CHECK(nx_tensor_numel(ids, &ntok));
   printf("corpus %s: %zu bytes -> %lld BPE tokens (vocab %lld, trained in %.1f s)\n", corpus_path, len, (long long)ntok,
          (long long)sz.vocab, ex_now() - t0);
+  Words corpus_words = split_words(text, len); /* sorted, for bsearch: which sampled words are real */
+  qsort(corpus_words.word, corpus_words.count, sizeof(char*), compare_words);
   free(text);
 
   int64_t split = ntok * 9 / 10;
@@ -120,13 +149,15 @@ int main(int argc, char** argv) {
   nx_ddp ddp = NULL;
   if (comm) CHECK(nx_ddp_create(&ddp, params, nparams, comm, 0, NULL));
   nx_optimizer opt;
-  const nx_adam_options adamw = {sizeof adamw, sz.lr, 0.9, 0.95, 1e-8, 0.1, true};
+  const nx_adam_options adamw = {sizeof adamw, sz.lr, 0.9, 0.95, 1e-8, sz.weight_decay, true};
   CHECK(nx_adam_create(&opt, params, nparams, &adamw));
   ExGptTrainer trainer = {model, opt, params, nparams, sz.vocab, false};
   nx_plan plan = NULL;
   if (compile) CHECK(nx_plan_create(&plan, ex_gpt_train_step, &trainer, 1, NULL));
 
-  const int eval_batches = 8, eval_every = steps / 5 > 0 ? (int)(steps / 5) : 1;
+  /* 20 evaluations: a curve that shows where validation turns, and a best checkpoint chosen
+   * closely, for about 5% of the training time */
+  const int evals = 20, eval_batches = 8, eval_every = steps / evals > 0 ? (int)(steps / evals) : 1;
   double val_before = evaluate(model, val_ids, sz.batch, sz.context, dev, eval_batches);
   printf("validation loss before training: %.4f (uniform guess: %.4f)\n", val_before, log((double)sz.vocab));
   /* The curves, at x = the optimizer steps taken when the loss was measured: the training loss
@@ -219,41 +250,76 @@ int main(int argc, char** argv) {
     }
     snprintf(path, sizeof path, "%s/gpt_optimizer.safetensors", out_dir);
     CHECK(nx_optimizer_save(opt, path));
-    snprintf(path, sizeof path, "%s/loss_curve.png", out_dir);
-    const ExSeries curves[2] = {{train_x, train_curve, (int)steps, "train", EX_PLOT_BLUE, 0},
-                                {val_x, val_curve, nval, "validation", EX_PLOT_ORANGE, 1}};
-    const char* corpus_name = strrchr(corpus_path, '/') ? strrchr(corpus_path, '/') + 1 : corpus_path;
-    char title[256];
-    snprintf(title, sizeof title, "GPT %s on %s: cross-entropy loss", size_name, corpus_name);
-    if (ex_plot(path, curves, 2, title, "step", "loss", 800, 480) == 0)
-      printf("best and last checkpoints, optimizer state (of the last) and loss curves (loss_curve.png) "
+    /* the loss curves as a table by step (empty where a loss was not measured), for scripts/plot.py */
+    snprintf(path, sizeof path, "%s/loss_curve.csv", out_dir);
+    double* table = (double*)malloc((size_t)(steps + 1) * 3 * sizeof(double));
+    for (int64_t i = 0; i <= steps; ++i) table[3 * i] = (double)i, table[3 * i + 1] = table[3 * i + 2] = NAN;
+    for (int64_t i = 0; i < steps; ++i) table[3 * (int64_t)train_x[i] + 1] = train_curve[i];
+    for (int i = 0; i < nval; ++i) table[3 * (int64_t)val_x[i] + 2] = val_curve[i];
+    const char* const columns[3] = {"step", "train_loss", "val_loss"};
+    if (ex_write_csv(path, NULL, NULL, columns, 3, table, steps + 1) == 0) {
+      printf("best and last checkpoints, optimizer state (of the last) and loss curves (loss_curve.csv) "
              "written to %s/\n", out_dir);
-    else
-      fprintf(stderr, "cannot write %s\n", path);
+      const char* corpus_name = strrchr(corpus_path, '/') ? strrchr(corpus_path, '/') + 1 : corpus_path;
+      char title[256];
+      snprintf(title, sizeof title, "GPT %s on %s", size_name, corpus_name);
+      const char* const csvs[1] = {path};
+      ex_print_plot_command(title, csvs, 1);
+    }
+    free(table);
 
+    /* At least sample_words words after the prompt. nx_gpt_generate stops at the model's context,
+     * so the sample is a chain of continuations, each prompted with the last half context of the
+     * text so far, each with the next seed. */
+    const size_t sample_words = 100;
+    const int max_parts = 32;
     const char* prompt_text = "The whale";
+    const size_t prompt_len = strlen(prompt_text);
     nx_tensor prompt;
-    CHECK(nx_tokenizer_encode(&prompt, tok, prompt_text, strlen(prompt_text)));
+    CHECK(nx_tokenizer_encode(&prompt, tok, prompt_text, prompt_len));
     int64_t np;
     CHECK(nx_tensor_numel(prompt, &np));
     int64_t* pids;
     CHECK(nx_tensor_data_ptr(prompt, (void**)&pids));
+    int64_t* sample_ids = (int64_t*)malloc((size_t)(np + max_parts * sz.context) * sizeof(int64_t));
+    int64_t nsample = np;
+    memcpy(sample_ids, pids, (size_t)np * sizeof(int64_t));
     nx_sample_config sc = {sizeof(nx_sample_config), 0.8, 40, 0.95, 7};
-    nx_tensor generated;
-    int64_t new_tokens = sz.context - np;
-    CHECK(nx_gpt_generate(&generated, model, pids, (size_t)np, new_tokens, &sc, NULL));
-    int64_t* gids;
-    int64_t ng;
-    CHECK(nx_tensor_numel(generated, &ng));
-    CHECK(nx_tensor_data_ptr(generated, (void**)&gids));
-    char sample[65536];
-    size_t slen;
-    CHECK(nx_tokenizer_decode(tok, gids, (size_t)ng, sample, sizeof sample - 1, &slen));
-    sample[slen] = 0;
-    printf("--- sample (temperature 0.8, top-k 40, top-p 0.95, KV cache) ---\n%s\n---\n", sample);
+    static char sample[1 << 20];
+    size_t slen = 0;
+    Words words = {NULL, NULL, 0};
+    int parts = 0;
+    for (; parts < max_parts && words.count < sample_words; ++parts) {
+      const int64_t keep = nsample < sz.context / 2 ? nsample : sz.context / 2;
+      nx_tensor generated;
+      int64_t *gids, ng;
+      sc.seed = 7 + (uint64_t)parts;
+      CHECK(nx_gpt_generate(&generated, model, sample_ids + nsample - keep, (size_t)keep, sz.context + 1 - keep, &sc,
+                            NULL));
+      CHECK(nx_tensor_numel(generated, &ng));
+      CHECK(nx_tensor_data_ptr(generated, (void**)&gids));
+      memcpy(sample_ids + nsample, gids + keep, (size_t)(ng - keep) * sizeof(int64_t));
+      nsample += ng - keep;
+      nx_tensor_free(generated);
+      CHECK(nx_tokenizer_decode(tok, sample_ids, (size_t)nsample, sample, sizeof sample - 1, &slen));
+      sample[slen] = 0;
+      free_words(words);
+      words = split_words(sample + prompt_len, slen - prompt_len);
+    }
+    size_t real = 0;
+    for (size_t i = 0; i < words.count; ++i)
+      real += bsearch(&words.word[i], corpus_words.word, corpus_words.count, sizeof(char*), compare_words) != NULL;
+    printf("--- sample (temperature %.1f, top-k %lld, top-p %.2f, KV cache; %d continuation%s of at most %lld tokens) "
+           "---\n%s\n---\n",
+           sc.temperature, (long long)sc.top_k, sc.top_p, parts, parts == 1 ? "" : "s", (long long)sz.context, sample);
+    printf("real words: %.1f%% (%zu of %zu sampled words occur in the corpus)\n",
+           words.count ? 100.0 * (double)real / (double)words.count : 0.0, real, words.count);
 
-    nx_tensor_free(generated); nx_tensor_free(prompt);
+    free_words(words);
+    free(sample_ids);
+    nx_tensor_free(prompt);
   }
+  free_words(corpus_words);
   free(train_x); free(train_curve); free(val_x); free(val_curve);
   nx_optimizer_free(opt);
   nx_tensor_array_free(params, nparams);
