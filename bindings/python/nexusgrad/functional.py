@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import operator
+import os
 from collections import namedtuple
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -42,6 +43,9 @@ __all__ = [
     "save_safetensors", "load_safetensors", "SafeTensorsFile", "set_num_threads", "get_num_threads",
     "cpu_simd_level", "set_cpu_simd_level", "live_tensor_count", "version", "abi_version", "cuda",
 ]
+# Not listed, so that `from .functional import *` and the coverage check of test_ops_vs_torch leave
+# them alone: sub_, div_ and clamp_ (Tensor methods only, like torch's), save and load (exported
+# by the package as nexusgrad.save / nexusgrad.load; tested in test_torch_idioms).
 # ... and the generated wrappers (_ops_gen.py), listed once there:
 __all__ += [n for n in _ops_gen.__all__ if n not in __all__]
 
@@ -141,11 +145,19 @@ def bias_gelu(input: Tensor, bias: Any, approximate: str = "none") -> Tensor:
 
 
 
-def add_(input: Tensor, other: Any) -> Tensor:
-    """In place: input += other (broadcast to input's shape). Refused on leaves that require grad
-    while grad mode is on, and detected by backward when input was saved (StateError)."""
+def add_(input: Tensor, other: Any, alpha: Any = 1) -> Tensor:
+    """In place: input += alpha * other (broadcast to input's shape). Refused on tensors that
+    require grad while grad mode is on (autodiff does not record in-place ops), and detected by
+    backward when input was saved (StateError)."""
+    if alpha != 1:
+        other = other * alpha
     _C.nx_add_(input._h, _t(other, input)._h, _S)
     return input
+
+
+def sub_(input: Tensor, other: Any, alpha: Any = 1) -> Tensor:
+    """In place: input -= alpha * other."""
+    return add_(input, other, -alpha)
 
 
 def mul_(input: Tensor, other: Any) -> Tensor:
@@ -155,6 +167,17 @@ def mul_(input: Tensor, other: Any) -> Tensor:
     else:
         _C.nx_mul_(input._h, _t(other, input)._h, _S)
     return input
+
+
+def div_(input: Tensor, other: Any) -> Tensor:
+    """In place: input /= other (floating input; true division, as torch refuses it on integers)."""
+    input /= other
+    return input
+
+
+def clamp_(input: Tensor, min: Optional[float] = None, max: Optional[float] = None) -> Tensor:
+    """In place: input = clamp(input, min, max)."""
+    return copy_(input, clamp(input, min, max))
 
 
 def copy_(input: Tensor, src: Any) -> Tensor:
@@ -527,7 +550,11 @@ class Graph:
         return _C.nx_graph_node_saved_bytes(self._g, operator.index(i))
 
     def name_parameters(self, module: Any) -> "Graph":
-        """Labels the leaves that are module's parameters with their names in to_dot()."""
+        """Labels the leaves that are module's parameters with their names in to_dot(). module must
+        be a layer of nexusgrad.nn (the engine names its parameters), not a Python subclass of Module."""
+        if getattr(module, "_m", None) is None:
+            raise _C.NotSupportedError("Graph.name_parameters: names come from an engine layer (nn.Linear, "
+                                       "nn.GPT...); a Python nn.Module subclass has no engine handle")
         _C.nx_graph_name_parameters(self._g, module._m)
         self._named = True
         return self
@@ -566,6 +593,24 @@ class SafeTensorsFile:
 
     def __exit__(self, *a: Any) -> None:
         pass
+
+
+def save(obj: Dict[str, Tensor], f: Any) -> None:
+    """torch.save for what training scripts save most: a dict of name -> Tensor (a state_dict),
+    written to the path f as SafeTensors. Other objects raise TypeError: SafeTensors holds tensors
+    only, and unlike a pickle it cannot run code when loaded (Tensors also pickle, for other
+    objects). File objects are not accepted, only paths."""
+    if not isinstance(obj, dict) or not all(isinstance(k, str) and isinstance(v, Tensor) for k, v in obj.items()):
+        raise TypeError(f"nexusgrad.save writes a dict of str -> Tensor (a state_dict) as SafeTensors, not "
+                        f"{type(obj).__name__}; pickle other objects (Tensors pickle)")
+    save_safetensors(os.fspath(f), obj)
+
+
+def load(f: Any, map_location: DeviceLike = None) -> Dict[str, Tensor]:
+    """torch.load of a file written by :func:`save` (or any .safetensors file): a dict of name ->
+    Tensor on map_location (a device; default the CPU). The keys come in the file's order, which
+    SafeTensors sorts by name, not in the order they were saved."""
+    return load_safetensors(os.fspath(f), "cpu" if map_location is None else map_location)
 
 
 def load_safetensors(path: str, device: DeviceLike = "cpu") -> Dict[str, Tensor]:
@@ -667,7 +712,8 @@ def _install_methods() -> None:
         m.__doc__ = fn.__doc__
         return m
 
-    names = ["pow", "gelu", "clamp", "clip", "square", "add_", "mul_", "copy_", "max", "min", "var",
+    names = ["pow", "gelu", "clamp", "clip", "square", "add_", "sub_", "mul_", "div_", "clamp_", "copy_", "max",
+             "min", "var",
              "std", "argmax", "argmin", "reshape", "view", "permute", "narrow", "expand", "squeeze",
              "split", "chunk"]
     g = globals()

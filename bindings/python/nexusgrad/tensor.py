@@ -13,9 +13,10 @@ from . import _nexus as _C
 from ._dtypes import (DType, DTypeLike, DeviceLike, BY_VALUE, bool_, float32, float64, int64, bfloat16,
                       to_dtype, to_device)
 
-__all__ = ["Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "no_grad", "enable_grad", "autocast",
-           "set_grad_enabled", "is_grad_enabled", "set_printoptions", "manual_seed", "zeros", "ones", "full", "rand",
-           "randn", "arange", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "empty"]
+__all__ = ["Tensor", "device", "tensor", "as_tensor", "from_numpy", "from_dlpack", "no_grad", "enable_grad",
+           "inference_mode", "autocast", "set_grad_enabled", "is_grad_enabled", "set_printoptions", "manual_seed",
+           "zeros", "ones", "full", "rand", "randn", "arange", "zeros_like", "ones_like", "full_like", "rand_like",
+           "randn_like", "empty"]
 
 _new = object.__new__
 _INT64_MAX = (1 << 63) - 1
@@ -36,6 +37,33 @@ def _shape_arg(size: Tuple[Any, ...]) -> List[int]:
     return [operator.index(s) for s in size]
 
 
+class device(str):
+    """A device, as ``torch.device``: ``device("cuda", 0)``, ``device("cuda:1")``, ``device("cpu")``.
+
+    It is also the plain string "cpu" or "cuda:N" (``t.device == "cpu"`` holds and every function
+    taking a device accepts it), with torch.device's ``.type`` and ``.index``. "cuda" is normalized
+    to "cuda:0", so its index is 0 where torch's is None."""
+
+    __slots__ = ()
+
+    def __new__(cls, type_or_name: Any = "cpu", index: Optional[int] = None) -> "device":
+        name = type_or_name if index is None else f"{type_or_name}:{operator.index(index)}"
+        return str.__new__(cls, to_device(name))
+
+    @property
+    def type(self) -> str:
+        """'cpu' or 'cuda'."""
+        return "cpu" if self == "cpu" else "cuda"
+
+    @property
+    def index(self) -> Optional[int]:
+        """The CUDA device number, or None on the CPU."""
+        return None if self == "cpu" else int(self[5:])
+
+    def __repr__(self) -> str:
+        return "device(type='cpu')" if self == "cpu" else f"device(type='cuda', index={self.index})"
+
+
 class Tensor:
     """An n-dimensional array on the CPU or a CUDA device, with reverse-mode autodiff.
 
@@ -44,7 +72,9 @@ class Tensor:
     ``Tensor(data, dtype=None, device='cpu', requires_grad=False)`` (same as ``tensor``).
     """
 
-    __slots__ = ("_h", "__weakref__")
+    # _param: set (True) by nexusgrad.nn.Parameter on the tensors it marks; unset on every other
+    # tensor, so _wrap stays one allocation.
+    __slots__ = ("_h", "_param", "__weakref__")
     __array_priority__ = 1000  # NumPy defers binary operators to Tensor
     __hash__ = object.__hash__  # identity, as in PyTorch (== is elementwise)
 
@@ -138,9 +168,9 @@ class Tensor:
         return BY_VALUE[_C.nx_tensor_dtype(self._h)]
 
     @property
-    def device(self) -> str:
-        """'cpu' or 'cuda:N'."""
-        return _C.nx_tensor_device(self._h)
+    def device(self) -> device:
+        """'cpu' or 'cuda:N', as a :class:`nexusgrad.device` (a str with .type and .index)."""
+        return str.__new__(device, _C.nx_tensor_device(self._h))
 
     @property
     def is_cuda(self) -> bool:
@@ -203,6 +233,23 @@ class Tensor:
     def detach(self) -> "Tensor":
         """A view of the same data outside the graph."""
         return _wrap(_C.nx_tensor_detach(self._h))
+
+    @property
+    def data(self) -> "Tensor":
+        """A view of the same data outside the graph (as torch's ``t.data``): in-place writes to it
+        change this tensor without autodiff seeing them, even on a parameter."""
+        return _wrap(_C.nx_tensor_detach(self._h))
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        """``t.data = src`` copies src's values into t (same shape; cast to t's dtype), outside the
+        graph. torch instead rebinds t to src's storage, which may change shape, dtype and device;
+        the engine cannot rebind a tensor that other handles (an optimizer's) share."""
+        src = _as_tensor(value, self)
+        if _C.nx_tensor_shape(src._h) != _C.nx_tensor_shape(self._h):
+            raise _C.ShapeError(f"Tensor.data: cannot assign a tensor of shape {src.shape} to one of shape "
+                                f"{self.shape} (the engine copies in place; make a new tensor instead)")
+        _C.nx_copy_(_C.nx_tensor_detach(self._h), _C.nx_tensor_detach(src._h), None)
 
     @property
     def grad_fn(self) -> Optional[str]:
@@ -341,7 +388,8 @@ class Tensor:
         options of :func:`set_printoptions`. Never raises: a tensor that cannot be read now (inside
         a captured step, say) gives ``tensor(<unprintable: reason>)``."""
         try:
-            return _C.nx_tensor_to_string(self._h, _print_options)
+            text = _C.nx_tensor_to_string(self._h, _print_options)
+            return "Parameter containing:\n" + text if getattr(self, "_param", False) else text
         except Exception as e:  # never let repr raise
             return f"tensor(<unprintable: {e}>)"
 
@@ -381,6 +429,8 @@ class Tensor:
         t = _wrap(_C.nx_clone(_C.nx_tensor_detach(self._h), None))
         if self.requires_grad and self.is_leaf:
             t.requires_grad_(True)
+        if getattr(self, "_param", False):
+            t._param = True
         return t
 
     def __reduce__(self) -> Any:
@@ -483,20 +533,28 @@ class Tensor:
         return self
 
     def __itruediv__(self, other: Any) -> "Tensor":
-        if _is_scalar(other):
-            _C.nx_mul_scalar_(self._h, 1.0 / other, None)
-        else:
-            _C.nx_copy_(self._h, _C.nx_div(self._h, _as_tensor(other, self)._h, None), None)
+        if _C.nx_tensor_dtype(self._h) not in _FLOATING:  # true division gives floats, as in torch
+            raise _C.DTypeError(f"in-place division of a {self.dtype} tensor: the float quotient cannot be "
+                                "stored in it (divide out of place, or cast first)")
+        _C.nx_copy_(self._h, _C.nx_div(self._h, _as_tensor(other, self)._h, None), None)
         return self
 
     # ------------------------------------------------------------ indexing
     def __getitem__(self, index: Any) -> "Tensor":
         """Basic indexing (ints, slices with step > 0, None, ...) gives views (nx_slice, nx_squeeze,
-        nx_unsqueeze); integer tensors or lists select along an axis (nx_index_select, a copy)."""
+        nx_unsqueeze); integer tensors or lists select along an axis (nx_index_select, a copy); a
+        bool tensor mask (alone) selects the elements where it is true, flattened over its axes
+        (a copy; the mask is read on the host, as torch synchronizes too)."""
+        if type(index) is Tensor and _C.nx_tensor_dtype(index._h) == _C.NX_BOOL:
+            return _masked_select(self, index)
         return _wrap(_index(self, index, for_write=False))
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        """Writes value (broadcast, cast) into the view self[index] (nx_copy_). Only basic indexing."""
+        """Writes value (broadcast, cast) into the view self[index] (nx_copy_). Basic indexing, or a
+        bool tensor mask with a one-element value (``x[x < 0] = 0``)."""
+        if type(index) is Tensor and _C.nx_tensor_dtype(index._h) == _C.NX_BOOL:
+            _masked_fill_(self, index, value)
+            return
         view = _index(self, index, for_write=True)
         if type(value) is Tensor:
             src = value._h
@@ -570,7 +628,42 @@ def _host_copy(t: Tensor) -> Any:
     return out
 
 
-# ---------------------------------------------------------------- indexing helper
+# ---------------------------------------------------------------- indexing helpers
+def _mask_leading(t: Tensor, mask: Tensor) -> Tuple[int, ...]:
+    """The mask's shape, which must be the leading part of t's (torch's rule for t[mask])."""
+    lead = _C.nx_tensor_shape(mask._h)
+    if _C.nx_tensor_shape(t._h)[:len(lead)] != lead:
+        raise IndexError(f"the shape of the mask {list(lead)} does not match the leading dimensions of the "
+                         f"indexed tensor's shape {list(t.shape)}")
+    return lead
+
+
+def _masked_select(t: Tensor, mask: Tensor) -> Tensor:
+    """t[mask]: the rows of t (flattened over the mask's axes) where mask is true."""
+    import numpy as np
+
+    lead = _mask_leading(t, mask)
+    rest = list(_C.nx_tensor_shape(t._h)[len(lead):])
+    rows = np.flatnonzero(_host_copy(mask)).astype(np.int64)
+    flat = _C.nx_reshape(t._h, [-1] + rest, None)
+    index = _C.nx_tensor_from_data(rows, [rows.size], _C.NX_I64, _C.nx_tensor_device(t._h), None)
+    return _wrap(_C.nx_index_select(flat, index, 0, None))
+
+
+def _masked_fill_(t: Tensor, mask: Tensor, value: Any) -> None:
+    """t[mask] = value for a one-element value (the C API has no scatter to place one value per
+    selected element)."""
+    lead = _mask_leading(t, mask)
+    v = _as_tensor(value, t)
+    if _C.nx_tensor_numel(v._h) != 1:
+        raise _C.NotSupportedError("t[mask] = value needs a one-element value (a scalar); for one value per "
+                                   "selected element use t.copy_(nexusgrad.where(mask, values, t))")
+    trailing = [1] * (_C.nx_tensor_ndim(t._h) - len(lead))
+    cond = _C.nx_reshape(mask._h, list(lead) + trailing, None)
+    v0 = _C.nx_reshape(v._h, [], None)
+    _C.nx_copy_(t._h, _C.nx_where(cond, v0, t._h, None), None)
+
+
 def _index(t: Tensor, index: Any, for_write: bool) -> Any:
     h = t._h
     items = index if isinstance(index, tuple) else (index,)
@@ -728,6 +821,13 @@ class enable_grad(_GradMode):
 
     def __init__(self) -> None:
         super().__init__(True)
+
+
+class inference_mode(_GradMode):
+    """torch.inference_mode: here the same as no_grad (tensors made inside are ordinary tensors)."""
+
+    def __init__(self, mode: bool = True) -> None:
+        super().__init__(not mode)
 
 
 class set_grad_enabled(_GradMode):
