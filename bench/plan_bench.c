@@ -12,29 +12,9 @@
  * step_peak_mib compares the plan's arena with the step's own allocations at their eager peak. */
 #include <math.h>
 
-#include "example_util.h"
+#include "bench_util.h"
 
 typedef ExGptTrainer Model;
-
-static Model make_model(const ExGptSize* sz, nx_device dev, bool bf16) {
-  Model m = {0};
-  CHECK(nx_random_set_seed(1));
-  nx_transformer_config cfg = ex_gpt_config(sz);
-  CHECK(nx_gpt_create(&m.model, &cfg, NX_F32, dev, NULL));
-  CHECK(nx_module_parameters(m.model, &m.params, &m.nparams));
-  nx_adam_options adamw = NX_ADAM_OPTIONS_DEFAULT;
-  adamw.lr = sz->lr, adamw.beta2 = 0.95, adamw.weight_decay = 0.1, adamw.decoupled_weight_decay = true;
-  CHECK(nx_adam_create(&m.opt, m.params, m.nparams, &adamw));
-  m.vocab = sz->vocab;
-  m.bf16 = bf16;
-  return m;
-}
-
-static void free_model(Model* m) {
-  nx_optimizer_free(m->opt);
-  nx_tensor_array_free(m->params, m->nparams);
-  nx_module_free(m->model);
-}
 
 enum { kBatches = 4, kWarmup = 3 };
 
@@ -91,37 +71,19 @@ int main(int argc, char** argv) {
   }
   if (dev.type == NX_CUDA) CHECK(nx_cuda_set_tf32(true));
 
-  /* kBatches batches of random tokens, cycled: x [batch, context] and its next tokens, flat
-   * [batch * context]; uploaded from the host, so their bounds are known (no range check reads
-   * the device in the step), as a data loader's batches are. */
   nx_tensor xs[kBatches], ys[kBatches];
-  const int64_t n = sz.batch * sz.context;
-  int64_t *xh = (int64_t*)malloc((size_t)n * sizeof(int64_t)), *yh = (int64_t*)malloc((size_t)n * sizeof(int64_t));
-  uint64_t r = 88172645463325252ULL;
-  for (int b = 0; b < kBatches; ++b) {
-    for (int64_t row = 0; row < sz.batch; ++row)
-      for (int64_t t = 0; t <= sz.context; ++t) {
-        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
-        const int64_t id = (int64_t)(r % (uint64_t)sz.vocab);
-        if (t < sz.context) xh[row * sz.context + t] = id;
-        if (t > 0) yh[row * sz.context + t - 1] = id;
-      }
-    const int64_t shape[2] = {sz.batch, sz.context}, flat[1] = {n};
-    CHECK(nx_tensor_from_data(&xs[b], xh, shape, 2, NX_I64, dev, NULL));
-    CHECK(nx_tensor_from_data(&ys[b], yh, flat, 1, NX_I64, dev, NULL));
-  }
-  free(xh), free(yh);
+  bench_token_batches(&sz, dev, kBatches, xs, ys);
 
   double* eager_loss = (double*)malloc((size_t)steps * sizeof(double));
   double* plan_loss = (double*)malloc((size_t)steps * sizeof(double));
   double eager_peak, plan_peak;
-  Model a = make_model(&sz, dev, bf16);
+  Model a = bench_gpt_model(&sz, dev, bf16);
   const double t_eager = run(&a, NULL, xs, ys, steps, sz.lr, dev, eager_loss, &eager_peak);
-  free_model(&a);
+  bench_gpt_free(&a);
   CHECK(nx_stream_synchronize(NULL));
   if (dev.type == NX_CUDA) CHECK(nx_cuda_empty_cache(0));
 
-  Model b = make_model(&sz, dev, bf16);
+  Model b = bench_gpt_model(&sz, dev, bf16);
   nx_plan plan;
   CHECK(nx_plan_create(&plan, ex_gpt_train_step, &b, 1, NULL));
   const double t_plan = run(&b, plan, xs, ys, steps, sz.lr, dev, plan_loss, &plan_peak);
@@ -144,7 +106,7 @@ int main(int argc, char** argv) {
          eager_peak > 0 ? plan_peak / eager_peak : 0.0, ps.arena_bytes / 1048576.0, ps.eager_peak_bytes / 1048576.0,
          (long long)ps.ops, ps.cuda_graph ? 1 : 0, (long long)ps.replays, max_diff, plan_loss[steps - 1]);
   nx_plan_free(plan);
-  free_model(&b);
+  bench_gpt_free(&b);
   for (int i = 0; i < kBatches; ++i) nx_tensor_free(xs[i]), nx_tensor_free(ys[i]);
   free(eager_loss), free(plan_loss);
   return 0;

@@ -68,6 +68,7 @@ NX_HANDLE(nx_comm_s, nx_comm_free)
 NX_HANDLE(nx_ddp_s, nx_ddp_free)
 NX_HANDLE(nx_grad_scaler_s, nx_grad_scaler_free)
 NX_HANDLE(nx_plan_s, nx_plan_free)
+NX_HANDLE(nx_profile_s, nx_profile_free)
 /* Arrays of handles written by the engine are converted by the typemaps, which free them. */
 %ignore nx_tensor_array_free;
 /* Likewise strings (char** out: nx_tensor_to_string): the typemaps copy and free them. */
@@ -89,6 +90,8 @@ NX_SIZED_STRUCT(nx_attention_config)
 NX_SIZED_STRUCT(nx_transformer_config)
 NX_SIZED_STRUCT(nx_sample_config)
 NX_SIZED_STRUCT(nx_plan_stats)
+NX_SIZED_STRUCT(nx_profile_event)
+NX_SIZED_STRUCT(nx_profile_memory_sample)
 /* Options structs (rule 4 of nexus.h) get a constructor that fills them with their
  * NX_*_OPTIONS_DEFAULT macro, struct_size included: a host language only sets the fields it
  * changes, and passes None/null where NULL (the defaults) will do. */
@@ -109,6 +112,7 @@ NX_OPTIONS_STRUCT(nx_adam_options, NX_ADAM_OPTIONS_DEFAULT)
 NX_OPTIONS_STRUCT(nx_grad_scaler_options, NX_GRAD_SCALER_OPTIONS_DEFAULT)
 NX_OPTIONS_STRUCT(nx_plan_options, NX_PLAN_OPTIONS_DEFAULT)
 NX_OPTIONS_STRUCT(nx_print_options, NX_PRINT_OPTIONS_DEFAULT)
+NX_OPTIONS_STRUCT(nx_profiler_options, NX_PROFILER_OPTIONS_DEFAULT)
 /* nx_device(type, index) */
 %extend nx_device {
   nx_device(nx_device_type type, int32_t index) {

@@ -72,7 +72,7 @@ extern "C" {
 
 /* ---------------------------------------------------------------- version */
 #define NX_VERSION_MAJOR 1
-#define NX_VERSION_MINOR 4
+#define NX_VERSION_MINOR 5
 #define NX_VERSION_PATCH 0
 /* MAJOR * 10000 + MINOR * 100 + PATCH, for #if comparisons. 1.0.0: C API 1.0; 1.1.0 appended
  * autocast (nx_autocast_*), the first addition under the append-only policy, and the gradient
@@ -146,7 +146,8 @@ typedef enum {
   NX_HANDLE_COMM = 10,
   NX_HANDLE_DDP = 11,
   NX_HANDLE_GRAD_SCALER = 12, /* 1.1.0 */
-  NX_HANDLE_PLAN = 13         /* 1.3.0 */
+  NX_HANDLE_PLAN = 13,        /* 1.3.0 */
+  NX_HANDLE_PROFILE = 14      /* 1.5.0 */
 } nx_handle_type;
 typedef struct nx_tensor_s* nx_tensor;
 typedef struct nx_stream_s* nx_stream;
@@ -404,6 +405,18 @@ NX_API nx_status nx_gelu(nx_tensor* out, nx_tensor x, bool approximate_tanh, nx_
 NX_API nx_status nx_silu(nx_tensor* out, nx_tensor x, nx_stream stream);
 NX_API nx_status nx_softplus(nx_tensor* out, nx_tensor x, nx_stream stream);
 NX_API nx_status nx_mish(nx_tensor* out, nx_tensor x, nx_stream stream);
+/* Cone: 1 - |x - 1| (Noel and Oswal, arXiv 2405.04459). Its gradient is -sign(x - 1), taken as 0
+ * at the kink x = 1 (torch's abs convention, sign(0) = 0). */
+NX_API nx_status nx_cone(nx_tensor* out, nx_tensor x, nx_stream stream);
+/* Parabolic-Cone: x (2 - x) = 1 - (x - 1)^2 (Noel and Oswal, arXiv 2405.04459). */
+NX_API nx_status nx_parabolic_cone(nx_tensor* out, nx_tensor x, nx_stream stream);
+/* Parameterized Cone (ParCon): 1 - |x - 1|^beta, beta finite and > 0 (else
+ * NX_ERR_INVALID_ARGUMENT); beta = 1 is nx_cone, 2 nx_parabolic_cone. It is the member of Noel
+ * and Oswal's cone family b - |x - c|^a (arXiv 2405.04459) with one exponent that keeps the
+ * zeros at 0 and 2. The gradient -beta |x - 1|^(beta - 1) sign(x - 1) is 0 at x = 1 for beta >=
+ * 1 and NaN for beta < 1, as torch differentiates 1 - (x - 1).abs().pow(beta).
+ * nx_activation_create's "parcon" uses beta = 1.5, our choice (no published default found). */
+NX_API nx_status nx_parcon(nx_tensor* out, nx_tensor x, double beta, nx_stream stream);
 /* min(max(x, lo), hi); lo <= hi. */
 NX_API nx_status nx_clamp(nx_tensor* out, nx_tensor x, double lo, double hi, nx_stream stream);
 /* Fused elementwise ops (one kernel instead of two), with broadcasting and gradients:
@@ -761,8 +774,9 @@ NX_API nx_status nx_rms_norm_create(nx_module* out, int64_t dim, double eps, nx_
 /* p in [0, 1) (NaN is refused); layer and RMS norms need dim > 0 and a finite eps >= 0. */
 NX_API nx_status nx_dropout_create(nx_module* out, double p);
 /* name: any unary op of the op registry without a parameter (relu, gelu, gelu_tanh, silu, softplus,
- * sigmoid, tanh...), or leaky_relu (slope 0.01), swish (silu), gcu (x cos x), gaussian (exp(-x^2)),
- * softmax (last axis), identity. An unknown name's message lists them all. */
+ * sigmoid, tanh, cone, parabolic_cone...), or leaky_relu (slope 0.01), parcon (nx_parcon with
+ * beta 1.5), swish (silu), gcu (x cos x), gaussian (exp(-x^2)), softmax (last axis), identity. An
+ * unknown name's message lists them all. */
 NX_API nx_status nx_activation_create(nx_module* out, const char* name);
 NX_API nx_status nx_flatten_create(nx_module* out);
 NX_API nx_status nx_conv2d_create(nx_module* out, int64_t in_channels, int64_t out_channels, int64_t kernel,
@@ -1106,6 +1120,93 @@ typedef enum { NX_PLAN_TABLE = 0, NX_PLAN_DOT = 1 } nx_plan_format;
  * op that last wrote a buffer to each op reading it). Valid until the next call on plan. */
 NX_API nx_status nx_plan_to_string(nx_plan plan, nx_plan_format format, const char** out);
 NX_API void nx_plan_free(nx_plan plan);
+
+/* ---------------------------------------------------------------- profiler (1.5.0) */
+/* While a profiler runs, every C API call (an "api" event), every VJP that nx_backward runs
+ * ("backward"), every kernel launched on a device ("kernel": the kernel, its op and the shapes
+ * of its operands) and every user range ("region") is recorded from every thread, with its host
+ * wall time, the bytes it allocated and, on CUDA, its device time from a pair of CUDA events. A
+ * compiled plan's replay shows as its nx_plan_run call with the plan's kernels inside on the CPU,
+ * or one "CUDA graph" kernel event (the replayed graph, timed as one) on a GPU.
+ * With nvtx, every event is also an NVTX range, which Nsight Systems shows on its timeline;
+ * NEXUS_NVTX=1 in the environment emits the NVTX ranges without recording anything (for a
+ * program run under nsys whose code does not start the profiler).
+ * When no profiler runs and NEXUS_NVTX is unset, the hooks cost one relaxed atomic load each
+ * (bench/profiler_bench.c measures it against a GPT training step). */
+typedef struct nx_profile_s* nx_profile;
+typedef struct {
+  uint32_t struct_size; /* sizeof(nx_profiler_options) */
+  bool device_time;     /* time each CUDA kernel with CUDA events (resolved by nx_profiler_stop) */
+  bool nvtx;            /* NVTX ranges around every event (CUDA builds; ignored otherwise) */
+  bool memory;          /* a memory timeline: every allocation and release, with the bytes in use */
+  bool shapes;          /* the operand shapes of every kernel event */
+} nx_profiler_options;
+#define NX_PROFILER_OPTIONS_DEFAULT {sizeof(nx_profiler_options), true, true, true, true}
+/* Starts recording (options NULL: the defaults). One profiler per process: NX_ERR_STATE while
+ * one runs. */
+NX_API nx_status nx_profiler_start(const nx_profiler_options* options);
+/* Stops recording and hands the profile to *out (free it with nx_profile_free); waits for the
+ * device work it timed. NX_ERR_STATE when no profiler runs. Events still open (a range not
+ * popped, a call of another thread in progress) end at the stop. */
+NX_API nx_status nx_profiler_stop(nx_profile* out);
+/* Whether a profiler records now. */
+NX_API bool nx_profiler_enabled(void);
+/* A user-named region around the calls that follow on this thread, until the matching pop
+ * (an NVTX range too). name: a non-empty string, copied. Without a running profiler (and
+ * without NEXUS_NVTX) both do nothing; a pop with no range open on this thread is NX_ERR_STATE. */
+NX_API nx_status nx_profiler_range_push(const char* name);
+NX_API nx_status nx_profiler_range_pop(void);
+
+typedef enum {
+  NX_PROFILE_REGION = 0,   /* nx_profiler_range_push */
+  NX_PROFILE_API = 1,      /* a C API call */
+  NX_PROFILE_BACKWARD = 2, /* one VJP of nx_backward (its node's name, MatmulBackward) */
+  NX_PROFILE_KERNEL = 3    /* a kernel on a device (matmul, binary.add, CUDA graph) */
+} nx_profile_event_kind;
+/* One event; times in microseconds from nx_profiler_start. The strings belong to the profile. */
+typedef struct {
+  uint32_t struct_size; /* sizeof(nx_profile_event) */
+  const char* name;
+  const char* shapes;   /* kernels: "f32[8,64] f32[64,32]" (destination first); else "" */
+  nx_profile_event_kind kind;
+  nx_device device;     /* kernels: their device; other events: {NX_CPU, 0} */
+  int32_t thread;       /* 0 for the first thread seen, 1 for the next... */
+  int32_t depth;        /* events open around it on its thread */
+  int64_t parent;       /* index of the enclosing event, -1 at the top */
+  double start_us, duration_us;           /* host wall time */
+  double device_start_us, device_duration_us; /* CUDA kernels timed on the device; else -1 */
+  int64_t bytes_allocated; /* by the event and the events inside it */
+} nx_profile_event;
+NX_API nx_status nx_profile_event_count(nx_profile profile, int64_t* out);
+/* Events in the order they began; index in [0, count). */
+NX_API nx_status nx_profile_get_event(nx_profile profile, int64_t index, nx_profile_event* out);
+/* The memory timeline (options.memory): one sample per allocation or release on a device. */
+typedef struct {
+  uint32_t struct_size; /* sizeof(nx_profile_memory_sample) */
+  double time_us;
+  nx_device device;
+  int64_t delta;     /* bytes: positive allocated, negative released */
+  int64_t allocated; /* bytes in use on the device after it (on the CPU: since the start) */
+  int64_t reserved;  /* bytes the caching allocator holds from the driver (CPU: = allocated) */
+  int64_t event;     /* the event it happened in, -1 outside any */
+} nx_profile_memory_sample;
+NX_API nx_status nx_profile_memory_count(nx_profile profile, int64_t* out);
+NX_API nx_status nx_profile_get_memory_sample(nx_profile profile, int64_t index, nx_profile_memory_sample* out);
+typedef enum {
+  NX_PROFILE_SORT_TOTAL = 0,  /* host time including the events inside */
+  NX_PROFILE_SORT_SELF = 1,   /* host time less the events inside */
+  NX_PROFILE_SORT_DEVICE = 2, /* device time of the kernels inside */
+  NX_PROFILE_SORT_CALLS = 3
+} nx_profile_sort;
+/* A table of the events grouped by kind and name (torch.profiler's key_averages().table()):
+ * calls, total, self and average host time, device time, bytes allocated, sorted descending by
+ * sort_by; row_limit rows at most (0: all), then the totals. A string for nx_string_free. */
+NX_API nx_status nx_profile_summary(nx_profile profile, nx_profile_sort sort_by, int64_t row_limit, char** out);
+/* Writes the profile as a Chrome trace (JSON; chrome://tracing, Perfetto): host events per
+ * thread, CUDA kernels on a track per device, the memory timeline as counters. Atomic (a
+ * temporary file renamed). */
+NX_API nx_status nx_profile_save_chrome_trace(nx_profile profile, const char* path);
+NX_API void nx_profile_free(nx_profile profile);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (see ../shared/gpu/README.md): build the CUDA configuration, run the GPU
 # tests, compute-sanitizer and the CUDA benchmarks; logs go to $OUT (or ./gpu-out).
-# usage: scripts/gpu_run.sh [targets...]   (build test sanitize bench attention fused parity_attn harness opbench gpt dist train124m profile amp_curve plan)   (default: everything GPU-related; `dist` runs the multi-GPU
+# usage: scripts/gpu_run.sh [targets...]   (build test sanitize initprobe bench attention fused parity_attn harness opbench gpt dist train124m profile proftable amp_curve plan)   (default: everything GPU-related; `dist` runs the multi-GPU
 # tests, a 2-rank train_gpt and bench/dist_bench.sh, and is not in the default)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ if [[ $steps == *build* ]]; then
   log "build"
   cmake -S . -B build-gpu -G Ninja -DNEXUS_CUDA=ON -DNEXUS_CUDA_ARCHS=90a -DNEXUS_TORCH_PYTHON="$(command -v python3)" \
     > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
-  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests nexus_gpu_oom_test cuda_bench fused_bench attention_bench dist_bench train_gpt2 quickstart train_gpt capi_test_plan plan_bench} > "$out/build.log" 2>&1 \
+  cmake --build build-gpu --target ${BUILD_TARGETS:-nexus_gpu_tests nexus_gpu_oom_test cuda_bench fused_bench attention_bench dist_bench train_gpt2 quickstart train_gpt capi_test_plan capi_test_profiler plan_bench profiler_bench} > "$out/build.log" 2>&1 \
     || { grep -E 'error' -A3 "$out/build.log" | head -60; exit 1; }
 fi
 if [[ $steps == *test* ]]; then
@@ -62,6 +62,28 @@ if [[ $steps == *sanitize* ]]; then
   done
   tar -czf "$out/sanitizer_logs.tar.gz" -C "$out" $(cd "$out" && ls sanitizer_*.log sanitizer_*.status) && \
     rm -f "$out"/sanitizer_*.log "$out"/sanitizer_*.status
+fi
+if [[ $steps == *initprobe* ]]; then
+  # Does initcheck see cuBLAS's stores? One cuBLAS GEMM into a fresh buffer, then a plain kernel
+  # reads it (tests/gpu/initcheck_probe.cu); "uninit" is the control that must be reported.
+  log "initcheck probe"
+  nvcc -arch=sm_90a -o build-gpu/initcheck_probe tests/gpu/initcheck_probe.cu -lcublas > "$out/probe_build.log" 2>&1 \
+    || tail -20 "$out/probe_build.log"
+  for mode in uninit f32 tf32 f16 bf16; do
+    compute-sanitizer --tool initcheck --print-limit 3 build-gpu/initcheck_probe $mode > "$out/probe_$mode.log" 2>&1
+    echo "probe $mode: exit $? $(grep -E 'ERROR SUMMARY' "$out/probe_$mode.log")" | tee -a "$out/summary.txt"
+    grep -m2 -E 'Uninitialized|at .*0x' "$out/probe_$mode.log" | tee -a "$out/summary.txt"
+  done
+fi
+if [[ $steps == *proftable* ]]; then
+  # The profiler on a GPT training step (bench/profiler_bench.c): the step's table and Chrome
+  # trace, the cost of recording, and the bound on the hooks' cost when off; GPU and host CPU.
+  log "profiler bench"
+  build-gpu/bench/profiler_bench ${PROF_SIZE:-bench} cuda 20 "$out/profile_trace_cuda.json" > "$out/profiler_cuda.txt" 2>&1
+  tail -1 "$out/profiler_cuda.txt" | tee -a "$out/summary.txt"
+  OMP_NUM_THREADS=${PROF_CPU_THREADS:-2} build-gpu/bench/profiler_bench small cpu 20 "$out/profile_trace_cpu.json" \
+    > "$out/profiler_cpu.txt" 2>&1
+  tail -1 "$out/profiler_cpu.txt" | tee -a "$out/summary.txt"
 fi
 if [[ $steps == *bench* ]]; then
   log "cuda bench"
@@ -118,7 +140,7 @@ fi
 if [[ $steps == *gpt* ]]; then
   log "train_gpt on the GPU"
   scripts/get_data.sh >/dev/null 2>&1 || true
-  [ -s data/mobydick.txt ] && timeout ${GPT_TIMEOUT:-300} build-gpu/train_gpt data/mobydick.txt "${GPT_STEPS:-1500}" "$out/gpt" 2> "$out/gpt_progress.txt" | tee "$out/train_gpt.txt"
+  [ -s data/mobydick.txt ] && timeout ${GPT_TIMEOUT:-400} build-gpu/train_gpt data/mobydick.txt ${GPT_STEPS:-0} "$out/gpt" 2> "$out/gpt_progress.txt" | tee "$out/train_gpt.txt"
 fi
 if [[ $steps == *train124m* ]]; then
   # GPT-2 124M training step (issue 15): ours (bench/train_gpt2.c) beside torch eager, and

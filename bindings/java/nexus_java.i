@@ -129,6 +129,7 @@ static void nx_java_throw_arg(JNIEnv* jenv, const char* what) {
 %rename(DataParallel) nx_ddp_s;
 %rename(GradScaler) nx_grad_scaler_s;
 %rename(Plan) nx_plan_s;
+%rename(Profile) nx_profile_s;
 %rename(CommId) nx_comm_id;
 %rename(Status) nx_status;
 %rename(DType) nx_dtype;
@@ -146,6 +147,9 @@ static void nx_java_throw_arg(JNIEnv* jenv, const char* what) {
 %rename(PlanOptions) nx_plan_options;
 %rename(PlanStats) nx_plan_stats;
 %rename(PlanFormat) nx_plan_format;
+%rename(ProfilerOptions) nx_profiler_options;
+%rename(ProfileSort) nx_profile_sort;
+%rename(ProfileEventKind) nx_profile_event_kind;
 %rename(PrintOptions) nx_print_options;
 %rename(PrintSciMode) nx_print_sci_mode;
 %rename(HandleType) nx_handle_type;
@@ -157,6 +161,12 @@ static void nx_java_throw_arg(JNIEnv* jenv, const char* what) {
 %ignore nx_plan_create;
 %ignore nx_plan_fn;
 %ignore nx_tensor_data_ptr;
+/* A profile's events and memory samples point into the profile: Java reads the profile through
+ * nx_profile_summary, nx_profile_save_chrome_trace and the counts. */
+%ignore nx_profile_get_event;
+%ignore nx_profile_get_memory_sample;
+%ignore nx_profile_event;
+%ignore nx_profile_memory_sample;
 %ignore nx_tensor_to_dlpack;
 %ignore nx_tensor_to_dlpack_versioned;
 %ignore nx_tensor_from_dlpack;
@@ -209,6 +219,7 @@ NX_JAVA_HANDLE(nx_comm_s, Comm)
 NX_JAVA_HANDLE(nx_ddp_s, DataParallel)
 NX_JAVA_HANDLE(nx_grad_scaler_s, GradScaler)
 NX_JAVA_HANDLE(nx_plan_s, Plan)
+NX_JAVA_HANDLE(nx_profile_s, Profile)
 
 /* Tensor conveniences (the C functions stay available as Nexus.tensor_*). */
 %typemap(javacode) struct nx_tensor_s %{
@@ -329,6 +340,7 @@ NX_JAVA_OUT_HANDLE(nx_comm)
 NX_JAVA_OUT_HANDLE(nx_ddp)
 NX_JAVA_OUT_HANDLE(nx_grad_scaler)
 NX_JAVA_OUT_HANDLE(nx_plan)
+NX_JAVA_OUT_HANDLE(nx_profile)
 
 %define NX_JAVA_OUT_VALUE(TYPE, INIT, JNITYPE)
 %typemap(in, numinputs=0) TYPE* out (TYPE tmp = INIT) { $1 = ($1_ltype)&tmp; }

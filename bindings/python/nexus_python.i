@@ -578,6 +578,7 @@ NX_PY_OUT_HANDLE(nx_comm, nx_comm_s, nx_comm_free)
 NX_PY_OUT_HANDLE(nx_ddp, nx_ddp_s, nx_ddp_free)
 NX_PY_OUT_HANDLE(nx_grad_scaler, nx_grad_scaler_s, nx_grad_scaler_free)
 NX_PY_OUT_HANDLE(nx_plan, nx_plan_s, nx_plan_free)
+NX_PY_OUT_HANDLE(nx_profile, nx_profile_s, nx_profile_free)
 
 %define NX_PY_OUT_VALUE(TYPE, INIT, CONVERT)
 %typemap(in, numinputs=0) TYPE* out (TYPE tmp = INIT) { $1 = ($1_ltype)&tmp; }
@@ -648,6 +649,42 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
                               "reserved_bytes", (unsigned long long)tmp$argnum.reserved_bytes,
                               "peak_allocated_bytes", (unsigned long long)tmp$argnum.peak_allocated_bytes,
                               "num_device_allocs", (unsigned long long)tmp$argnum.num_device_allocs);
+  if (!o) SWIG_fail;
+  $result = SWIG_Python_AppendOutput($result, o);
+}
+
+/* nx_profile_get_event(profile, i) -> dict of the event's fields (strings copied) */
+%typemap(in, numinputs=0) nx_profile_event* out (nx_profile_event tmp) {
+  memset(&tmp, 0, sizeof tmp);
+  tmp.struct_size = sizeof tmp;
+  $1 = &tmp;
+}
+%typemap(argout) nx_profile_event* out {
+  PyObject* o = Py_BuildValue("{s:s,s:s,s:i,s:N,s:i,s:i,s:L,s:d,s:d,s:d,s:d,s:L}",
+                              "name", tmp$argnum.name ? tmp$argnum.name : "",
+                              "shapes", tmp$argnum.shapes ? tmp$argnum.shapes : "",
+                              "kind", (int)tmp$argnum.kind,
+                              "device", nx_py_device_to(tmp$argnum.device),
+                              "thread", (int)tmp$argnum.thread, "depth", (int)tmp$argnum.depth,
+                              "parent", (long long)tmp$argnum.parent,
+                              "start_us", tmp$argnum.start_us, "duration_us", tmp$argnum.duration_us,
+                              "device_start_us", tmp$argnum.device_start_us,
+                              "device_duration_us", tmp$argnum.device_duration_us,
+                              "bytes_allocated", (long long)tmp$argnum.bytes_allocated);
+  if (!o) SWIG_fail;
+  $result = SWIG_Python_AppendOutput($result, o);
+}
+/* nx_profile_get_memory_sample(profile, i) -> dict */
+%typemap(in, numinputs=0) nx_profile_memory_sample* out (nx_profile_memory_sample tmp) {
+  memset(&tmp, 0, sizeof tmp);
+  tmp.struct_size = sizeof tmp;
+  $1 = &tmp;
+}
+%typemap(argout) nx_profile_memory_sample* out {
+  PyObject* o = Py_BuildValue("{s:d,s:N,s:L,s:L,s:L,s:L}", "time_us", tmp$argnum.time_us,
+                              "device", nx_py_device_to(tmp$argnum.device), "delta", (long long)tmp$argnum.delta,
+                              "allocated", (long long)tmp$argnum.allocated, "reserved", (long long)tmp$argnum.reserved,
+                              "event", (long long)tmp$argnum.event);
   if (!o) SWIG_fail;
   $result = SWIG_Python_AppendOutput($result, o);
 }

@@ -8,6 +8,7 @@
 
 #include "autograd/engine.hpp"
 #include "core/backend.hpp"
+#include "core/profiler.hpp"
 #include "ops/autocast.hpp"
 #include "ops/ops.hpp"
 
@@ -133,7 +134,11 @@ std::vector<Tensor> run_backward(const Tensor& root, Tensor grad, const Backward
     }
     std::vector<bool> needs;
     for (const auto& e : node->next) needs.push_back(e.active());
-    std::vector<Tensor> gins = node->vjp(gouts, saved, needs);
+    std::vector<Tensor> gins;
+    {
+      profiler::Scope profiled(profiler::Kind::Backward, node->name.c_str());
+      gins = node->vjp(gouts, saved, needs);
+    }
     if (!opt.retain_graph) {
       node->saved.clear();
       node->released = true;

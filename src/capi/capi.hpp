@@ -5,6 +5,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <new>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "ops/ops.hpp"
 
 #include "capi/handle_table.hpp"
+#include "core/profiler.hpp"
 
 // The objects behind the handles (a handle is an id into the handle table, never one of these).
 struct nx_tensor_s {
@@ -47,9 +49,14 @@ extern std::atomic<uint32_t> g_cpu_threads_epoch;
 extern thread_local uint32_t tl_cpu_threads_epoch;
 void apply_cpu_threads();
 
-template <class F>
+// Profiled: the call is an "api" event of a running profiler (core/profiler.hpp); the
+// profiler's own functions are not, so that a range pushed is not nested in its push call.
+template <bool Profiled = true, class F>
 nx_status guard(const char* api, F&& body) {
   ApiScope scope(api);
+  std::optional<profiler::Scope> profiled;
+  if constexpr (Profiled)
+    if (profiler::active()) profiled.emplace(profiler::Kind::Api, api);
   if (tl_cpu_threads_epoch != g_cpu_threads_epoch.load(std::memory_order_relaxed)) apply_cpu_threads();
   try {
     body();
@@ -118,6 +125,8 @@ S struct_arg(const S* given, const S& defaults, const char* what, bool required 
   s.struct_size = sizeof(S);
   return s;
 }
+// A copy of s in memory the caller frees with nx_string_free (print_api.cpp).
+char* malloc_string(const std::string& s);
 // Checks that a stream (if given) is valid and on device.
 void check_stream(nx_stream stream, Device device);
 

@@ -59,6 +59,7 @@ const char* handle_kind_name(HandleKind kind) {
     case HandleKind::Ddp: return "nx_ddp";
     case HandleKind::GradScaler: return "gradient scaler";
     case HandleKind::Plan: return "plan";
+    case HandleKind::Profile: return "profile";
   }
   return "unknown";
 }

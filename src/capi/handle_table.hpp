@@ -26,8 +26,9 @@ enum class HandleKind : uint8_t {
   Ddp = NX_HANDLE_DDP,
   GradScaler = NX_HANDLE_GRAD_SCALER,
   Plan = NX_HANDLE_PLAN,
+  Profile = NX_HANDLE_PROFILE,
 };
-constexpr int kHandleKinds = NX_HANDLE_PLAN + 1;
+constexpr int kHandleKinds = NX_HANDLE_PROFILE + 1;
 
 const char* handle_kind_name(HandleKind kind);  // "tensor", "module"...
 // Registers object under a new id (never 0). The table does not own the object.

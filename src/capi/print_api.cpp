@@ -93,10 +93,7 @@ nx_status nx_tensor_to_string(nx_tensor t, const nx_print_options* options, char
     check_out(out);
     const Tensor& x = unwrap(t, "t");
     const std::string s = tensor_text(x, print_options(options));
-    char* p = static_cast<char*>(std::malloc(s.size() + 1));
-    if (!p) throw std::bad_alloc();
-    std::memcpy(p, s.c_str(), s.size() + 1);
-    *out = p;
+    *out = malloc_string(s);
   });
 }
 
@@ -117,3 +114,10 @@ nx_status nx_tensor_print(nx_tensor t, const nx_print_options* options) {
 void nx_string_free(char* s) { std::free(s); }
 
 }  // extern "C"
+
+char* nx::capi::malloc_string(const std::string& s) {
+  char* p = static_cast<char*>(std::malloc(s.size() + 1));
+  if (!p) throw std::bad_alloc();
+  std::memcpy(p, s.c_str(), s.size() + 1);
+  return p;
+}

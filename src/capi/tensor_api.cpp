@@ -176,7 +176,7 @@ nx_status nx_runtime_get_host_syncs(uint64_t* out) {
 }
 int64_t nx_live_handle_count(nx_handle_type type) {
   const int t = enum_value(type);
-  return t >= NX_HANDLE_TENSOR && t <= NX_HANDLE_PLAN ? handle_count(HandleKind(t)) : -1;
+  return t >= NX_HANDLE_TENSOR && t <= NX_HANDLE_PROFILE ? handle_count(HandleKind(t)) : -1;
 }
 
 // ---------------------------------------------------------------- streams

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "core/cuda_iface.hpp"
+#include "core/profiler.hpp"
 #include "ops/autocast.hpp"
 #include "ops/ops.hpp"
 
@@ -295,7 +296,8 @@ bool CompiledStep::still_valid() const {
 
 std::vector<Tensor> CompiledStep::replay(const std::vector<Tensor>& inputs) {
   for (const auto& [i, n] : input_ranges_) check_index_range(inputs[i], n, "an input of the plan");
-  Backend& be = trace_.inner;
+  // A running profiler sees the replayed kernels one by one (the CUDA graph as one).
+  Backend& be = profiler::active() ? profiler::profiling_backend(trace_.inner, device_) : trace_.inner;
   const ExecContext ctx = exec_context(device_);
   for (size_t i = 0; i < inputs.size(); ++i) be.copy(ctx, View::of(inputs_[i]), View::of(inputs[i]));
   for (const auto& action : trace_.host_actions) action();
@@ -304,6 +306,7 @@ std::vector<Tensor> CompiledStep::replay(const std::vector<Tensor>& inputs) {
     be.upload(ctx, d->device, d->host.data(), d->host.size() * sizeof(double));
   }
   if (graph_) {
+    profiler::DeviceScope profiled("CUDA graph", ctx.device, ctx.stream);
     cuda::graph_launch(graph_, ctx.stream);
   } else {
     for (Call* call : list_) call->run(be, ctx);

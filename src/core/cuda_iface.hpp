@@ -20,6 +20,10 @@ void event_record(void* event, void* stream);
 void stream_wait_event(void* stream, void* event);
 void event_synchronize(void* event);
 void event_destroy(void* event);
+// The profiler's events: with timing (event_create's are without), and the milliseconds between
+// two recorded and completed ones.
+void* timing_event_create(int device);
+double event_elapsed_ms(void* start, void* end);
 struct MemoryStats {
   size_t allocated = 0, reserved = 0, peak_allocated = 0, num_device_allocs = 0;
 };

@@ -18,6 +18,8 @@ void event_record(void*, void*) { unavailable(0); }
 void stream_wait_event(void*, void*) { unavailable(0); }
 void event_synchronize(void*) { unavailable(0); }
 void event_destroy(void*) {}
+void* timing_event_create(int device) { unavailable(device); }
+double event_elapsed_ms(void*, void*) { unavailable(0); }
 MemoryStats memory_stats(int device) { unavailable(device); }
 void reset_peak(int device) { unavailable(device); }
 void empty_cache(int device) { unavailable(device); }

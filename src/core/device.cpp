@@ -1,4 +1,5 @@
 #include "core/backend.hpp"
+#include "core/profiler.hpp"
 
 #include <atomic>
 #include <cstdio>
@@ -41,6 +42,7 @@ void no_backend(Device device) {
 Backend& backend(Device device) {
   if (CaptureHooks* h = capture_hooks())
     if (Backend* recording = h->backend_for(device)) return *recording;
+  if (profiler::active()) return profiler::profiling_backend(device_backend(device), device);
   return device_backend(device);
 }
 

@@ -185,5 +185,17 @@ void event_synchronize(void* e) {
 void event_destroy(void* e) {
   if (e) cudaEventDestroy(static_cast<cudaEvent_t>(e));
 }
+void* timing_event_create(int device) {
+  check_device(device);
+  use_device(device);
+  cudaEvent_t e;
+  NX_CUDA_CHECK(cudaEventCreate(&e));
+  return e;
+}
+double event_elapsed_ms(void* start, void* end) {
+  float ms = 0;
+  NX_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
+  return ms;
+}
 
 }  // namespace nx::cuda

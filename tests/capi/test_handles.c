@@ -202,7 +202,7 @@ static void test_live_counts(void** state) {
   (void)state;
   assert_int_equal(nx_live_handle_count((nx_handle_type)0), -1);
   assert_int_equal(nx_live_handle_count((nx_handle_type)99), -1);
-  assert_int_equal(nx_live_handle_count((nx_handle_type)(NX_HANDLE_PLAN + 1)), -1);
+  assert_int_equal(nx_live_handle_count((nx_handle_type)(NX_HANDLE_PROFILE + 1)), -1);
   assert_int_equal(nx_live_handle_count(NX_HANDLE_GRAD_SCALER), 0);
   const int64_t t0 = nx_live_handle_count(NX_HANDLE_TENSOR);
   assert_int_equal(t0, nx_live_handle_count(NX_HANDLE_TENSOR));

@@ -86,7 +86,7 @@ static void step(Machine* m) {
   nx_tensor out = NULL;
   nx_status st = NX_OK;
   const uint8_t op = fuzz_u8(&m->in);
-  switch (op % 44) {
+  switch (op % 45) {
     case 0: {
       const size_t r = shape_of(m, shape);
       st = nx_tensor_randn(&out, shape, r, dtype_of(m), cpu, NULL);
@@ -236,6 +236,35 @@ static void step(Machine* m) {
       return;
     }
     case 42: st = nx_clone(&out, view_handle_of(m), NULL); break;
+    case 43: { /* the profiler: started or stopped, ranges with fuzzed names, a stopped profile read */
+      const uint8_t what = fuzz_u8(&m->in);
+      if (what % 4 == 0) {
+        nx_profiler_options o = NX_PROFILER_OPTIONS_DEFAULT;
+        o.struct_size = what & 16 ? 3u : (uint32_t)sizeof o;
+        o.memory = what & 32, o.shapes = what & 64;
+        nx_profiler_start(&o);
+      } else if (what % 4 == 1) {
+        char name[8];
+        for (int i = 0; i < 7; ++i) name[i] = (char)fuzz_u8(&m->in);
+        name[7] = 0;
+        nx_profiler_range_push(name);
+      } else if (what % 4 == 2) {
+        nx_profiler_range_pop();
+      } else {
+        nx_profile p = NULL;
+        if (nx_profiler_stop(&p) == NX_OK) {
+          char* table = NULL;
+          nx_profile_summary(p, (nx_profile_sort)(fuzz_u8(&m->in) % 6 - 1), (int64_t)fuzz_u8(&m->in) - 2, &table);
+          nx_string_free(table);
+          nx_profile_event e = {sizeof e};
+          nx_profile_get_event(p, (int64_t)fuzz_u8(&m->in) - 2, &e);
+          nx_profile_memory_sample s = {sizeof s};
+          nx_profile_get_memory_sample(p, (int64_t)fuzz_u8(&m->in) - 2, &s);
+          nx_profile_free(p);
+        }
+      }
+      return;
+    }
     default: {
       const size_t r = shape_of(m, shape2);
       st = nx_permute(&out, view_handle_of(m), shape2, r, NULL);
@@ -246,7 +275,7 @@ static void step(Machine* m) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  int64_t before[NX_HANDLE_PLAN + 1];
+  int64_t before[NX_HANDLE_PROFILE + 1];
   fuzz_count_handles(before);
   Machine m;
   memset(&m, 0, sizeof m);
@@ -254,6 +283,8 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   m.in.n = size;
   for (int i = 0; i < 64 && m.in.n > 0; ++i) step(&m);
   for (int k = 0; k < kSlots; ++k) nx_tensor_free(m.slot[k]);
+  nx_profile p = NULL;
+  if (nx_profiler_stop(&p) == NX_OK) nx_profile_free(p); /* the next input starts without one */
   fuzz_check_handles(before);
   return 0;
 }

@@ -34,7 +34,7 @@ static int64_t extent(int ndim, const int64_t* shape, const int64_t* strides, in
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  int64_t before[NX_HANDLE_PLAN + 1];
+  int64_t before[NX_HANDLE_PROFILE + 1];
   fuzz_count_handles(before);
   FuzzIn in = {data, size};
   const int versioned = fuzz_u8(&in) & 1;

@@ -4,7 +4,7 @@
 #include "fuzz_util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  int64_t before[NX_HANDLE_PLAN + 1];
+  int64_t before[NX_HANDLE_PROFILE + 1];
   fuzz_count_handles(before);
   const char* path = fuzz_path(".safetensors");
   if (fuzz_write(path, data, size) != 0) return 0;

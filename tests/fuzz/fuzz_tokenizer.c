@@ -31,7 +31,7 @@ static void use(nx_tokenizer tok, FuzzIn* in) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  int64_t before[NX_HANDLE_PLAN + 1];
+  int64_t before[NX_HANDLE_PROFILE + 1];
   fuzz_count_handles(before);
   FuzzIn in = {data, size};
   const uint8_t mode = fuzz_u8(&in) % 2;

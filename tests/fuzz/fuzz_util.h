@@ -45,7 +45,7 @@ static uint64_t fuzz_u64(FuzzIn* in) { return (uint64_t)fuzz_u32(in) | (uint64_t
 
 /* Live handles of every type must come back to where they were. */
 static void fuzz_check_handles(const int64_t* before) {
-  for (int t = NX_HANDLE_TENSOR; t <= NX_HANDLE_PLAN; ++t)
+  for (int t = NX_HANDLE_TENSOR; t <= NX_HANDLE_PROFILE; ++t)
     if (nx_live_handle_count((nx_handle_type)t) != before[t]) {
       fprintf(stderr, "fuzz: handles of type %d leaked (%lld live before, %lld after)\n", t, (long long)before[t],
               (long long)nx_live_handle_count((nx_handle_type)t));
@@ -53,6 +53,6 @@ static void fuzz_check_handles(const int64_t* before) {
     }
 }
 static void fuzz_count_handles(int64_t* out) {
-  for (int t = NX_HANDLE_TENSOR; t <= NX_HANDLE_PLAN; ++t) out[t] = nx_live_handle_count((nx_handle_type)t);
+  for (int t = NX_HANDLE_TENSOR; t <= NX_HANDLE_PROFILE; ++t) out[t] = nx_live_handle_count((nx_handle_type)t);
 }
 #endif

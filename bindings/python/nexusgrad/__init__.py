@@ -27,14 +27,19 @@ Error.message = property(lambda self: str(self.args[0]) if self.args else "",  #
                          doc="The engine's message (nx_last_error_message() at the time of the failure).")
 
 from ._dtypes import DType, float32, float64, float16, bfloat16, int32, int64, bool_  # noqa: E402
-from .tensor import (Tensor, tensor, as_tensor, from_numpy, from_dlpack, no_grad, enable_grad, autocast,  # noqa: E402
-                     set_grad_enabled, is_grad_enabled, set_printoptions, manual_seed, zeros, ones, full, rand,
-                     randn, arange, zeros_like, ones_like, full_like, rand_like, randn_like, empty)
+from .tensor import (Tensor, device, tensor, as_tensor, from_numpy, from_dlpack, no_grad, enable_grad,  # noqa: E402
+                     inference_mode, autocast, set_grad_enabled, is_grad_enabled, set_printoptions, manual_seed,
+                     zeros, ones, full, rand, randn, arange, zeros_like, ones_like, full_like, rand_like, randn_like,
+                     empty)
 from .functional import *  # noqa: E402,F401,F403
 from .functional import __all__ as _functional_all  # noqa: E402
+from .functional import save, load  # noqa: E402
 from . import nn  # noqa: E402
 from . import amp  # noqa: E402
+from . import optim  # noqa: E402
+from . import data  # noqa: E402
 from .compiler import compile, CompiledStep  # noqa: E402
+from . import profiler  # noqa: E402
 
 # PyTorch's dtype aliases (nexusgrad.bool, nexusgrad.float...), as attributes of the package.
 globals().update({"bool": bool_, "float": float32, "double": float64, "half": float16, "long": int64,
@@ -45,7 +50,8 @@ __version__ = _nexus.nx_version_string()
 __all__ = ["Error", "InvalidArgumentError", "ShapeError", "DTypeError", "DeviceError", "OutOfMemoryError",
            "CudaError", "FileError", "NotSupportedError", "StateError", "InternalError",
            "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool_",
-           "Tensor", "tensor", "as_tensor", "from_numpy", "from_dlpack", "no_grad", "enable_grad", "autocast",
-           "set_grad_enabled", "is_grad_enabled", "set_printoptions", "manual_seed", "zeros", "ones", "full",
-           "rand", "randn", "arange", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "empty",
-           "nn", "amp", "compile", "CompiledStep", *_functional_all]
+           "Tensor", "device", "tensor", "as_tensor", "from_numpy", "from_dlpack", "no_grad", "enable_grad",
+           "inference_mode", "autocast", "set_grad_enabled", "is_grad_enabled", "set_printoptions", "manual_seed",
+           "zeros", "ones", "full", "rand", "randn", "arange", "zeros_like", "ones_like", "full_like", "rand_like",
+           "randn_like", "empty",
+           "save", "load", "nn", "amp", "optim", "data", "compile", "CompiledStep", *_functional_all]
