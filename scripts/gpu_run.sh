@@ -40,12 +40,17 @@ if [[ $steps == *sanitize* ]]; then
   san_filter=${SAN_FILTER:--*CachingAllocatorReusesMemory*:*NoNewAllocation*:*OutOfMemory*:Dist.*}
   for tool in ${SAN_TOOLS:-memcheck racecheck initcheck synccheck}; do
     (
-      export NEXUS_CUDA_NO_CACHING=1
+      export NEXUS_CUDA_NO_CACHING=1 NEXUS_CUDA_INITCHECK=1  # exact-size tensors; cuBLAS half outputs zeroed first
       san="timeout ${SAN_TIMEOUT:-500} compute-sanitizer --tool $tool --error-exitcode 9 --print-limit 1000000"
-      $san build-gpu/tests/gpu/nexus_gpu_tests --gtest_filter="$san_filter" > "$out/sanitizer_${tool}.log" 2>&1
-      echo "$tool nexus_gpu_tests: exit $?" > "$out/sanitizer_${tool}.status"
+      : > "$out/sanitizer_${tool}.status"
+      if [ "${SAN_GTEST:-1}" = 1 ]; then  # SAN_GTEST=0: only the C API tests below
+        $san build-gpu/tests/gpu/nexus_gpu_tests --gtest_filter="$san_filter" > "$out/sanitizer_${tool}.log" 2>&1
+        echo "$tool nexus_gpu_tests: exit $?" >> "$out/sanitizer_${tool}.status"
+      fi
       NEXUS_TEST_DEVICE=cuda $san build-gpu/tests/capi/capi_test_plan > "$out/sanitizer_${tool}_plan.log" 2>&1
       echo "$tool capi_test_plan: exit $?" >> "$out/sanitizer_${tool}.status"
+      NEXUS_TEST_DEVICE=cuda $san build-gpu/tests/capi/capi_test_profiler > "$out/sanitizer_${tool}_profiler.log" 2>&1
+      echo "$tool capi_test_profiler: exit $?" >> "$out/sanitizer_${tool}.status"
     ) &
   done
   wait
@@ -53,7 +58,8 @@ if [[ $steps == *sanitize* ]]; then
   # themselves go back as one archive: the device tool returns only a few files).
   for tool in ${SAN_TOOLS:-memcheck racecheck initcheck synccheck}; do
     cat "$out/sanitizer_${tool}.status" | tee -a "$out/summary.txt"
-    for f in "$out/sanitizer_${tool}.log" "$out/sanitizer_${tool}_plan.log"; do
+    for f in "$out/sanitizer_${tool}.log" "$out/sanitizer_${tool}_plan.log" "$out/sanitizer_${tool}_profiler.log"; do
+      [ -f "$f" ] || continue
       grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY|\[  PASSED  \]|\[  FAILED  \]' "$f" | sort | uniq -c
       awk '/\[ RUN /{t=$NF} /^=========  *(Uninitialized|Invalid|Race|Barrier|Error|Program hit|Divergent|Warning)/{n[t]++}
            /^=========     at /{k[$3]++} END{for (x in n) print "  reports in", x, n[x]; for (x in k) print "  at", x, k[x]}' "$f" |
@@ -123,15 +129,18 @@ if [[ $steps == *harness* ]]; then
   # the op harness (tests/harness): every registry op on CPU and CUDA, against torch and CPU-vs-CUDA
   log "op harness"
   build_python_module
-  PYTHONPATH=build-gpu-py/python timeout ${HARNESS_TIMEOUT:-400} python3 tests/harness/op_harness.py \
+  # HARNESS_ARGS (e.g. "--op cone,parcon --device cuda") narrows it to some ops
+  PYTHONPATH=build-gpu-py/python timeout ${HARNESS_TIMEOUT:-400} python3 tests/harness/op_harness.py ${HARNESS_ARGS:-} \
     > "$out/op_harness.txt" 2>&1
   echo "exit $?" | tee -a "$out/summary.txt"
   grep -E '^FAIL' "$out/op_harness.txt" | head -40
   tail -1 "$out/op_harness.txt" | tee -a "$out/summary.txt"
+  [ -n "${HARNESS_ARGS:-}" ] || {
   log "mixed precision from Python on CUDA (autocast, loss scaling)"
   PYTHONPATH=build-gpu-py/python timeout 300 python3 -m pytest -q -p no:cacheprovider tests/python/test_autocast.py \
     tests/python/test_amp.py > "$out/pytest_amp.txt" 2>&1
   tail -3 "$out/pytest_amp.txt" | tee -a "$out/summary.txt"
+  }
   if [[ $steps == *opbench* ]]; then
     PYTHONPATH=build-gpu-py/python timeout ${OPBENCH_TIMEOUT:-300} python3 bench/op_bench.py --device cuda \
       2>&1 | tee "$out/op_bench.txt"
