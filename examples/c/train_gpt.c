@@ -156,8 +156,12 @@ int main(int argc, char** argv) {
   if (compile) CHECK(nx_plan_create(&plan, ex_gpt_train_step, &trainer, 1, NULL));
 
   /* 20 evaluations: a curve that shows where validation turns, and a best checkpoint chosen
-   * closely, for about 5% of the training time */
-  const int evals = 20, eval_batches = 8, eval_every = steps / evals > 0 ? (int)(steps / evals) : 1;
+   * closely, for about 5% of the training time. Each reads at least 8 batches and 8192 tokens,
+   * so that a small batch does not make it noisy. */
+  const int64_t eval_tokens = 8192, batch_tokens = sz.batch * sz.context;
+  const int evals = 20;
+  const int eval_batches = batch_tokens * 8 >= eval_tokens ? 8 : (int)((eval_tokens + batch_tokens - 1) / batch_tokens);
+  const int eval_every = steps / evals > 0 ? (int)(steps / evals) : 1;
   double val_before = evaluate(model, val_ids, sz.batch, sz.context, dev, eval_batches);
   printf("validation loss before training: %.4f (uniform guess: %.4f)\n", val_before, log((double)sz.vocab));
   /* The curves, at x = the optimizer steps taken when the loss was measured: the training loss

@@ -497,7 +497,8 @@ class Dropout(Module):
 
 class Activation(Module):
     """Any unary op of the registry without a parameter (relu, gelu, gelu_tanh, silu, softplus, sigmoid,
-    tanh...), or leaky_relu, swish, gcu, gaussian, softmax, identity."""
+    tanh...), or leaky_relu, swish, gcu, gaussian, parcon (beta 1.5; cone and parabolic_cone are registry ops),
+    softmax, identity."""
 
     def __init__(self, name: str) -> None:
         super().__init__(_C.nx_activation_create(name))
