@@ -1,14 +1,19 @@
 /* Trains a small GPT on a real English corpus (Moby Dick by default) through the C API, then
  * writes text with the KV cache. Reports validation loss before and after, shows a progress bar
- * (step, loss, tokens/s, ETA), saves a SafeTensors checkpoint and the loss curves as CSV (with
- * the command that plots them: scripts/plot.py).
- *   usage: train_gpt [--gpus N] [--compile] [corpus.txt] [steps] [out_dir]
+ * (step, loss, tokens/s, ETA), evaluates 20 times and keeps the checkpoint with the best
+ * validation loss (stopping early if 3 evaluations in a row do not improve on it), saves the loss
+ * curves as CSV (with the command that plots them: scripts/plot.py), and prints a sample of at
+ * least 200 words with the share of them that are words of the corpus ("real words: 91.8%").
+ * The default run takes about 4 minutes on a 2-core CPU, tokenizer training included (size
+ * "cpu", 3000 steps); on a GPU, size "gpu" is larger and regularized (docs/decisions.md,
+ * session 9, has the tuning).
+ *   usage: train_gpt [--gpus N] [--compile] [corpus.txt] [steps, 0: the default] [out_dir]
  * --gpus N trains data-parallel on N GPUs, one process per GPU (dist_util.h), each with the
  * batch below, so the global batch is N times larger; rank 0 prints and saves.
  * --compile runs each training step through a compiled plan (nx_plan_run: traced once, then
  * replayed without dispatch; docs/compiler.md).
- * Environment: NEXUS_DEVICE=cpu forces the CPU; NEXUS_GPT_SIZE=small|bench|gpt2 picks the model
- * (example_util.h; default small on the CPU, bench on a GPU). */
+ * Environment: NEXUS_DEVICE=cpu forces the CPU; NEXUS_GPT_SIZE=cpu|gpu|small|bench|gpt2 picks the
+ * model and its default steps (example_util.h; default cpu on the CPU, gpu on a GPU). */
 #include <sys/stat.h>
 
 #include "dist_util.h"
@@ -96,7 +101,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const ExGptSize sz = *ex_gpt_size(size_name);
-  int64_t steps = argc > 2 ? atoll(argv[2]) : sz.steps;
+  int64_t steps = argc > 2 ? atoll(argv[2]) : 0;
+  if (steps <= 0) steps = sz.steps; /* 0 (or none): the size's default, so an out_dir can follow */
   mkdir(out_dir, 0755);
   nx_random_set_seed(1234);
 
@@ -142,9 +148,11 @@ int main(int argc, char** argv) {
     CHECK(nx_tensor_numel(params[i], &n));
     count += n;
   }
-  printf("GPT: %lld layers, dim %lld, %lld heads, context %lld, %.2fM parameters, on %s x %d (batch %lld per rank)\n",
-         (long long)sz.layers, (long long)sz.dim, (long long)sz.heads, (long long)sz.context, count / 1e6,
-         gpu ? "cuda" : "cpu", world, (long long)sz.batch);
+  printf("GPT %s: %lld layers, dim %lld, %lld heads, context %lld, %.2fM parameters, dropout %.2f, on %s x %d "
+         "(batch %lld per rank); %lld steps = %.1f epochs of the %lld training tokens\n",
+         size_name, (long long)sz.layers, (long long)sz.dim, (long long)sz.heads, (long long)sz.context, count / 1e6,
+         sz.dropout, gpu ? "cuda" : "cpu", world, (long long)sz.batch, (long long)steps,
+         (double)steps * (double)(sz.batch * sz.context * world) / (double)split, (long long)split);
   /* Same initial weights everywhere (broadcast from rank 0); gradients averaged during backward. */
   nx_ddp ddp = NULL;
   if (comm) CHECK(nx_ddp_create(&ddp, params, nparams, comm, 0, NULL));
@@ -157,9 +165,10 @@ int main(int argc, char** argv) {
 
   /* 20 evaluations: a curve that shows where validation turns, and a best checkpoint chosen
    * closely, for about 5% of the training time. Each reads at least 8 batches and 8192 tokens,
-   * so that a small batch does not make it noisy. */
+   * so that a small batch does not make it noisy. Training stops early when `patience`
+   * evaluations in a row find no better validation loss. */
   const int64_t eval_tokens = 8192, batch_tokens = sz.batch * sz.context;
-  const int evals = 20;
+  const int evals = 20, patience = 3;
   const int eval_batches = batch_tokens * 8 >= eval_tokens ? 8 : (int)((eval_tokens + batch_tokens - 1) / batch_tokens);
   const int eval_every = steps / evals > 0 ? (int)(steps / evals) : 1;
   double val_before = evaluate(model, val_ids, sz.batch, sz.context, dev, eval_batches);
@@ -221,6 +230,13 @@ int main(int argc, char** argv) {
       if (v < best_val) {
         best_val = v, best_step = step + 1;
         if (rank == 0) CHECK(nx_module_save(model, best_path));
+      } else if (step + 1 - best_step >= patience * eval_every && step + 1 < steps) {
+        /* Stops in time: the defaults are tuned not to get here, but a longer run (or more ranks,
+         * hence more epochs) should not go on overfitting. Every rank has the same weights and
+         * validation batches, hence the same v, and stops at the same step. */
+        printf("\nstopping at step %lld of %lld: no better validation loss in %d evaluations\n", (long long)(step + 1),
+               (long long)steps, patience);
+        steps = step + 1;
       }
     }
     char extra[96];
@@ -272,10 +288,11 @@ int main(int argc, char** argv) {
     }
     free(table);
 
-    /* At least sample_words words after the prompt. nx_gpt_generate stops at the model's context,
-     * so the sample is a chain of continuations, each prompted with the last half context of the
-     * text so far, each with the next seed. */
-    const size_t sample_words = 100;
+    /* At least sample_words words after the prompt (200, so that the real-word figure varies less
+     * between seeds than with the 100 the issue asks for). nx_gpt_generate stops at the model's
+     * context, so the sample is a chain of continuations, each prompted with the last half context
+     * of the text so far, each with the next seed. */
+    const size_t sample_words = 200;
     const int max_parts = 32;
     const char* prompt_text = "The whale";
     const size_t prompt_len = strlen(prompt_text);
@@ -288,7 +305,8 @@ int main(int argc, char** argv) {
     int64_t* sample_ids = (int64_t*)malloc((size_t)(np + max_parts * sz.context) * sizeof(int64_t));
     int64_t nsample = np;
     memcpy(sample_ids, pids, (size_t)np * sizeof(int64_t));
-    nx_sample_config sc = {sizeof(nx_sample_config), 0.8, 40, 0.95, 7};
+    /* temperature 0.7: fewer made-up words than 0.8 (docs/decisions.md, session 9) */
+    nx_sample_config sc = {sizeof(nx_sample_config), 0.7, 40, 0.95, 7};
     static char sample[1 << 20];
     size_t slen = 0;
     Words words = {NULL, NULL, 0};
