@@ -387,6 +387,10 @@ static void test_errors(void** state) {
 }
 
 int main(void) {
+  if (test_device().type == NX_CUDA && nx_cuda_device_count() == 0) {
+    printf("NEXUS_TEST_DEVICE=cuda but no CUDA device: skipped\n");
+    return 77;
+  }
   const struct CMUnitTest tests[] = {
       NX_TEST(test_records_calls_kernels_and_vjps),
       NX_TEST(test_summary_table),
