@@ -23,6 +23,16 @@ static inline void report(const char* name, double seconds, double bytes, double
   fflush(stdout);
 }
 
+/* The example_util.h size called name; exits with status 2 naming the sizes when there is none. */
+static inline const ExGptSize* bench_gpt_size(const char* name) {
+  const ExGptSize* sz = ex_gpt_size(name);
+  if (!sz) {
+    fprintf(stderr, "unknown size %s (small, bench, gpt2, cpu, gpu)\n", name);
+    exit(2);
+  }
+  return sz;
+}
+
 /* A GPT of the named size with AdamW (lr and betas of the size; weight decay 0.1), from seed 1,
  * as the training benchmarks build it; bf16 runs its steps under autocast. */
 static inline ExGptTrainer bench_gpt_model(const ExGptSize* sz, nx_device dev, bool bf16) {

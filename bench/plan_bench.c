@@ -51,12 +51,7 @@ static double run(Model* m, nx_plan plan, nx_tensor* xs, nx_tensor* ys, int64_t 
 
 int main(int argc, char** argv) {
   const char* size_name = argc > 1 ? argv[1] : "bench";
-  const ExGptSize* sz0 = ex_gpt_size(size_name);
-  if (!sz0) {
-    fprintf(stderr, "unknown size %s (small, bench, gpt2)\n", size_name);
-    return 2;
-  }
-  ExGptSize sz = *sz0;
+  ExGptSize sz = *bench_gpt_size(size_name);
   const nx_device dev = {argc > 2 && !strcmp(argv[2], "cpu") ? NX_CPU : NX_CUDA, 0};
   const int64_t steps = argc > 3 ? atoll(argv[3]) : 50;
   const bool bf16 = argc > 4 && !strcmp(argv[4], "bf16");

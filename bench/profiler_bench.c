@@ -60,11 +60,7 @@ static double hook_ns(void) {
 
 int main(int argc, char** argv) {
   const char* size_name = argc > 1 ? argv[1] : "small";
-  const ExGptSize* sz = ex_gpt_size(size_name);
-  if (!sz) {
-    fprintf(stderr, "unknown size %s (small, bench, gpt2)\n", size_name);
-    return 2;
-  }
+  const ExGptSize* sz = bench_gpt_size(size_name);
   const nx_device dev = {argc > 2 && !strcmp(argv[2], "cuda") ? NX_CUDA : NX_CPU, 0};
   const int64_t steps = argc > 3 ? atoll(argv[3]) : 20;
   const char* trace_path = argc > 4 ? argv[4] : "profile_trace.json";

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
-#include <tuple>
 
 #include "io/json.hpp"
 

@@ -297,7 +297,7 @@ bool CompiledStep::still_valid() const {
 std::vector<Tensor> CompiledStep::replay(const std::vector<Tensor>& inputs) {
   for (const auto& [i, n] : input_ranges_) check_index_range(inputs[i], n, "an input of the plan");
   // A running profiler sees the replayed kernels one by one (the CUDA graph as one).
-  Backend& be = profiler::active() ? profiler::profiling_backend(trace_.inner, device_) : trace_.inner;
+  Backend& be = profiler::observed(trace_.inner, device_);
   const ExecContext ctx = exec_context(device_);
   for (size_t i = 0; i < inputs.size(); ++i) be.copy(ctx, View::of(inputs_[i]), View::of(inputs[i]));
   for (const auto& action : trace_.host_actions) action();

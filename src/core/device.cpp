@@ -42,8 +42,7 @@ void no_backend(Device device) {
 Backend& backend(Device device) {
   if (CaptureHooks* h = capture_hooks())
     if (Backend* recording = h->backend_for(device)) return *recording;
-  if (profiler::active()) return profiler::profiling_backend(device_backend(device), device);
-  return device_backend(device);
+  return profiler::observed(device_backend(device), device);
 }
 
 Backend& device_backend(Device device) {

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <unordered_map>
 
 #include "core/cuda_iface.hpp"
 #include "core/error.hpp"
@@ -64,12 +63,18 @@ std::unique_ptr<Session> g_session;  // guarded by g_mu
 uint64_t g_next_id = 1;
 uint32_t g_env_flags = initial_flags();  // NEXUS_NVTX, read once
 
+// A user region: a scope that lives on ThreadState::ranges between push and pop.
+class RangeScope : public Scope {
+ public:
+  explicit RangeScope(const std::string& name) { open(Kind::Region, name.c_str(), {NX_CPU, 0}, std::string()); }
+};
+
 // This thread's view of the session: its index and the events open on it.
 struct ThreadState {
   uint64_t session = 0;
   int32_t index = 0;
   std::vector<int64_t> open;
-  std::vector<std::unique_ptr<Scope>> ranges;  // nx_profiler_range_push's
+  std::vector<std::unique_ptr<RangeScope>> ranges;  // nx_profiler_range_push's (Scope's destructor is not virtual)
 };
 thread_local ThreadState tl;
 
@@ -185,18 +190,9 @@ void Scope::close() {
     }
 }
 
-namespace {
-// A user region: a scope that lives on ThreadState::ranges between push and pop.
-class RangeScope : public Scope {
- public:
-  explicit RangeScope(const std::string& name) { open(Kind::Region, name.c_str(), {NX_CPU, 0}, std::string()); }
-};
-}  // namespace
-
 void push_range(const std::string& name) {
   if (!active()) return;
-  auto r = std::make_unique<RangeScope>(name);
-  tl.ranges.push_back(std::move(r));
+  tl.ranges.push_back(std::make_unique<RangeScope>(name));
 }
 
 void pop_range() {

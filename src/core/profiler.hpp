@@ -100,5 +100,9 @@ void memory_event(Device device, int64_t delta);
 // The device's backend wrapped so that every kernel and allocation is recorded (a wrapper per
 // backend, made once and kept for the life of the process).
 Backend& profiling_backend(Backend& inner, Device device);
+// What kernels go through: the wrapper while a profiler runs (or NEXUS_NVTX), else inner itself.
+inline Backend& observed(Backend& inner, Device device) {
+  return active() ? profiling_backend(inner, device) : inner;
+}
 
 }  // namespace nx::profiler
