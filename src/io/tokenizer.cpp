@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <queue>
 #include <sstream>
 #include <string_view>
 #include <unordered_map>
@@ -60,32 +61,71 @@ Tokenizer Tokenizer::train_bpe(const std::string& corpus, int64_t vocab_size) {
   Tokenizer t = bytes();
   std::unordered_map<std::string, int64_t> freq;
   for (auto& c : chunks(corpus)) ++freq[c];
-  std::vector<std::pair<std::vector<int64_t>, int64_t>> words;
-  for (auto& [w, f] : freq) {
+  struct Word {
     std::vector<int64_t> ids;
-    for (unsigned char ch : w) ids.push_back(ch);
-    words.emplace_back(std::move(ids), f);
+    int64_t freq;
+  };
+  std::vector<Word> words;
+  for (auto& [chunk, f] : freq) {
+    Word w{{}, f};
+    for (unsigned char ch : chunk) w.ids.push_back(ch);
+    words.push_back(std::move(w));
   }
+
+  // Counted once, then kept current: a merge recounts only the words that hold its pair (found
+  // through `holders`, which may list words that no longer do). The queue holds (count, pair)
+  // entries; one whose count is no longer the pair's is stale and dropped when it comes up.
+  // Ordered by count, then the smaller pair first, so training is deterministic.
+  std::unordered_map<uint64_t, int64_t> counts;
+  std::unordered_map<uint64_t, std::vector<uint32_t>> holders;
+  auto entry_less = [](const std::pair<int64_t, uint64_t>& x, const std::pair<int64_t, uint64_t>& y) {
+    return x.first < y.first || (x.first == y.first && x.second > y.second);
+  };
+  std::priority_queue<std::pair<int64_t, uint64_t>, std::vector<std::pair<int64_t, uint64_t>>, decltype(entry_less)> queue(entry_less);
+  auto add_pairs = [&](uint32_t w, int64_t sign, std::vector<uint64_t>& touched) {
+    const auto& ids = words[w].ids;
+    for (size_t i = 0; i + 1 < ids.size(); ++i) {
+      uint64_t key = pair_key(ids[i], ids[i + 1]);
+      counts[key] += sign * words[w].freq;
+      touched.push_back(key);
+      if (sign > 0) holders[key].push_back(w);
+    }
+  };
+  std::vector<uint64_t> touched;
+  for (uint32_t w = 0; w < words.size(); ++w) add_pairs(w, +1, touched);
+  for (auto& [key, n] : counts) queue.emplace(n, key);
+
   size_t total_piece_bytes = 256;
   while (t.vocab_size() < vocab_size && int64_t(t.merges_.size()) < kMaxMerges) {
-    std::unordered_map<uint64_t, int64_t> counts;
-    for (auto& [ids, f] : words)
-      for (size_t i = 0; i + 1 < ids.size(); ++i) counts[pair_key(ids[i], ids[i + 1])] += f;
-    if (counts.empty()) break;
-    // Most frequent pair; ties broken by the smaller key so training is deterministic.
-    // Pairs whose piece would pass the loader's limit are skipped, so every trained tokenizer loads.
+    // A pair whose piece would pass the loader's limit is never learned (its pieces never change),
+    // so every trained tokenizer loads.
     auto joined_bytes = [&](uint64_t key) { return t.pieces_[size_t(key >> 32)].size() + t.pieces_[size_t(key & 0xffffffffu)].size(); };
-    auto best = counts.end();
-    for (auto it = counts.begin(); it != counts.end(); ++it) {
-      if (joined_bytes(it->first) > kMaxPieceBytes) continue;
-      if (best == counts.end() || it->second > best->second || (it->second == best->second && it->first < best->first)) best = it;
+    uint64_t best = 0;
+    int64_t best_count = 0;
+    while (!queue.empty()) {
+      auto [n, key] = queue.top();
+      queue.pop();
+      auto it = counts.find(key);
+      if (it == counts.end() || it->second != n || joined_bytes(key) > kMaxPieceBytes) continue;
+      best = key, best_count = n;
+      break;
     }
-    if (best == counts.end() || best->second < 2) break;
-    total_piece_bytes += joined_bytes(best->first);
+    if (best_count < 2) break;
+    total_piece_bytes += joined_bytes(best);
     if (total_piece_bytes > kMaxTotalPieceBytes) break;
-    int64_t a = int64_t(best->first >> 32), b = int64_t(best->first & 0xffffffffu), id = t.vocab_size();
+    int64_t a = int64_t(best >> 32), b = int64_t(best & 0xffffffffu), id = t.vocab_size();
     t.add_merge(a, b);
-    for (auto& [ids, f] : words) {
+    std::vector<uint32_t> holding = std::move(holders[best]);
+    holders.erase(best);
+    std::sort(holding.begin(), holding.end());
+    holding.erase(std::unique(holding.begin(), holding.end()), holding.end());
+    touched.clear();
+    for (uint32_t w : holding) {
+      auto& ids = words[w].ids;
+      bool holds = false;
+      for (size_t i = 0; i + 1 < ids.size() && !holds; ++i) holds = ids[i] == a && ids[i + 1] == b;
+      if (!holds) continue;
+      add_pairs(w, -1, touched);
       std::vector<int64_t> merged;
       for (size_t i = 0; i < ids.size(); ++i) {
         if (i + 1 < ids.size() && ids[i] == a && ids[i + 1] == b) {
@@ -96,6 +136,14 @@ Tokenizer Tokenizer::train_bpe(const std::string& corpus, int64_t vocab_size) {
         }
       }
       ids.swap(merged);
+      add_pairs(w, +1, touched);
+    }
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (uint64_t key : touched) {
+      auto it = counts.find(key);
+      if (it->second == 0) counts.erase(it);
+      else queue.emplace(it->second, key);
     }
   }
   return t;

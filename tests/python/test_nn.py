@@ -171,6 +171,62 @@ def test_module_save_load_and_to(tmp_path, device):
     assert b(ng.ones(1, 3, device=device)).device == device
 
 
+def reference_bpe_merges(text, vocab_size):
+    """BPE training the slow, obvious way (every pair recounted for every merge; the most frequent
+    pair, ties to the smaller (a << 32 | b); merges stay inside chunks that start at whitespace
+    after a non-space), the oracle for the engine's incremental counting."""
+    space = b" \n\t\r"
+    chunks, cur = {}, bytearray()
+    for c in text:
+        if cur and c in space and cur[-1] not in space:
+            chunks[bytes(cur)] = chunks.get(bytes(cur), 0) + 1
+            cur = bytearray()
+        cur.append(c)
+    if cur:
+        chunks[bytes(cur)] = chunks.get(bytes(cur), 0) + 1
+    words = [[list(w), f] for w, f in chunks.items()]
+    merges = []
+    while 256 + len(merges) < vocab_size:
+        counts = {}
+        for ids, f in words:
+            for x, y in zip(ids, ids[1:]):
+                counts[(x << 32) | y] = counts.get((x << 32) | y, 0) + f
+        if not counts:
+            break
+        key, n = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        if n < 2:
+            break
+        a, b, new = key >> 32, key & 0xFFFFFFFF, 256 + len(merges)
+        merges.append((a, b))
+        for w in words:
+            ids, merged, i = w[0], [], 0
+            while i < len(ids):
+                if i + 1 < len(ids) and ids[i] == a and ids[i + 1] == b:
+                    merged.append(new)
+                    i += 2
+                else:
+                    merged.append(ids[i])
+                    i += 1
+            w[0] = merged
+    return merges
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_bpe_training_matches_reference(seed, tmp_path):
+    rng = np.random.default_rng(seed)
+    alphabets = [b"ab", b"abc ", b"aaab \n", bytes(range(256)), "xyé \t".encode()]
+    alphabet = alphabets[seed % len(alphabets)]
+    text = bytes(rng.choice(list(alphabet), size=int(rng.integers(1, 3000))).tolist())
+    if seed % 4 == 3:
+        text = b"a" * len(text) + b" aa aaa"  # overlapping pairs: "aaa" holds (a, a) twice
+    vocab = int(rng.integers(256, 420))
+    path = tmp_path / "t.bpe"
+    nn.Tokenizer.train_bpe(text, vocab).save(str(path))
+    lines = path.read_text().split("\n")
+    got = [tuple(map(int, line.split())) for line in lines[2:2 + int(lines[1])]]
+    assert got == reference_bpe_merges(text, vocab)
+
+
 def test_gpt_and_text():
     ng.manual_seed(1)
     tok = nn.Tokenizer.bytes()
