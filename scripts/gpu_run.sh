@@ -47,8 +47,15 @@ if [[ $steps == *sanitize* ]]; then
         $san build-gpu/tests/gpu/nexus_gpu_tests --gtest_filter="$san_filter" > "$out/sanitizer_${tool}.log" 2>&1
         echo "$tool nexus_gpu_tests: exit $?" >> "$out/sanitizer_${tool}.status"
       fi
-      NEXUS_TEST_DEVICE=cuda $san build-gpu/tests/capi/capi_test_plan > "$out/sanitizer_${tool}_plan.log" 2>&1
-      echo "$tool capi_test_plan: exit $?" >> "$out/sanitizer_${tool}.status"
+      if [ "${SAN_SPLIT:-0}" = 1 ]; then  # one process per test, each with its own timeout
+        for t in $(grep -o 'NX_TEST(test_[a-z0-9_]*' tests/capi/test_plan.c | cut -c9-); do
+          NX_TEST_FILTER=$t NEXUS_TEST_DEVICE=cuda $san build-gpu/tests/capi/capi_test_plan >> "$out/sanitizer_${tool}_plan.log" 2>&1
+          echo "$tool capi_test_plan $t: exit $?" >> "$out/sanitizer_${tool}.status"
+        done
+      else
+        NEXUS_TEST_DEVICE=cuda $san build-gpu/tests/capi/capi_test_plan > "$out/sanitizer_${tool}_plan.log" 2>&1
+        echo "$tool capi_test_plan: exit $?" >> "$out/sanitizer_${tool}.status"
+      fi
       NEXUS_TEST_DEVICE=cuda $san build-gpu/tests/capi/capi_test_profiler > "$out/sanitizer_${tool}_profiler.log" 2>&1
       echo "$tool capi_test_profiler: exit $?" >> "$out/sanitizer_${tool}.status"
     ) &

@@ -5,8 +5,8 @@
  * curves as CSV (with the command that plots them: scripts/plot.py), and prints a sample of at
  * least 200 words with the share of them that are words of the corpus ("real words: 91.8%").
  * The default run takes about 4 minutes on a 2-core CPU, tokenizer training included (size
- * "cpu", 3000 steps); on a GPU, size "gpu" is larger and regularized (docs/decisions.md,
- * session 9, has the tuning).
+ * "cpu", 3000 steps); on a GPU, size "gpu" is larger, regularized and trained under bf16
+ * autocast (docs/decisions.md, sessions 9 and 10, has the tuning).
  *   usage: train_gpt [--gpus N] [--compile] [corpus.txt] [steps, 0: the default] [out_dir]
  * --gpus N trains data-parallel on N GPUs, one process per GPU (dist_util.h), each with the
  * batch below, so the global batch is N times larger; rank 0 prints and saves.
@@ -159,7 +159,9 @@ int main(int argc, char** argv) {
   nx_optimizer opt;
   const nx_adam_options adamw = {sizeof adamw, sz.lr, 0.9, 0.95, 1e-8, sz.weight_decay, true};
   CHECK(nx_adam_create(&opt, params, nparams, &adamw));
-  ExGptTrainer trainer = {model, opt, params, nparams, sz.vocab, false};
+  /* On a GPU the step runs under bf16 autocast, as people train on such GPUs (the parameters and
+   * the optimizer stay f32); the CPU keeps f32. */
+  ExGptTrainer trainer = {model, opt, params, nparams, sz.vocab, gpu != 0};
   nx_plan plan = NULL;
   if (compile) CHECK(nx_plan_create(&plan, ex_gpt_train_step, &trainer, 1, NULL));
 
@@ -200,11 +202,13 @@ int main(int argc, char** argv) {
       CHECK(ex_gpt_train_step(&loss, 1, batch, 2, &trainer));
     } else { /* data-parallel: the gradients are averaged between backward and clipping */
       nx_tensor logits, flat, yflat;
+      if (trainer.bf16) CHECK(nx_autocast_push(NX_CUDA, NX_BF16, true));
       CHECK(nx_module_forward(&logits, model, x, NULL));
       int64_t fs[2] = {sz.batch * sz.context, sz.vocab}, ys[1] = {sz.batch * sz.context};
       CHECK(nx_reshape(&flat, logits, fs, 2, NULL));
       CHECK(nx_reshape(&yflat, y, ys, 1, NULL));
       CHECK(nx_cross_entropy(&loss, flat, yflat, -100, 0.0, NX_REDUCTION_MEAN, NULL));
+      if (trainer.bf16) CHECK(nx_autocast_pop());
       CHECK(nx_optimizer_zero_grad(opt));
       CHECK(nx_backward(loss, NULL, NULL, NULL));
       CHECK(nx_ddp_finish(ddp, NULL));

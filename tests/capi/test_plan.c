@@ -576,5 +576,8 @@ int main(void) {
       NX_TEST(test_fused_chains_equal_eager_bit_for_bit), NX_TEST(test_fused_call_buffers_do_not_share_arena_memory),
       NX_TEST(test_plan_prints_as_table_and_dot),
   };
+  /* NX_TEST_FILTER=pattern runs the matching tests only (compute-sanitizer's racecheck takes one
+   * test at a time: scripts/gpu_run.sh sanitize with SAN_SPLIT=1) */
+  if (getenv("NX_TEST_FILTER")) cmocka_set_test_filter(getenv("NX_TEST_FILTER"));
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
