@@ -1,5 +1,6 @@
 // CPU flash attention: the kernels live in attention_kernels.inl, compiled once per ISA with the
-// other CPU kernels; this file hands them the tensors and the options as plain data.
+// other CPU kernels; this file hands them the tensors (f32, f64, f16 or bf16; the log-sum-exp f32,
+// or f64 with f64 tensors) and the options as plain data.
 #include "core/backend.hpp"
 #include "cpu/simd.hpp"
 
@@ -19,21 +20,35 @@ template <class T> T* at(const View& v) { return static_cast<T*>(v.data); }
 void attention_forward_cpu(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
                            const View& lse) {
   const AttnArgs a = attn_args(p);
-  if (q.dtype == DType::F32)
-    simd().attn_forward_f32(a, in<float>(q), in<float>(k), in<float>(v), at<float>(out), at<float>(lse));
-  else
-    simd().attn_forward_f64(a, in<double>(q), in<double>(k), in<double>(v), at<double>(out), at<double>(lse));
+  const SimdTable& t = simd();
+  auto run = [&](auto kernel, auto tag, auto lse_tag) {
+    using T = decltype(tag);
+    using L = decltype(lse_tag);
+    kernel(a, in<T>(q), in<T>(k), in<T>(v), at<T>(out), at<L>(lse));
+  };
+  switch (q.dtype) {
+    case DType::F64: run(t.attn_forward_f64, double{}, double{}); break;
+    case DType::F16: run(t.attn_forward_f16, Half{}, float{}); break;
+    case DType::BF16: run(t.attn_forward_bf16, BFloat16{}, float{}); break;
+    default: run(t.attn_forward_f32, float{}, float{}); break;
+  }
 }
 
 void attention_backward_cpu(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
                             const View& dout, const View& lse, const View& dq, const View& dk, const View& dv) {
   const AttnArgs a = attn_args(p);
-  if (q.dtype == DType::F32)
-    simd().attn_backward_f32(a, in<float>(q), in<float>(k), in<float>(v), in<float>(out), in<float>(dout),
-                             in<float>(lse), at<float>(dq), at<float>(dk), at<float>(dv));
-  else
-    simd().attn_backward_f64(a, in<double>(q), in<double>(k), in<double>(v), in<double>(out), in<double>(dout),
-                             in<double>(lse), at<double>(dq), at<double>(dk), at<double>(dv));
+  const SimdTable& t = simd();
+  auto run = [&](auto kernel, auto tag, auto lse_tag) {
+    using T = decltype(tag);
+    using L = decltype(lse_tag);
+    kernel(a, in<T>(q), in<T>(k), in<T>(v), in<T>(out), in<T>(dout), in<L>(lse), at<T>(dq), at<T>(dk), at<T>(dv));
+  };
+  switch (q.dtype) {
+    case DType::F64: run(t.attn_backward_f64, double{}, double{}); break;
+    case DType::F16: run(t.attn_backward_f16, Half{}, float{}); break;
+    case DType::BF16: run(t.attn_backward_bf16, BFloat16{}, float{}); break;
+    default: run(t.attn_backward_f32, float{}, float{}); break;
+  }
 }
 
 }  // namespace nx::cpu

@@ -7,6 +7,8 @@
 // Backward: one thread owns a (batch, kv head), so dK/dV have one writer and grouped-query
 // attention needs no atomics (deterministic); it recomputes P tile by tile from the saved
 // log-sum-exp: dV += P^T dO, dS = P (dP - delta) scale, dK += dS^T Q, dQ += dS K.
+// f16/bf16 tensors (S) are widened to f32 (T = ComputeOf<S>) as their tiles and rows are loaded;
+// scores, softmax, accumulators and the log-sum-exp are f32, and each output is rounded once.
 // Plain data only (AttnArgs, Buffer): see the ODR note at the top of simd_kernels.inl.
 
 constexpr int64_t kAttnRows = 32, kAttnKeys = 64;
@@ -14,13 +16,35 @@ constexpr int64_t kAttnRows = 32, kAttnKeys = 64;
 template <class T> inline T neg_inf() { return -std::numeric_limits<T>::infinity(); }
 
 // K (or V) rows [j0, j0 + cols) of a [*, D] matrix as a [D][kAttnKeys] tile, zero-padded.
-template <class T>
-inline void transpose_tile(T* dst, const T* src, int64_t j0, int64_t cols, int64_t D) {
+template <class T, class S>
+inline void transpose_tile(T* dst, const S* src, int64_t j0, int64_t cols, int64_t D) {
   for (int64_t d = 0; d < D; ++d) {
     T* row = dst + d * kAttnKeys;
-    for (int64_t c = 0; c < cols; ++c) row[c] = src[(j0 + c) * D + d];
+    for (int64_t c = 0; c < cols; ++c) row[c] = widen(src[(j0 + c) * D + d]);
     for (int64_t c = cols; c < kAttnKeys; ++c) row[c] = T(0);
   }
+}
+
+// n contiguous elements of src in the compute type: src itself when it is stored so, else
+// widened into buf.
+template <class T, class S>
+inline const T* widened(T* buf, const S* src, int64_t n) {
+  if constexpr (std::is_same_v<S, T>) {
+    return src;
+  } else {
+    for (int64_t i = 0; i < n; ++i) buf[i] = widen(src[i]);
+    return buf;
+  }
+}
+
+// Where a gradient accumulates: in the output itself when it is stored in the compute type, else
+// in buf (rounded into the output once, by round_into).
+template <class T, class S> inline T* accumulator(S* out, T* buf) {
+  if constexpr (std::is_same_v<S, T>) return out; else return buf;
+}
+template <class T, class S> inline void round_into(S* out, const T* acc, int64_t n) {
+  if constexpr (!std::is_same_v<S, T>)
+    for (int64_t i = 0; i < n; ++i) store_narrow(out + i, acc[i]);
 }
 
 // s[c] = scale * dot(x, tile column c) for the kAttnKeys columns of a transposed tile.
@@ -54,31 +78,36 @@ inline void axpy(T* y, T a, const T* x, int64_t n) {
   for (int64_t d = 0; d < n; ++d) y[d] += a * x[d];
 }
 
-template <class T>
-void attn_forward(const AttnArgs& p, const T* q, const T* k, const T* v, T* out, T* lse) {
+template <class S>
+void attn_forward(const AttnArgs& p, const S* q, const S* k, const S* v, S* out, ComputeOf<S>* lse) {
+  using T = ComputeOf<S>;
+  constexpr bool half = !std::is_same_v<S, T>;
   const int64_t D = p.dim, nqb = (p.tq + kAttnRows - 1) / kAttnRows, group = p.heads / p.kv_heads;
   const int64_t offset = p.tk - p.tq, tasks = p.batch * p.heads * nqb;
 #pragma omp parallel
   {
     Buffer<T> acc(static_cast<size_t>(kAttnRows * D)), s(static_cast<size_t>(kAttnKeys)), kt(static_cast<size_t>(D * kAttnKeys));
+    // f16/bf16 only: the task's query rows and the tile's value rows widened
+    Buffer<T> qw(static_cast<size_t>(half ? kAttnRows * D : 0)), vw(static_cast<size_t>(half ? kAttnKeys * D : 0));
     T m[kAttnRows], l[kAttnRows];
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < tasks; ++task) {
       const int64_t qb = task % nqb, bh = task / nqb, h = bh % p.heads, b = bh / p.heads;
       const int64_t hk = h / group, i0 = qb * kAttnRows, rows = vmin(kAttnRows, p.tq - i0);
-      const T* qh = q + ((b * p.heads + h) * p.tq) * D;
-      const T* kh = k + ((b * p.kv_heads + hk) * p.tk) * D;
-      const T* vh = v + ((b * p.kv_heads + hk) * p.tk) * D;
+      const T* qb_rows = widened(qw.p, q + ((b * p.heads + h) * p.tq + i0) * D, rows * D);
+      const S* kh = k + ((b * p.kv_heads + hk) * p.tk) * D;
+      const S* vh = v + ((b * p.kv_heads + hk) * p.tk) * D;
       for (int64_t i = 0; i < rows * D; ++i) acc.p[i] = T(0);
       for (int64_t r = 0; r < rows; ++r) { m[r] = neg_inf<T>(); l[r] = T(0); }
       const int64_t last_key = p.causal ? vmin(p.tk, offset + i0 + rows) : p.tk;
       for (int64_t j0 = 0; j0 < last_key; j0 += kAttnKeys) {
         const int64_t cols = vmin(kAttnKeys, p.tk - j0);
         transpose_tile(kt.p, kh, j0, cols, D);
+        const T* v_rows = widened(vw.p, vh + j0 * D, cols * D);
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t qpos = offset + i0 + r;
           T* sr = s.p;
-          row_times_tile(sr, qh + (i0 + r) * D, kt.p, D, T(p.scale));
+          row_times_tile(sr, qb_rows + r * D, kt.p, D, T(p.scale));
           bias_and_mask(sr, p, h, qpos, j0, cols);
           T mx = m[r];
           for (int64_t c = 0; c < cols; ++c) mx = vmax(mx, sr[c]);
@@ -93,47 +122,55 @@ void attn_forward(const AttnArgs& p, const T* q, const T* k, const T* v, T* out,
           T* a = acc.p + r * D;
 #pragma omp simd
           for (int64_t d = 0; d < D; ++d) a[d] *= corr;
-          for (int64_t c = 0; c < cols; ++c) axpy(a, sr[c], vh + (j0 + c) * D, D);
+          for (int64_t c = 0; c < cols; ++c) axpy(a, sr[c], v_rows + c * D, D);
           l[r] = l[r] * corr + sum;
           m[r] = mx;
         }
       }
       for (int64_t r = 0; r < rows; ++r) {
-        T* o = out + ((b * p.heads + h) * p.tq + i0 + r) * D;
+        S* o = out + ((b * p.heads + h) * p.tq + i0 + r) * D;
         const T inv = l[r] > 0 ? T(1) / l[r] : T(0);  // fully masked rows give 0
 #pragma omp simd
-        for (int64_t d = 0; d < D; ++d) o[d] = acc.p[r * D + d] * inv;
+        for (int64_t d = 0; d < D; ++d) store_narrow(o + d, acc.p[r * D + d] * inv);
         lse[(b * p.heads + h) * p.tq + i0 + r] = l[r] > 0 ? m[r] + vlog(l[r]) : -neg_inf<T>();
       }
     }
   }
 }
 
-template <class T>
-void attn_backward(const AttnArgs& p, const T* q, const T* k, const T* v, const T* out, const T* dout, const T* lse,
-                   T* dq, T* dk, T* dv) {
+template <class S>
+void attn_backward(const AttnArgs& p, const S* q, const S* k, const S* v, const S* out, const S* dout,
+                   const ComputeOf<S>* lse, S* dq, S* dk, S* dv) {
+  using T = ComputeOf<S>;
+  constexpr bool half = !std::is_same_v<S, T>;
   const int64_t D = p.dim, group = p.heads / p.kv_heads, offset = p.tk - p.tq;
 #pragma omp parallel
   {
     const size_t tile = static_cast<size_t>(D * kAttnKeys), row = static_cast<size_t>(kAttnKeys);
     Buffer<T> kt(tile), vt(tile), pr(row), ds(row), delta(static_cast<size_t>(p.tq));
+    // f16/bf16 only: the tile's key rows, a query row and its dO row widened; dQ of one head and
+    // dK, dV of the task summed in f32
+    auto if_half = [&](int64_t n) { return static_cast<size_t>(half ? n : 0); };
+    Buffer<T> kw(if_half(kAttnKeys * D)), qw(if_half(D)), dow(if_half(D)), dq_sum(if_half(p.tq * D)),
+        dk_sum(if_half(p.tk * D)), dv_sum(if_half(p.tk * D));
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < p.batch * p.kv_heads; ++task) {
-      const int64_t b = task / p.kv_heads, hk = task % p.kv_heads;
-      const T* kh = k + ((b * p.kv_heads + hk) * p.tk) * D;
-      const T* vh = v + ((b * p.kv_heads + hk) * p.tk) * D;
-      T* dkh = dk + ((b * p.kv_heads + hk) * p.tk) * D;
-      T* dvh = dv + ((b * p.kv_heads + hk) * p.tk) * D;
+      const int64_t b = task / p.kv_heads, hk = task % p.kv_heads, kv_base = (b * p.kv_heads + hk) * p.tk * D;
+      const S* kh = k + kv_base;
+      const S* vh = v + kv_base;
+      T* dkh = accumulator(dk + kv_base, dk_sum.p);
+      T* dvh = accumulator(dv + kv_base, dv_sum.p);
       for (int64_t i = 0; i < p.tk * D; ++i) dkh[i] = dvh[i] = T(0);
       for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
         const int64_t base = (b * p.heads + h) * p.tq;
-        for (int64_t i = 0; i < p.tq * D; ++i) dq[base * D + i] = T(0);
+        T* dqh = accumulator(dq + base * D, dq_sum.p);
+        for (int64_t i = 0; i < p.tq * D; ++i) dqh[i] = T(0);
         for (int64_t i = 0; i < p.tq; ++i) {  // delta_i = dO_i . O_i, once per query row
-          const T* doi = dout + (base + i) * D;
-          const T* oi = out + (base + i) * D;
+          const S* doi = dout + (base + i) * D;
+          const S* oi = out + (base + i) * D;
           T di = 0;
 #pragma omp simd reduction(+ : di)
-          for (int64_t d = 0; d < D; ++d) di += doi[d] * oi[d];
+          for (int64_t d = 0; d < D; ++d) di += widen(doi[d]) * widen(oi[d]);
           delta.p[i] = di;
         }
         for (int64_t j0 = 0; j0 < p.tk; j0 += kAttnKeys) {
@@ -143,11 +180,12 @@ void attn_backward(const AttnArgs& p, const T* q, const T* k, const T* v, const 
           if (first >= p.tq) break;
           transpose_tile(kt.p, kh, j0, cols, D);
           transpose_tile(vt.p, vh, j0, cols, D);
+          const T* k_rows = widened(kw.p, kh + j0 * D, cols * D);
           for (int64_t i = first; i < p.tq; ++i) {
             const T L = lse[base + i];
             if (!(L < -neg_inf<T>())) continue;  // a row without keys: no gradient
-            const T* qi = q + (base + i) * D;
-            const T* doi = dout + (base + i) * D;
+            const T* qi = widened(qw.p, q + (base + i) * D, D);
+            const T* doi = widened(dow.p, dout + (base + i) * D, D);
             const T di = delta.p[i];
             row_times_tile(pr.p, qi, kt.p, D, T(p.scale));
             bias_and_mask(pr.p, p, h, offset + i, j0, cols);
@@ -157,31 +195,18 @@ void attn_backward(const AttnArgs& p, const T* q, const T* k, const T* v, const 
               pr.p[c] = vexp(pr.p[c] - L);
               ds.p[c] = pr.p[c] * (ds.p[c] - di) * T(p.scale);
             }
-            T* dqi = dq + (base + i) * D;
+            T* dqi = dqh + i * D;
             for (int64_t c = 0; c < cols; ++c) {
               axpy(dvh + (j0 + c) * D, pr.p[c], doi, D);
               axpy(dkh + (j0 + c) * D, ds.p[c], qi, D);
-              axpy(dqi, ds.p[c], kh + (j0 + c) * D, D);
+              axpy(dqi, ds.p[c], k_rows + c * D, D);
             }
           }
         }
+        round_into(dq + base * D, dqh, p.tq * D);
       }
+      round_into(dk + kv_base, dkh, p.tk * D);
+      round_into(dv + kv_base, dvh, p.tk * D);
     }
   }
-}
-
-static void attn_forward_f32(const AttnArgs& p, const float* q, const float* k, const float* v, float* out, float* lse) {
-  attn_forward<float>(p, q, k, v, out, lse);
-}
-static void attn_forward_f64(const AttnArgs& p, const double* q, const double* k, const double* v, double* out,
-                             double* lse) {
-  attn_forward<double>(p, q, k, v, out, lse);
-}
-static void attn_backward_f32(const AttnArgs& p, const float* q, const float* k, const float* v, const float* out,
-                              const float* dout, const float* lse, float* dq, float* dk, float* dv) {
-  attn_backward<float>(p, q, k, v, out, dout, lse, dq, dk, dv);
-}
-static void attn_backward_f64(const AttnArgs& p, const double* q, const double* k, const double* v, const double* out,
-                              const double* dout, const double* lse, double* dq, double* dk, double* dv) {
-  attn_backward<double>(p, q, k, v, out, dout, lse, dq, dk, dv);
 }

@@ -110,6 +110,9 @@ class CpuBackend final : public Backend {
   }
   void deallocate(void* p, size_t) override { std::free(p); }
   void synchronize(const ExecContext&) override {}
+  // f16/bf16 GEMM and flash attention widen to f32 as they load (simd_kernels.inl): no f32 copies
+  bool native_half_matmul() const override { return true; }
+  bool native_half_attention() const override { return true; }
   void attention_forward(const ExecContext&, const AttentionParams& p, const View& q, const View& k, const View& v,
                          const View& out, const View& lse) override {
     attention_forward_cpu(p, q, k, v, out, lse);
@@ -375,9 +378,13 @@ class CpuBackend final : public Backend {
         for (int64_t i = 0; i < batch; ++i) one(i);
       }
     };
-    if (dst.dtype == DType::F32) run(simd().gemm_f32, float{});
-    else if (dst.dtype == DType::F64) run(simd().gemm_f64, double{});
-    else fail(NX_ERR_DTYPE, current_api(), ": matmul supports f32 and f64 on the CPU, got ", dtype_name(dst.dtype));
+    switch (dst.dtype) {
+      case DType::F32: run(simd().gemm_f32, float{}); return;
+      case DType::F64: run(simd().gemm_f64, double{}); return;
+      case DType::F16: run(simd().gemm_f16, Half{}); return;
+      case DType::BF16: run(simd().gemm_bf16, BFloat16{}); return;
+      default: fail(NX_ERR_DTYPE, current_api(), ": matmul takes a floating dtype, got ", dtype_name(dst.dtype));
+    }
   }
 
   void softmax_rows(const ExecContext&, const View& dst, const View& src, int64_t rows, int64_t cols,

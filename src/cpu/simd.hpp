@@ -32,19 +32,33 @@ struct SimdTable {
   double (*sum_f64)(const double* x, int64_t n);
   void (*softmax_f32)(float* out, const float* x, int64_t n, bool log);
   void (*softmax_f64)(double* out, const double* x, int64_t n, bool log);
-  // C[m,n] (row stride ldc) = A[m,k] @ B[k,n] with element strides (rsa, csa), (rsb, csb).
+  // C[m,n] (row stride ldc) = A[m,k] @ B[k,n] with element strides (rsa, csa), (rsb, csb). f16/bf16
+  // operands are widened to f32 as they are packed, summed in f32 and C rounded once.
   void (*gemm_f32)(float* c, int64_t ldc, const float* a, int64_t rsa, int64_t csa, const float* b,
                    int64_t rsb, int64_t csb, int64_t m, int64_t n, int64_t k);
   void (*gemm_f64)(double* c, int64_t ldc, const double* a, int64_t rsa, int64_t csa,
                    const double* b, int64_t rsb, int64_t csb, int64_t m, int64_t n, int64_t k);
-  // flash attention on contiguous [B, H, T, D] tensors (src/cpu/attention_kernels.inl)
+  void (*gemm_f16)(Half* c, int64_t ldc, const Half* a, int64_t rsa, int64_t csa, const Half* b,
+                   int64_t rsb, int64_t csb, int64_t m, int64_t n, int64_t k);
+  void (*gemm_bf16)(BFloat16* c, int64_t ldc, const BFloat16* a, int64_t rsa, int64_t csa, const BFloat16* b,
+                    int64_t rsb, int64_t csb, int64_t m, int64_t n, int64_t k);
+  // flash attention on contiguous [B, H, T, D] tensors (src/cpu/attention_kernels.inl); the
+  // log-sum-exp is f32 for f16/bf16 tensors
   void (*attn_forward_f32)(const AttnArgs&, const float* q, const float* k, const float* v, float* out, float* lse);
   void (*attn_forward_f64)(const AttnArgs&, const double* q, const double* k, const double* v, double* out,
                            double* lse);
+  void (*attn_forward_f16)(const AttnArgs&, const Half* q, const Half* k, const Half* v, Half* out, float* lse);
+  void (*attn_forward_bf16)(const AttnArgs&, const BFloat16* q, const BFloat16* k, const BFloat16* v, BFloat16* out,
+                            float* lse);
   void (*attn_backward_f32)(const AttnArgs&, const float* q, const float* k, const float* v, const float* out,
                             const float* dout, const float* lse, float* dq, float* dk, float* dv);
   void (*attn_backward_f64)(const AttnArgs&, const double* q, const double* k, const double* v, const double* out,
                             const double* dout, const double* lse, double* dq, double* dk, double* dv);
+  void (*attn_backward_f16)(const AttnArgs&, const Half* q, const Half* k, const Half* v, const Half* out,
+                            const Half* dout, const float* lse, Half* dq, Half* dk, Half* dv);
+  void (*attn_backward_bf16)(const AttnArgs&, const BFloat16* q, const BFloat16* k, const BFloat16* v,
+                             const BFloat16* out, const BFloat16* dout, const float* lse, BFloat16* dq, BFloat16* dk,
+                             BFloat16* dv);
 };
 
 extern const SimdTable simd_scalar;

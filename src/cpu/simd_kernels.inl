@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "cpu/simd.hpp"
 
@@ -25,6 +26,21 @@ template <class T> struct Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 };
+
+// f16/bf16 are stored as themselves and computed in f32 (f32 and f64 in their own type): widen()
+// converts a stored element to its compute type, store_narrow() rounds a computed value into one
+// (to nearest even). The half versions call core's converters (core/dtype.hpp); flatten inlines
+// them here, so that this ISA's object never emits an out-of-line copy of those extern inline
+// functions that the linker could pick for every caller (the ODR note above).
+template <class S> using ComputeOf = std::conditional_t<sizeof(S) == 2, float, S>;
+inline float widen(float v) { return v; }
+inline double widen(double v) { return v; }
+__attribute__((flatten)) inline float widen(Half v) { return f16_to_f32(v.bits); }
+__attribute__((flatten)) inline float widen(BFloat16 v) { return bf16_to_f32(v.bits); }
+inline void store_narrow(float* dst, float v) { *dst = v; }
+inline void store_narrow(double* dst, double v) { *dst = v; }
+__attribute__((flatten)) inline void store_narrow(Half* dst, float v) { dst->bits = f32_to_f16(v); }
+__attribute__((flatten)) inline void store_narrow(BFloat16* dst, float v) { dst->bits = f32_to_bf16(v); }
 
 inline float as_float(int32_t i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline int32_t as_int(float f) { int32_t i; std::memcpy(&i, &f, 4); return i; }
@@ -438,28 +454,13 @@ void micro_kernel(int64_t kc, const T* __restrict ap, const T* __restrict bp, T*
     for (int j = 0; j < nr; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : T(0)) + tile[i][j];
 }
 
-template <class T>
-void gemm_kernel(T* c, int64_t ldc, const T* a, int64_t rsa, int64_t csa, const T* b, int64_t rsb,
-                 int64_t csb, int64_t m, int64_t n, int64_t k) {
+// C (compute type T, row stride ldc) = A @ B, A and B stored as S and widened to T while they are
+// packed: the packed panels and the micro-kernel are T, whatever the storage.
+template <class T, class S>
+void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const S* b, int64_t rsb, int64_t csb,
+                 int64_t m, int64_t n, int64_t k) {
   using G = GemmShape<T>;
   constexpr int MR = G::MR, NR = G::NR;
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i)
-      for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = T(0);
-    return;
-  }
-  if (m * n * k <= 32 * 32 * 32) {  // tiny: packing costs more than it saves
-    for (int64_t i = 0; i < m; ++i) {
-      T* crow = c + i * ldc;
-      for (int64_t j = 0; j < n; ++j) crow[j] = T(0);
-      for (int64_t p = 0; p < k; ++p) {
-        T av = a[i * rsa + p * csa];
-        const T* brow = b + p * rsb;
-        for (int64_t j = 0; j < n; ++j) crow[j] += av * brow[j * csb];
-      }
-    }
-    return;
-  }
   Buffer<T> bpack(size_t(G::KC) * size_t(((vmin(n, G::NC) + NR - 1) / NR) * NR));
   Buffer<T> apack(size_t(G::KC) * size_t(((vmin(m, G::MC) + MR - 1) / MR) * MR));
   for (int64_t jc = 0; jc < n; jc += G::NC) {
@@ -473,9 +474,9 @@ void gemm_kernel(T* c, int64_t ldc, const T* a, int64_t rsa, int64_t csa, const 
         T* dst = bp + jp * kc * NR;
         int64_t j0 = jc + jp * NR, nr = vmin<int64_t>(NR, n - j0);
         for (int64_t p = 0; p < kc; ++p) {
-          const T* src = b + (pc + p) * rsb + j0 * csb;
+          const S* src = b + (pc + p) * rsb + j0 * csb;
           int64_t j = 0;
-          for (; j < nr; ++j) dst[p * NR + j] = src[j * csb];
+          for (; j < nr; ++j) dst[p * NR + j] = widen(src[j * csb]);
           for (; j < NR; ++j) dst[p * NR + j] = T(0);
         }
       }
@@ -489,7 +490,7 @@ void gemm_kernel(T* c, int64_t ldc, const T* a, int64_t rsa, int64_t csa, const 
           int64_t i0 = ic + ip * MR, mr = vmin<int64_t>(MR, m - i0);
           for (int64_t p = 0; p < kc; ++p) {
             int64_t i = 0;
-            for (; i < mr; ++i) dst[p * MR + i] = a[(i0 + i) * rsa + (pc + p) * csa];
+            for (; i < mr; ++i) dst[p * MR + i] = widen(a[(i0 + i) * rsa + (pc + p) * csa]);
             for (; i < MR; ++i) dst[p * MR + i] = T(0);
           }
         }
@@ -503,6 +504,51 @@ void gemm_kernel(T* c, int64_t ldc, const T* a, int64_t rsa, int64_t csa, const 
                             accumulate);
           }
         }
+      }
+    }
+  }
+}
+
+// C[m,n] (row stride ldc) = A[m,k] @ B[k,n], all three stored as S (f32, f64, f16 or bf16), summed
+// in ComputeOf<S> over the whole of k and stored once.
+template <class S>
+void gemm_kernel(S* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const S* b, int64_t rsb, int64_t csb,
+                 int64_t m, int64_t n, int64_t k) {
+  using T = ComputeOf<S>;
+  using G = GemmShape<T>;
+  if (m * n * k <= 32 * 32 * 32) {  // tiny (or k = 0: zeros): packing costs more than it saves
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j0 = 0; j0 < n; j0 += kGather) {
+        const int64_t cols = vmin(kGather, n - j0);
+        alignas(64) T acc[kGather];
+        for (int64_t j = 0; j < cols; ++j) acc[j] = T(0);
+        for (int64_t p = 0; p < k; ++p) {
+          const T av = widen(a[i * rsa + p * csa]);
+          const S* brow = b + p * rsb + j0 * csb;
+          for (int64_t j = 0; j < cols; ++j) acc[j] += av * widen(brow[j * csb]);
+        }
+        for (int64_t j = 0; j < cols; ++j) store_narrow(c + i * ldc + j0 + j, acc[j]);
+      }
+    }
+    return;
+  }
+  if constexpr (std::is_same_v<S, T>) {
+    gemm_packed<T, S>(c, ldc, a, rsa, csa, b, rsb, csb, m, n, k);
+  } else {
+    // A half C cannot take the micro-kernel's partial sums (one per KC block of k) without being
+    // rounded after each: blocks of C are summed in an f32 buffer and rounded once. B is packed
+    // again for each block of rows, which costs one conversion per 4 MC multiply-adds.
+    constexpr int64_t kBlockRows = 4 * G::MC;
+    const int64_t block_rows = vmin(m, kBlockRows), block_cols = vmin(n, G::NC);
+    Buffer<T> block(size_t(block_rows * block_cols));
+    for (int64_t i0 = 0; i0 < m; i0 += kBlockRows) {
+      for (int64_t j0 = 0; j0 < n; j0 += G::NC) {
+        const int64_t rows = vmin(kBlockRows, m - i0), cols = vmin(G::NC, n - j0);
+        gemm_packed<T, S>(block.p, cols, a + i0 * rsa, rsa, csa, b + j0 * csb, rsb, csb, rows, cols, k);
+        T* sums = block.p;
+#pragma omp parallel for schedule(static) if (rows * cols > 65536)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < cols; ++j) store_narrow(c + (i0 + r) * ldc + j0 + j, sums[r * cols + j]);
       }
     }
   }
@@ -532,9 +578,15 @@ const SimdTable NX_SIMD_TABLE = {
     &NX_SIMD_NS::softmax_kernel<double>,
     &NX_SIMD_NS::gemm_kernel<float>,
     &NX_SIMD_NS::gemm_kernel<double>,
-    &NX_SIMD_NS::attn_forward_f32,
-    &NX_SIMD_NS::attn_forward_f64,
-    &NX_SIMD_NS::attn_backward_f32,
-    &NX_SIMD_NS::attn_backward_f64,
+    &NX_SIMD_NS::gemm_kernel<Half>,
+    &NX_SIMD_NS::gemm_kernel<BFloat16>,
+    &NX_SIMD_NS::attn_forward<float>,
+    &NX_SIMD_NS::attn_forward<double>,
+    &NX_SIMD_NS::attn_forward<Half>,
+    &NX_SIMD_NS::attn_forward<BFloat16>,
+    &NX_SIMD_NS::attn_backward<float>,
+    &NX_SIMD_NS::attn_backward<double>,
+    &NX_SIMD_NS::attn_backward<Half>,
+    &NX_SIMD_NS::attn_backward<BFloat16>,
 };
 }  // namespace nx::cpu
