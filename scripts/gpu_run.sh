@@ -49,7 +49,7 @@ if [[ $steps == *sanitize* ]]; then
       fi
       if [ "${SAN_SPLIT:-0}" = 1 ]; then  # one process per test, each with its own timeout
         for t in $(grep -o 'NX_TEST(test_[a-z0-9_]*' tests/capi/test_plan.c | cut -c9-); do
-          NX_TEST_FILTER=$t NEXUS_TEST_DEVICE=cuda $san build-gpu/tests/capi/capi_test_plan >> "$out/sanitizer_${tool}_plan.log" 2>&1
+          NX_TEST_FILTER=$t NEXUS_TEST_PLAN_STEPS=${SAN_PLAN_STEPS:-10} NEXUS_TEST_DEVICE=cuda $san build-gpu/tests/capi/capi_test_plan >> "$out/sanitizer_${tool}_plan.log" 2>&1
           echo "$tool capi_test_plan $t: exit $?" >> "$out/sanitizer_${tool}.status"
         done
       else

@@ -588,10 +588,17 @@ bool attention_tensor_core(const ExecContext& ctx, const AttentionParams& a, con
 bool attention_backward_tensor_core(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k,
                                     const View& v, const View& dout, const float* lse, const float* delta,
                                     const View& dq, const View& dk, const View& dv);
+// f32 on TF32 tensor cores when TF32 is enabled (flash_tf32.cu); false where it does not apply.
+bool attention_tf32(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
+                    const View& out, const View& lse);
+bool attention_backward_tf32(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k,
+                             const View& v, const View& dout, const float* lse, const float* delta, const View& dq,
+                             const View& dk, const View& dv);
 
 void launch_attention_forward(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k,
                               const View& v, const View& out, const View& lse) {
   if (attention_tensor_core(ctx, a, q, k, v, out, lse)) return;
+  if (attention_tf32(ctx, a, q, k, v, out, lse)) return;
   Params p = make_params(a);
   const int64_t bh_blocks = p.batch * p.heads * ((p.tq + kRows - 1) / kRows);
   dispatch_attn_dtype(q.dtype, [&](auto ttag, auto atag) {
@@ -645,6 +652,9 @@ void launch_attention_backward(const ExecContext& ctx, const AttentionParams& a,
     if constexpr (std::is_same_v<A, float>) {
       if (attention_backward_tensor_core(ctx, a, q, k, v, dout, static_cast<const float*>(lse.data),
                                          static_cast<const float*>(delta.ptr), dq, dk, dv))
+        return;
+      if (attention_backward_tf32(ctx, a, q, k, v, dout, static_cast<const float*>(lse.data),
+                                  static_cast<const float*>(delta.ptr), dq, dk, dv))
         return;
     }
     dispatch_per(p.dim, [&](auto per_tag) {
