@@ -1061,14 +1061,15 @@ NX_API nx_status nx_text_loader_shard(nx_text_loader loader, int32_t rank, int32
  *  - the second time fn runs once more while every kernel it launches is recorded; the record is
  *    compiled: dead kernels removed, every temporary placed in one arena by liveness, and on a
  *    GPU the whole step captured as one CUDA graph (options.cuda_graph);
- *  - later calls replay the record: the inputs are copied in, optimizer step counts advance,
- *    learning rates and bias corrections are written to device memory, and the kernels run with
- *    no dispatch, autodiff or allocation. fn is not called. Results equal an eager step bit for
- *    bit with the same inputs and state (in deterministic mode on a GPU).
+ *  - later calls replay the record: the inputs are copied in, optimizer step counts advance, the
+ *    random generator advances as the eager step would advance it, learning rates, bias
+ *    corrections and where each random draw (dropout) starts are written to device memory, and
+ *    the kernels run with no dispatch, autodiff or allocation. fn is not called. Results equal an
+ *    eager step bit for bit with the same inputs, state and seed (in deterministic mode on a GPU).
  * Host data that fn reads (a tensor made from a C array inside fn) is frozen into the plan as a
  * constant: pass what changes as inputs. A step whose output depends on host code is refused with
  * NX_ERR_STATE naming the call: reading a value (nx_tensor_item, nx_tensor_copy_to_host,
- * nx_tensor_data_ptr) inside fn, random draws (dropout > 0), collectives and nx_ddp, an index
+ * nx_tensor_data_ptr) inside fn, nx_random_set_seed inside fn, collectives and nx_ddp, an index
  * computed inside fn. nx_checkpoint segments inside fn are captured like any other kernels.
  * A compiled step is captured again (nx_plan_stats.recaptures) when something it assumed
  * changed: a module's train/eval mode, a tensor's requires_grad, a parameter moved or its

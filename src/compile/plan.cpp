@@ -87,6 +87,7 @@ CompiledStep::CompiledStep(const StepFn& fn, const std::vector<Tensor>& inputs, 
   try {
     TraceScope scope(trace_);
     outputs_ = fn(inputs_);
+    trace_.finish();
   } catch (const Error& e) {
     if (!trace_.refusal.empty()) fail(NX_ERR_STATE, current_api(), ": the step cannot be captured: ", trace_.refusal);
     throw;
@@ -301,10 +302,7 @@ std::vector<Tensor> CompiledStep::replay(const std::vector<Tensor>& inputs) {
   const ExecContext ctx = exec_context(device_);
   for (size_t i = 0; i < inputs.size(); ++i) be.copy(ctx, View::of(inputs_[i]), View::of(inputs[i]));
   for (const auto& action : trace_.host_actions) action();
-  for (const auto& d : trace_.dynamics) {
-    d->fill(d->host.data());
-    be.upload(ctx, d->device, d->host.data(), d->host.size() * sizeof(double));
-  }
+  for (const auto& d : trace_.dynamics) be.upload(ctx, d->device, d->refill(), d->bytes);
   if (graph_) {
     profiler::DeviceScope profiled("CUDA graph", ctx.device, ctx.stream);
     cuda::graph_launch(graph_, ctx.stream);
@@ -386,7 +384,7 @@ std::string CompiledStep::table() const {
   for (size_t n = 0; n < list_.size(); ++n) {
     Call& call = *list_[n];
     const bool fused = std::strcmp(call.name(), "fused") == 0;
-    char head[160], tag[16] = "-";
+    char head[160], tag[24] = "-";
     if (fused) std::snprintf(tag, sizeof tag, "g%lld", (long long)group++);
     std::snprintf(head, sizeof head, "%-5zu %-20s %-6s %-29s ", n, call.name(), tag, call.api.c_str());
     os << head;

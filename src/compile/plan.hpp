@@ -4,8 +4,9 @@
 // trace.hpp) and compiled into a CompiledStep: the recorded kernel list with dead calls removed,
 // every temporary placed in one arena by liveness, uploads turned into device constants, and on
 // CUDA the whole list captured once as a CUDA graph. Later calls replay it: inputs are copied in,
-// host actions (step counts) run, step values (lr, bias corrections) are written to device memory,
-// and the kernels run with no dispatch, autodiff or allocation. Guards (module mode, requires_grad,
+// host actions (step counts, the random numbers the step takes) run, step values (lr, bias
+// corrections, where each random draw starts) are written to device memory, and the kernels run
+// with no dispatch, autodiff or allocation. Guards (module mode, requires_grad,
 // a parameter's gradient replaced, deterministic mode, autocast, an optimizer's frozen lr) send a
 // stale plan back to capture.
 #pragma once

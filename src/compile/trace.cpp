@@ -1,10 +1,13 @@
 #include "compile/trace.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 #include <type_traits>
 #include <tuple>
 #include <utility>
+
+#include "ops/ops.hpp"
 
 namespace nx::compile {
 namespace {
@@ -181,10 +184,6 @@ class RecordingBackend final : public Backend {
   template <class... A, class... B>
   void forward(const char* name, unsigned writes, void (Backend::*fn)(const ExecContext&, A...), const ExecContext& ctx,
                B&&... b) {
-    if (std::strcmp(name, "random") == 0)
-      trace_.refuse(std::string(current_api()) +
-                    " draws random numbers inside the captured step (dropout, nx_rand): not supported by plans yet; "
-                    "use dropout 0 or run the step eagerly");
     trace_.record(std::make_unique<KernelCall<A...>>(name, writes, fn, std::decay_t<A>(b)...));
     (inner_.*fn)(ctx, std::forward<B>(b)...);
   }
@@ -195,10 +194,14 @@ class RecordingBackend final : public Backend {
 }  // namespace
 
 Trace::Trace(Device device)
-    : inner(device_backend(device)), device_(device), recording_(std::make_unique<RecordingBackend>(*this)) {}
+    : inner(device_backend(device)), device_(device), recording_(std::make_unique<RecordingBackend>(*this)) {
+  const RandomState at = shared_random_state();
+  random_seed_ = replay_seed_ = at.seed;
+  random_start_ = replay_start_ = at.offset;
+}
 
 Trace::~Trace() {
-  for (auto& d : dynamics) inner.deallocate(d->device, d->host.size() * sizeof(double));
+  for (auto& d : dynamics) inner.deallocate(d->device, d->bytes);
 }
 
 Backend* Trace::backend_for(Device device) { return device == device_ ? recording_.get() : nullptr; }
@@ -310,17 +313,64 @@ void Trace::host_action(std::function<void()> action) {
   host_actions.push_back(std::move(action));
 }
 
+template <class T>
+DynamicArray<T>& Trace::add_dynamic(size_t n, std::function<void(T*)> fill) {
+  auto d = std::make_unique<DynamicArray<T>>();
+  d->bytes = n * sizeof(T);
+  d->device = inner.allocate(exec_context(device_), d->bytes);
+  d->host.assign(n, T{});
+  d->fill = std::move(fill);
+  DynamicArray<T>& out = *d;
+  dynamics.push_back(std::move(d));
+  upload_dynamic(out);
+  return out;
+}
+
+void Trace::upload_dynamic(DynamicValues& d) { inner.upload(exec_context(device_), d.device, d.refill(), d.bytes); }
+
 const double* Trace::dynamic_values(Device device, size_t n, std::function<void(double*)> fill) {
   if (device != device_) refuse(std::string(current_api()) + ": step values for another device than the plan's");
-  auto d = std::make_unique<DynamicValues>();
-  const ExecContext ctx = exec_context(device_);
-  d->device = static_cast<double*>(inner.allocate(ctx, n * sizeof(double)));
-  d->host.assign(n, 0.0);
-  d->fill = std::move(fill);
-  d->fill(d->host.data());
-  inner.upload(ctx, d->device, d->host.data(), n * sizeof(double));
-  dynamics.push_back(std::move(d));
-  return dynamics.back()->device;
+  return static_cast<const double*>(add_dynamic<double>(n, std::move(fill)).device);
+}
+
+const uint64_t* Trace::random_draw(Device device, uint64_t seed, uint64_t offset, uint64_t count) {
+  if (device != device_) return nullptr;
+  if (seed != random_seed_ || offset < random_start_)
+    refuse(std::string(current_api()) +
+           " draws random numbers that do not follow from the generator's state when the step began (a checkpoint "
+           "segment whose forward ran before the step, or a seed set by another thread meanwhile); a replay could "
+           "not place them");
+  const size_t i = random_deltas_.size(), slot = i % kRandomSlots;
+  random_deltas_.push_back(offset - random_start_);
+  random_end_ = std::max(random_end_, offset - random_start_ + count);
+  if (slot == 0) {
+    random_block_ = &add_dynamic<uint64_t>(2 * kRandomSlots, [this, first = i](uint64_t* out) {
+      for (size_t k = first; k < random_deltas_.size() && k < first + kRandomSlots; ++k) {
+        out[2 * (k - first)] = replay_seed_;
+        out[2 * (k - first) + 1] = replay_start_ + random_deltas_[k];
+      }
+    });
+  } else {
+    upload_dynamic(*random_block_);  // the traced kernel reads its slot now
+  }
+  return static_cast<const uint64_t*>(random_block_->device) + 2 * slot;
+}
+
+void Trace::finish() {
+  const RandomState end = shared_random_state();
+  if (end.seed != random_seed_ || end.offset < random_start_ + random_end_)
+    refuse(std::string(current_api()) +
+           ": the random generator was re-seeded (by another thread) while the step was captured; the numbers the "
+           "step drew cannot be drawn again at replay");
+  // The eager step took [start, end) from the generator; a replay takes as many, as one block,
+  // before its step values are written (so a seed set between replays applies, as eagerly).
+  random_taken_ = end.offset - random_start_;
+  if (random_taken_)
+    host_actions.push_back([this] {
+      const RandomState at = take_shared_random(random_taken_);
+      replay_seed_ = at.seed;
+      replay_start_ = at.offset;
+    });
 }
 
 void Trace::guard(std::function<bool()> still_valid) { guards.push_back(std::move(still_valid)); }

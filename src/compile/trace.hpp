@@ -70,10 +70,23 @@ struct Allocation {
   static constexpr size_t kAlive = ~size_t(0);
 };
 
-struct DynamicValues {  // CaptureHooks::dynamic_values
-  double* device;       // n doubles of the plan's device (host memory on the CPU)
-  std::vector<double> host;
-  std::function<void(double*)> fill;
+// Values that change every step (CaptureHooks::dynamic_values, random_draw): memory of the plan's
+// device (host memory on the CPU) that kernels read, refilled on the host and uploaded before
+// every replay.
+struct DynamicValues {
+  virtual ~DynamicValues() = default;
+  virtual const void* refill() = 0;  // runs the fill; returns the bytes to upload
+  void* device = nullptr;
+  size_t bytes = 0;
+};
+template <class T>
+struct DynamicArray final : DynamicValues {
+  std::vector<T> host;
+  std::function<void(T*)> fill;
+  const void* refill() override {
+    fill(host.data());
+    return host.data();
+  }
 };
 
 class Trace final : public CaptureHooks {
@@ -89,13 +102,17 @@ class Trace final : public CaptureHooks {
   void host_read(const Tensor& t) override;
   void host_action(std::function<void()> action) override;
   const double* dynamic_values(Device device, size_t n, std::function<void(double*)> fill) override;
+  const uint64_t* random_draw(Device device, uint64_t seed, uint64_t offset, uint64_t count) override;
+  [[noreturn]] void refuse(const std::string& why) override;
   void guard(std::function<bool()> still_valid) override;
+  // Called once the step has run: the numbers it took from the random generator become a host
+  // action that takes as many at every replay.
+  void finish();
 
   // What the recording backend reports.
   void record(std::unique_ptr<Call> call);
   void on_allocate(void* ptr, size_t bytes);
   void on_deallocate(void* ptr);
-  [[noreturn]] void refuse(const std::string& why);
 
   Backend& inner;  // the device's own backend
   std::vector<std::unique_ptr<Call>> calls;
@@ -122,6 +139,18 @@ class Trace final : public CaptureHooks {
   std::map<uintptr_t, size_t> external_at_;    // base address -> externals index
   std::set<const TensorImpl*> leaf_set_;
   bool resolve(void* p, BufferRef* out) const;
+  template <class T>
+  DynamicArray<T>& add_dynamic(size_t n, std::function<void(T*)> fill);
+  void upload_dynamic(DynamicValues& d);
+  // The random draws on the plan's device. The step takes the numbers [start, start + taken) of
+  // the generator (seed); each draw lies at start + its delta. A replay takes `taken` numbers
+  // again (replay_start: where they begin) and writes (seed, replay_start + delta) for each
+  // draw into its slot, two words, kRandomSlots slots per DynamicValues block.
+  static constexpr size_t kRandomSlots = 32;
+  uint64_t random_seed_, random_start_, random_taken_ = 0, random_end_ = 0;
+  uint64_t replay_seed_, replay_start_;
+  std::vector<uint64_t> random_deltas_;
+  DynamicArray<uint64_t>* random_block_ = nullptr;  // the block of the latest draw
 };
 
 // Installs a trace as this thread's hooks for its lifetime.

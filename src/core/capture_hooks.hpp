@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "core/tensor.hpp"
 
@@ -31,6 +32,14 @@ class CaptureHooks {
   // n doubles in device memory (host memory on the CPU) that fill writes before each replay and
   // once now; kernels read values that change every step (learning rate, bias corrections) here.
   virtual const double* dynamic_values(Device device, size_t n, std::function<void(double*)> fill) = 0;
+  // A draw of count random numbers on device, which the generator placed at (seed, offset): the
+  // two words it returns (device memory, host memory on the CPU: seed, then offset) are where the
+  // draw's kernel reads them. A replay takes the step's numbers from the generator, as the eager
+  // step would, and writes there where this draw lies among them. Null for another device.
+  virtual const uint64_t* random_draw(Device device, uint64_t seed, uint64_t offset, uint64_t count) = 0;
+  // Host work that a replay could not repeat (why names the C call and the way out): the capture
+  // fails with NX_ERR_STATE.
+  [[noreturn]] virtual void refuse(const std::string& why) = 0;
   // A condition the capture assumed (a learning rate frozen into the step): a replay first
   // checks it and captures the step again when it no longer holds.
   virtual void guard(std::function<bool()> still_valid) = 0;

@@ -515,8 +515,10 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void random(const ExecContext&, const View& dst, uint64_t seed, uint64_t offset, bool normal) override {
+  void random(const ExecContext&, const View& dst, uint64_t seed, uint64_t offset, const uint64_t* at,
+              bool normal) override {
     const int64_t n = dst.numel();
+    if (at) seed = at[0], offset = at[1];  // a compiled plan's draw: where this replay's numbers start
     dispatch_dtype(dst.dtype, [&](auto tag) {
       using T = decltype(tag);
       T* d = static_cast<T*>(dst.data);

@@ -70,7 +70,11 @@ __global__ void scatter_add_kernel(A* dst, const T* src, const void* index, bool
 }
 
 template <class T>
-__global__ void random_kernel(T* dst, int64_t n, uint64_t seed, uint64_t offset, bool normal) {
+__global__ void random_kernel(T* dst, int64_t n, uint64_t seed, uint64_t offset, const uint64_t* at, bool normal) {
+  if (at) {  // a compiled plan's draw: (seed, offset) read from device memory at run time, not graph arguments
+    seed = at[0];
+    offset = at[1];
+  }
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     double v = normal ? philox_normal(offset + uint64_t(i), seed) : philox_uniform(offset + uint64_t(i), seed);
     if constexpr (std::is_same_v<T, double>) {
@@ -246,13 +250,15 @@ void launch_scatter_add(const ExecContext& ctx, const View& dst, const View& src
   });
 }
 
-void launch_random(const ExecContext& ctx, const View& dst, uint64_t seed, uint64_t offset, bool normal) {
+void launch_random(const ExecContext& ctx, const View& dst, uint64_t seed, uint64_t offset, const uint64_t* at,
+                   bool normal) {
   const int64_t n = dst.numel();
   if (!n) return;
   dispatch_dtype(dst.dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-      random_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<T*>(dst.data), n, seed, offset, normal);
+      random_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<T*>(dst.data), n, seed, offset, at,
+                                                                          normal);
     } else {
       fail(NX_ERR_DTYPE, current_api(), ": random tensors need a floating dtype");
     }

@@ -11,6 +11,11 @@ static std::atomic<uint64_t> g_seed{0x5eed5eedULL};
 static std::atomic<uint64_t> g_offset{0};
 
 void manual_seed(uint64_t seed) {
+  // A replay would not re-seed: refused by name (seed between the plan's runs instead).
+  if (CaptureHooks* hooks = capture_hooks())
+    hooks->refuse(std::string(current_api()) +
+                  " re-seeds the random generator inside the captured step (a replay runs no host code); seed it "
+                  "before nx_plan_run, and the replays draw as eager steps do after that seed");
   g_seed = seed;
   g_offset = 0;
 }
@@ -25,13 +30,14 @@ uint64_t next_random_offset(uint64_t count, uint64_t* seed) {
     tls_replay.offset += count;
     return at;
   }
-  *seed = g_seed.load();
-  return g_offset.fetch_add(count);
+  const RandomState at = take_shared_random(count);
+  *seed = at.seed;
+  return at.offset;
 }
 
-RandomState random_state() {
-  return tls_replaying ? tls_replay : RandomState{g_seed.load(), g_offset.load()};
-}
+RandomState random_state() { return tls_replaying ? tls_replay : shared_random_state(); }
+RandomState shared_random_state() { return RandomState{g_seed.load(), g_offset.load()}; }
+RandomState take_shared_random(uint64_t count) { return RandomState{g_seed.load(), g_offset.fetch_add(count)}; }
 
 RandomReplayGuard::RandomReplayGuard(RandomState from) : had_previous_(tls_replaying), previous_(tls_replay) {
   tls_replaying = true;
@@ -77,8 +83,11 @@ static Tensor random_tensor(const Shape& shape, DType dtype, Device device, bool
     fail(NX_ERR_DTYPE, current_api(), ": random tensors need a floating dtype, got ", dtype_name(dtype));
   Tensor t = Tensor::empty(shape, dtype, device);
   uint64_t seed;
-  uint64_t offset = next_random_offset(uint64_t(t.numel()), &seed);
-  kernels(device).random(View::of(t), seed, offset, normal);
+  const uint64_t count = uint64_t(t.numel()), offset = next_random_offset(count, &seed);
+  // Inside a captured step the kernel reads (seed, offset) from memory that each replay rewrites.
+  const uint64_t* at = nullptr;
+  if (CaptureHooks* hooks = capture_hooks()) at = hooks->random_draw(device, seed, offset, count);
+  kernels(device).random(View::of(t), seed, offset, at, normal);
   return t;
 }
 Tensor rand(const Shape& shape, DType dtype, Device device) { return random_tensor(shape, dtype, device, false); }

@@ -36,6 +36,11 @@ struct RandomState {
   uint64_t seed = 0, offset = 0;
 };
 RandomState random_state();
+// The shared stream itself, whatever a RandomReplayGuard of this thread says: its position, and
+// count numbers taken from it as one block (returns where the block starts). A compiled plan's
+// replay takes the block its captured draws took and places each draw in it (src/compile/trace.cpp).
+RandomState shared_random_state();
+RandomState take_shared_random(uint64_t count);
 // While alive, this thread's draws continue from `from` instead of advancing the shared stream,
 // so a recomputation (gradient checkpointing) draws the same numbers (dropout masks) again.
 class RandomReplayGuard {

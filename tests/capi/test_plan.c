@@ -1,6 +1,7 @@
 /* Compiled steps (nx_plan_*): a GPT training step (forward, cross-entropy, backward, clipping,
  * AdamW with a cosine schedule) run 100 times eagerly and 100 times through a plan from the same
- * initial state and batches gives the same losses and parameters bit for bit; shapes get their own
+ * initial state and batches gives the same losses and parameters bit for bit, with dropout too
+ * (each replay draws the masks of the eager step it stands for); shapes get their own
  * compiled step; stale plans are captured again; what a replay cannot repeat is refused by name;
  * the plan prints as a table and as DOT. The device is NEXUS_TEST_DEVICE (cpu unless "cuda"). */
 #include <stddef.h>
@@ -27,14 +28,16 @@ typedef struct {
   size_t nparams;
   int64_t batch, context, vocab;
   bool read_loss;  /* the step reads its loss on the host (refused when captured) */
+  bool reseed;     /* the step re-seeds the random generator first (refused when captured) */
 } Gpt;
 
 static const int64_t kVocab = 61, kContext = 16, kDim = 32;
 
-static void gpt_init(Gpt* g, nx_device dev) {
+/* A GPT with dropout p in its blocks and embeddings, checkpointing every n-th block (0: none). */
+static void gpt_init_with(Gpt* g, nx_device dev, double dropout, int64_t checkpoint_every) {
   memset(g, 0, sizeof *g);
   nx_transformer_config cfg = {sizeof(nx_transformer_config), kVocab, kContext, kDim, 2, 4, 0, 0, false, true, true,
-                               true, true, 0.0, NX_ACTIVATION_GELU, 0};
+                               true, true, dropout, NX_ACTIVATION_GELU, checkpoint_every};
   NX_OK_(nx_random_set_seed(77));
   NX_OK_(nx_gpt_create(&g->model, &cfg, NX_F32, dev, NULL));
   NX_OK_(nx_module_parameters(g->model, &g->params, &g->nparams));
@@ -43,10 +46,27 @@ static void gpt_init(Gpt* g, nx_device dev) {
   g->context = kContext;
   g->vocab = kVocab;
 }
+static void gpt_init(Gpt* g, nx_device dev) { gpt_init_with(g, dev, 0.0, 0); }
 static void gpt_free(Gpt* g) {
   nx_tensor_array_free(g->params, g->nparams);
   nx_optimizer_free(g->opt);
   nx_module_free(g->model);
+}
+
+/* The mean cross-entropy of the model's logits on x = inputs[0] against y = inputs[1]. */
+static nx_status gpt_loss(Gpt* g, const nx_tensor* inputs, nx_tensor* loss) {
+  int64_t shape[2];
+  TRY(nx_tensor_shape(inputs[0], shape, 2));
+  nx_tensor logits = NULL, flat = NULL, yflat = NULL;
+  TRY(nx_module_forward(&logits, g->model, inputs[0], NULL));
+  const int64_t fs[2] = {shape[0] * shape[1], g->vocab}, ys[1] = {shape[0] * shape[1]};
+  nx_status st = nx_reshape(&flat, logits, fs, 2, NULL);
+  if (st == NX_OK) st = nx_reshape(&yflat, inputs[1], ys, 1, NULL);
+  if (st == NX_OK) st = nx_cross_entropy(loss, flat, yflat, -100, 0.0, NX_REDUCTION_MEAN, NULL);
+  nx_tensor_free(logits);
+  nx_tensor_free(flat);
+  nx_tensor_free(yflat);
+  return st;
 }
 
 /* The step: what a training loop's body does between getting a batch and reading the loss. */
@@ -54,17 +74,9 @@ static nx_status gpt_step(nx_tensor* outputs, size_t noutputs, const nx_tensor* 
   Gpt* g = (Gpt*)user;
   (void)noutputs;
   (void)ninputs;
-  int64_t shape[2];
-  TRY(nx_tensor_shape(inputs[0], shape, 2));
-  nx_tensor logits = NULL, flat = NULL, yflat = NULL, loss = NULL;
-  TRY(nx_module_forward(&logits, g->model, inputs[0], NULL));
-  const int64_t fs[2] = {shape[0] * shape[1], g->vocab}, ys[1] = {shape[0] * shape[1]};
-  TRY(nx_reshape(&flat, logits, fs, 2, NULL));
-  TRY(nx_reshape(&yflat, inputs[1], ys, 1, NULL));
-  TRY(nx_cross_entropy(&loss, flat, yflat, -100, 0.0, NX_REDUCTION_MEAN, NULL));
-  nx_tensor_free(logits);
-  nx_tensor_free(flat);
-  nx_tensor_free(yflat);
+  if (g->reseed) TRY(nx_random_set_seed(5));
+  nx_tensor loss = NULL;
+  TRY(gpt_loss(g, inputs, &loss));
   TRY(nx_optimizer_zero_grad(g->opt));
   TRY(nx_backward(loss, NULL, NULL, NULL));
   TRY(nx_clip_grad_norm(NULL, g->params, g->nparams, 1.0, NULL));
@@ -170,11 +182,19 @@ static nx_plan_stats plan_stats(nx_plan plan) {
   return s;
 }
 
+/* Steps of a training test: n, or NEXUS_TEST_PLAN_STEPS when it is from 3 to n (fewer steps under
+ * compute-sanitizer, where each costs seconds; from step 3 on every step replays the same captured
+ * kernels). */
+static int64_t plan_steps(int64_t n) {
+  const char* env = getenv("NEXUS_TEST_PLAN_STEPS");
+  return env && atoll(env) >= 3 && atoll(env) <= n ? atoll(env) : n;
+}
+
 /* ---------------------------------------------------------------- replay equals eager */
 static void test_replay_equals_eager_bit_for_bit(void** state) {
   (void)state;
   NX_OK_(nx_runtime_set_deterministic(true));
-  const int64_t steps = 100, batch = 4;
+  const int64_t steps = plan_steps(100), batch = 4;
   Gpt eager, control, compiled;
   gpt_init(&eager, test_device());
   gpt_init(&control, test_device());
@@ -217,6 +237,101 @@ static void test_replay_equals_eager_bit_for_bit(void** state) {
   nx_plan_free(plan);
   gpt_free(&eager);
   gpt_free(&compiled);
+  NX_OK_(nx_runtime_set_deterministic(false));
+}
+
+/* ---------------------------------------------------------------- random draws (dropout) */
+/* Dropout's draws inside a plan: each replay takes the numbers from the generator that the eager
+ * step would, and its kernels read where they start from memory the plan rewrites. A GPT with
+ * dropout 0.2 trained eagerly and through a plan from the same seed gives the same losses at every
+ * step and the same parameters, with and without checkpointed blocks (whose recomputation in
+ * backward draws its masks again from where its forward drew them). */
+static void test_dropout_replay_equals_eager_bit_for_bit(void** state) {
+  (void)state;
+  NX_OK_(nx_runtime_set_deterministic(true));
+  const int64_t steps = plan_steps(20), batch = 3;
+  for (int64_t checkpoint = 0; checkpoint <= 1; ++checkpoint) {
+    double want[20], got[20];
+    Gpt eager, compiled;
+    gpt_init_with(&eager, test_device(), 0.2, checkpoint);
+    NX_OK_(nx_random_set_seed(4242));
+    for (int64_t s = 0; s < steps; ++s) want[s] = run_step(&eager, NULL, batch, s, steps);
+    gpt_init_with(&compiled, test_device(), 0.2, checkpoint);
+    nx_plan plan = make_plan(&compiled);
+    NX_OK_(nx_random_set_seed(4242));
+    for (int64_t s = 0; s < steps; ++s) got[s] = run_step(&compiled, plan, batch, s, steps);
+    for (int64_t s = 0; s < steps; ++s)
+      if (want[s] != got[s])
+        fail_msg("checkpoint %lld, step %lld: eager loss %.17g, replayed %.17g", (long long)checkpoint, (long long)s,
+                 want[s], got[s]);
+    assert_same_params(&eager, &compiled);
+    const nx_plan_stats st = plan_stats(plan);
+    assert_int_equal(st.captures, 1);
+    assert_int_equal(st.recaptures, 0);
+    assert_int_equal(st.replays, steps - 2);
+    nx_plan_free(plan);
+    gpt_free(&eager);
+    gpt_free(&compiled);
+  }
+  NX_OK_(nx_runtime_set_deterministic(false));
+}
+
+/* The loss of a GPT with dropout 0.2 on a fixed batch, in training mode (no backward, no update:
+ * only the masks change from call to call). */
+static nx_status dropout_loss_step(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs, size_t ninputs,
+                                   void* user) {
+  (void)noutputs;
+  (void)ninputs;
+  return gpt_loss((Gpt*)user, inputs, &outputs[0]);
+}
+
+/* The losses of n calls of dropout_loss_step on one batch, through plan (NULL: eagerly); the
+ * generator is re-seeded with reseed[i] before call i where reseed[i] is not 0. */
+static void dropout_losses(Gpt* g, nx_plan plan, int n, const uint64_t* reseed, double* out) {
+  nx_tensor x, y;
+  make_batch(&x, &y, 2, 7, test_device());
+  const nx_tensor in[2] = {x, y};
+  for (int i = 0; i < n; ++i) {
+    if (reseed[i]) NX_OK_(nx_random_set_seed(reseed[i]));
+    nx_tensor loss = NULL;
+    if (plan) NX_OK_(nx_plan_run(plan, &loss, 1, in, 2, NULL));
+    else NX_OK_(dropout_loss_step(&loss, 1, in, 2, g));
+    NX_OK_(nx_tensor_item(loss, &out[i], NULL));
+    nx_tensor_free(loss);
+  }
+  nx_tensor_free(x);
+  nx_tensor_free(y);
+}
+
+/* Calls 0 and 1 run eagerly and capture; calls 2 to 6 replay. Every replay draws new masks (the
+ * losses of one batch differ), the same as eager's calls; re-seeding between replays
+ * (nx_random_set_seed) gives what eager gives after the same seed: the seed of call 0 again gives
+ * call 0's masks, another seed other masks. */
+static void test_dropout_replays_draw_new_masks_and_follow_the_seed(void** state) {
+  (void)state;
+  enum { kCalls = 7 };
+  const uint64_t reseed[kCalls] = {31, 0, 0, 0, 31, 0, 97};
+  double want[kCalls], got[kCalls];
+  NX_OK_(nx_runtime_set_deterministic(true));
+  Gpt g;
+  gpt_init_with(&g, test_device(), 0.2, 0);
+  dropout_losses(&g, NULL, kCalls, reseed, want);
+  nx_plan plan = NULL;
+  nx_plan_options o = NX_PLAN_OPTIONS_DEFAULT;
+  NX_OK_(nx_plan_create(&plan, dropout_loss_step, &g, 1, &o));
+  dropout_losses(&g, plan, kCalls, reseed, got);
+  const nx_plan_stats st = plan_stats(plan);
+  assert_int_equal(st.captures, 1);
+  assert_int_equal(st.replays, kCalls - 2);
+  for (int i = 0; i < kCalls; ++i)
+    if (want[i] != got[i]) fail_msg("call %d: eager loss %.17g, through the plan %.17g", i, want[i], got[i]);
+  for (int i = 1; i < 4; ++i)
+    if (got[i] == got[i - 1]) fail_msg("calls %d and %d drew the same masks (loss %.17g)", i - 1, i, got[i]);
+  if (got[4] != got[0]) fail_msg("the seed of call 0 again: loss %.17g, not call 0's %.17g", got[4], got[0]);
+  if (got[5] != got[1]) fail_msg("the call after it: loss %.17g, not call 1's %.17g", got[5], got[1]);
+  if (got[6] == got[0]) fail_msg("another seed drew call 0's masks again");
+  nx_plan_free(plan);
+  gpt_free(&g);
   NX_OK_(nx_runtime_set_deterministic(false));
 }
 
@@ -339,28 +454,38 @@ static void test_structs_of_c_api_1_3_still_work(void** state) {
 }
 
 /* ---------------------------------------------------------------- refusals */
-static void test_host_read_inside_the_step_is_refused(void** state) {
+/* What a replay could not repeat, done inside the step, fails its capture, naming the call: a host
+ * read (the loss read back), and re-seeding the random generator (a replay would not re-seed).
+ * The plan works once the step no longer does it. */
+static void test_host_work_inside_the_step_is_refused(void** state) {
   (void)state;
-  Gpt g;
-  gpt_init(&g, test_device());
-  g.read_loss = true;
-  nx_plan plan = make_plan(&g);
-  nx_tensor x, y, loss = SENTINEL;
-  make_batch(&x, &y, 2, 0, test_device());
-  const nx_tensor in[2] = {x, y};
-  NX_OK_(nx_plan_run(plan, &loss, 1, in, 2, NULL)); /* eager: fine */
-  nx_tensor_free(loss);
-  loss = SENTINEL;
-  EXPECT_ERR(NX_ERR_STATE, nx_plan_run(plan, &loss, 1, in, 2, NULL), "nx_plan_run", "cannot be captured",
-             "nx_tensor_item", "on the host");
-  assert_null(loss);
-  g.read_loss = false; /* the plan works once the step no longer reads */
-  NX_OK_(nx_plan_run(plan, &loss, 1, in, 2, NULL));
-  nx_tensor_free(loss);
-  nx_tensor_free(x);
-  nx_tensor_free(y);
-  nx_plan_free(plan);
-  gpt_free(&g);
+  for (int c = 0; c < 2; ++c) {
+    Gpt g;
+    gpt_init_with(&g, test_device(), c == 1 ? 0.2 : 0.0, 0);
+    bool* flag = c == 0 ? &g.read_loss : &g.reseed;
+    *flag = true;
+    nx_plan plan = make_plan(&g);
+    nx_tensor x, y, loss = SENTINEL;
+    make_batch(&x, &y, 2, 0, test_device());
+    const nx_tensor in[2] = {x, y};
+    NX_OK_(nx_plan_run(plan, &loss, 1, in, 2, NULL)); /* eager: fine */
+    nx_tensor_free(loss);
+    loss = SENTINEL;
+    if (c == 0)
+      EXPECT_ERR(NX_ERR_STATE, nx_plan_run(plan, &loss, 1, in, 2, NULL), "nx_plan_run", "cannot be captured",
+                 "nx_tensor_item", "on the host");
+    else
+      EXPECT_ERR(NX_ERR_STATE, nx_plan_run(plan, &loss, 1, in, 2, NULL), "nx_plan_run", "cannot be captured",
+                 "nx_random_set_seed", "re-seeds");
+    assert_null(loss);
+    *flag = false;
+    NX_OK_(nx_plan_run(plan, &loss, 1, in, 2, NULL));
+    nx_tensor_free(loss);
+    nx_tensor_free(x);
+    nx_tensor_free(y);
+    nx_plan_free(plan);
+    gpt_free(&g);
+  }
 }
 
 static nx_status failing_step(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs, size_t ninputs, void* u) {
@@ -569,9 +694,10 @@ int main(void) {
     return 77;
   }
   const struct CMUnitTest tests[] = {
-      NX_TEST(test_replay_equals_eager_bit_for_bit), NX_TEST(test_replay_advances_optimizer_state),
+      NX_TEST(test_replay_equals_eager_bit_for_bit), NX_TEST(test_dropout_replay_equals_eager_bit_for_bit),
+      NX_TEST(test_dropout_replays_draw_new_masks_and_follow_the_seed), NX_TEST(test_replay_advances_optimizer_state),
       NX_TEST(test_new_shape_compiles_its_own_step), NX_TEST(test_max_plans_bounds_the_cache),
-      NX_TEST(test_host_read_inside_the_step_is_refused), NX_TEST(test_misuse),
+      NX_TEST(test_host_work_inside_the_step_is_refused), NX_TEST(test_misuse),
       NX_TEST(test_structs_of_c_api_1_3_still_work),
       NX_TEST(test_fused_chains_equal_eager_bit_for_bit), NX_TEST(test_fused_call_buffers_do_not_share_arena_memory),
       NX_TEST(test_plan_prints_as_table_and_dot),

@@ -37,8 +37,9 @@ class CompiledStep:
     without calling it (and again when the engine captures a stale step: see nexus.h). Keep Python
     side effects out of it, and pass what changes from step to step as input tensors: values read
     from Python inside it (a tensor made from a list...) are frozen into the plan, and reading a
-    tensor on the host inside it (``.item()``, ``.numpy()``...) or drawing random numbers is refused
-    with StateError on the traced call.
+    tensor on the host inside it (``.item()``, ``.numpy()``...) or seeding the random generator is
+    refused with StateError on the traced call. Random draws (dropout) inside it are replayed as
+    the eager step would draw them: each replay advances the generator.
     """
 
     __slots__ = ("_function", "_num_outputs", "_plan", "__weakref__")
