@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (see ../shared/gpu/README.md): build the CUDA configuration, run the GPU
 # tests, compute-sanitizer and the CUDA benchmarks; logs go to $OUT (or ./gpu-out).
-# usage: scripts/gpu_run.sh [targets...]   (build test sanitize initprobe bench attention fused parity_attn harness opbench gpt dist train124m profile proftable amp_curve plan)   (default: everything GPU-related; `dist` runs the multi-GPU
+# usage: scripts/gpu_run.sh [targets...]   (build test sanitize initprobe castprobe bench attention fused parity_attn harness opbench gpt dist train124m profile proftable amp_curve plan)   (default: everything GPU-related; `dist` runs the multi-GPU
 # tests, a 2-rank train_gpt and bench/dist_bench.sh, and is not in the default)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -75,6 +75,12 @@ if [[ $steps == *sanitize* ]]; then
   done
   tar -czf "$out/sanitizer_logs.tar.gz" -C "$out" $(cd "$out" && ls sanitizer_*.log sanitizer_*.status) && \
     rm -f "$out"/sanitizer_*.log "$out"/sanitizer_*.status
+fi
+if [[ $steps == *castprobe* ]]; then
+  # bf16 -> f32 cast variants against the copy rate (bench/cast_probe.cu; docs/decisions.md, session 10)
+  log "cast probe"
+  nvcc -arch=sm_90a -O3 -std=c++17 -o build-gpu/cast_probe bench/cast_probe.cu > "$out/cast_probe_build.log" 2>&1 \
+    && build-gpu/cast_probe | tee "$out/cast_probe.txt" | tee -a "$out/summary.txt"
 fi
 if [[ $steps == *initprobe* ]]; then
   # Does initcheck see cuBLAS's stores? One cuBLAS GEMM into a fresh buffer, then a plain kernel
