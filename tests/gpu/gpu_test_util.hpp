@@ -24,6 +24,21 @@ inline std::vector<double> values(const Tensor& t) {
   return v;
 }
 
+// Largest |t| (any device, any floating dtype), in f64.
+inline double max_abs(const Tensor& t) {
+  return item(amax(unary(UnaryOp::Abs, cast(detach(to_device(t, kCpu)), DType::F64)), {}, false));
+}
+// Largest |a - b|, in f64.
+inline double max_err(const Tensor& a, const Tensor& b) {
+  return max_abs(sub(cast(detach(to_device(a, kCpu)), DType::F64), cast(detach(to_device(b, kCpu)), DType::F64)));
+}
+// A detached copy of t's data that requires grad (a leaf of a new graph).
+inline Tensor grad_leaf(const Tensor& t) {
+  Tensor l = detach(t);
+  l.impl()->requires_grad = true;
+  return l;
+}
+
 // max |a-b| - (atol + rtol |b|) <= 0 elementwise; reports the worst element.
 inline ::testing::AssertionResult close(const Tensor& got, const Tensor& want, double atol, double rtol) {
   if (got.shape() != want.shape())

@@ -16,10 +16,6 @@ namespace {
 
 struct AttnCase { int64_t b, h, hkv, tq, tk, d; bool causal, alibi; DType dt; };
 
-double max_abs(const Tensor& t) { return item(amax(unary(UnaryOp::Abs, cast(detach(to_device(t, kCpu)), DType::F64)), {}, false)); }
-double max_err(const Tensor& a, const Tensor& b) {
-  return max_abs(sub(cast(detach(to_device(a, kCpu)), DType::F64), cast(detach(to_device(b, kCpu)), DType::F64)));
-}
 
 class CudaAttention : public ::testing::TestWithParam<AttnCase> {};
 
@@ -29,8 +25,7 @@ TEST_P(CudaAttention, HalfPrecisionMatchesF64Reference) {
   manual_seed(21);
   auto make = [&](Shape s) { return cast(randn(s, DType::F32, kCpu), c.dt); };  // rounded once, shared by both sides
   Tensor q = make({c.b, c.h, c.tq, c.d}), k = make({c.b, c.hkv, c.tk, c.d}), v = make({c.b, c.hkv, c.tk, c.d});
-  auto leaf = [](const Tensor& t) { Tensor l = detach(t); l.impl()->requires_grad = true; return l; };
-  Tensor q64 = leaf(cast(q, DType::F64)), k64 = leaf(cast(k, DType::F64)), v64 = leaf(cast(v, DType::F64));
+  Tensor q64 = grad_leaf(cast(q, DType::F64)), k64 = grad_leaf(cast(k, DType::F64)), v64 = grad_leaf(cast(v, DType::F64));
   Tensor ref = flash_attention(q64, k64, v64, c.causal, c.alibi, 0.0);
   manual_seed(5);
   Tensor gout = randn(ref.shape(), DType::F32, kCpu);
@@ -44,7 +39,7 @@ TEST_P(CudaAttention, HalfPrecisionMatchesF64Reference) {
   std::vector<Tensor> first_grads;
   for (const char* kernel : {"auto", "mma"}) {
     ::setenv("NEXUS_FLASH_KERNEL", kernel, 1);
-    Tensor qg = leaf(to_device(q, kGpu)), kg = leaf(to_device(k, kGpu)), vg = leaf(to_device(v, kGpu));
+    Tensor qg = grad_leaf(to_device(q, kGpu)), kg = grad_leaf(to_device(k, kGpu)), vg = grad_leaf(to_device(v, kGpu));
     Tensor got = flash_attention(qg, kg, vg, c.causal, c.alibi, 0.0);
     ASSERT_EQ(got.dtype(), c.dt);
     const double fwd = max_err(got, ref) / std::max(1e-3, max_abs(ref));
@@ -89,8 +84,7 @@ TEST(CudaAttentionModes, DeterministicBackwardRepeatsAndAgrees) {
   Tensor q = make({2, 8, 700, 128}), k = make({2, 2, 700, 128}), v = make({2, 2, 700, 128}), gout = make({2, 8, 700, 128});
   auto grads = [&](bool det) {
     set_deterministic(det);
-    auto leaf = [](const Tensor& t) { Tensor l = detach(t); l.impl()->requires_grad = true; return l; };
-    Tensor ql = leaf(q), kl = leaf(k), vl = leaf(v);
+      Tensor ql = grad_leaf(q), kl = grad_leaf(k), vl = grad_leaf(v);
     BackwardOptions opt;
     opt.accumulate = false;
     auto g = run_backward(flash_attention(ql, kl, vl, true, true, 0.0), gout, opt, {ql, kl, vl});

@@ -18,10 +18,6 @@ namespace {
 
 struct Tf32Case { int64_t b, h, hkv, tq, tk, d; bool causal, alibi; };
 
-double max_abs(const Tensor& t) { return item(amax(unary(UnaryOp::Abs, cast(detach(to_device(t, kCpu)), DType::F64)), {}, false)); }
-double max_err(const Tensor& a, const Tensor& b) {
-  return max_abs(sub(cast(detach(to_device(a, kCpu)), DType::F64), cast(detach(to_device(b, kCpu)), DType::F64)));
-}
 double rel_err(const Tensor& got, const Tensor& want) { return max_err(got, want) / std::max(1e-3, max_abs(want)); }
 
 // Puts the process-wide TF32 switch back as the test found it.
@@ -39,8 +35,7 @@ TEST_P(CudaAttentionTf32, MatchesF64ReferenceAndSwitchRoutes) {
   manual_seed(41);
   Tensor q = randn({c.b, c.h, c.tq, c.d}, DType::F32, kCpu), k = randn({c.b, c.hkv, c.tk, c.d}, DType::F32, kCpu),
          v = randn({c.b, c.hkv, c.tk, c.d}, DType::F32, kCpu);
-  auto leaf = [](const Tensor& t) { Tensor l = detach(t); l.impl()->requires_grad = true; return l; };
-  Tensor q64 = leaf(cast(q, DType::F64)), k64 = leaf(cast(k, DType::F64)), v64 = leaf(cast(v, DType::F64));
+  Tensor q64 = grad_leaf(cast(q, DType::F64)), k64 = grad_leaf(cast(k, DType::F64)), v64 = grad_leaf(cast(v, DType::F64));
   Tensor ref = flash_attention(q64, k64, v64, c.causal, c.alibi, 0.0);
   manual_seed(6);
   Tensor gout = randn(ref.shape(), DType::F32, kCpu);
@@ -51,7 +46,7 @@ TEST_P(CudaAttentionTf32, MatchesF64ReferenceAndSwitchRoutes) {
   struct Result { Tensor out; std::vector<Tensor> grads; };
   auto run = [&](bool tf32) {  // forward and backward both under the switch
     cuda::set_tf32(tf32);
-    Tensor qg = leaf(to_device(q, kGpu)), kg = leaf(to_device(k, kGpu)), vg = leaf(to_device(v, kGpu));
+    Tensor qg = grad_leaf(to_device(q, kGpu)), kg = grad_leaf(to_device(k, kGpu)), vg = grad_leaf(to_device(v, kGpu));
     Tensor got = flash_attention(qg, kg, vg, c.causal, c.alibi, 0.0);
     auto gg = run_backward(got, to_device(gout, kGpu), opt, {qg, kg, vg});
     return Result{got, gg};
