@@ -15,12 +15,13 @@ constexpr int64_t kAttnRows = 32, kAttnKeys = 64;
 
 template <class T> inline T neg_inf() { return -std::numeric_limits<T>::infinity(); }
 
-// K (or V) rows [j0, j0 + cols) of a [*, D] matrix as a [D][kAttnKeys] tile, zero-padded.
-template <class T, class S>
-inline void transpose_tile(T* dst, const S* src, int64_t j0, int64_t cols, int64_t D) {
+// cols rows of a [cols, D] matrix (K or V rows of a tile, in the compute type) as a
+// [D][kAttnKeys] tile, zero-padded.
+template <class T>
+inline void transpose_tile(T* dst, const T* rows, int64_t cols, int64_t D) {
   for (int64_t d = 0; d < D; ++d) {
     T* row = dst + d * kAttnKeys;
-    for (int64_t c = 0; c < cols; ++c) row[c] = widen(src[(j0 + c) * D + d]);
+    for (int64_t c = 0; c < cols; ++c) row[c] = rows[c * D + d];
     for (int64_t c = cols; c < kAttnKeys; ++c) row[c] = T(0);
   }
 }
@@ -32,7 +33,7 @@ inline const T* widened(T* buf, const S* src, int64_t n) {
   if constexpr (std::is_same_v<S, T>) {
     return src;
   } else {
-    for (int64_t i = 0; i < n; ++i) buf[i] = widen(src[i]);
+    widen_n(buf, src, n);
     return buf;
   }
 }
@@ -43,8 +44,7 @@ template <class T, class S> inline T* accumulator(S* out, T* buf) {
   if constexpr (std::is_same_v<S, T>) return out; else return buf;
 }
 template <class T, class S> inline void round_into(S* out, const T* acc, int64_t n) {
-  if constexpr (!std::is_same_v<S, T>)
-    for (int64_t i = 0; i < n; ++i) store_narrow(out + i, acc[i]);
+  if constexpr (!std::is_same_v<S, T>) narrow_n(out, acc, n);
 }
 
 // s[c] = scale * dot(x, tile column c) for the kAttnKeys columns of a transposed tile.
@@ -87,8 +87,9 @@ void attn_forward(const AttnArgs& p, const S* q, const S* k, const S* v, S* out,
 #pragma omp parallel
   {
     Buffer<T> acc(static_cast<size_t>(kAttnRows * D)), s(static_cast<size_t>(kAttnKeys)), kt(static_cast<size_t>(D * kAttnKeys));
-    // f16/bf16 only: the task's query rows and the tile's value rows widened
-    Buffer<T> qw(static_cast<size_t>(half ? kAttnRows * D : 0)), vw(static_cast<size_t>(half ? kAttnKeys * D : 0));
+    // f16/bf16 only: the task's query rows and the tile's key and value rows widened
+    Buffer<T> qw(static_cast<size_t>(half ? kAttnRows * D : 0)), kw(static_cast<size_t>(half ? kAttnKeys * D : 0)),
+        vw(static_cast<size_t>(half ? kAttnKeys * D : 0));
     T m[kAttnRows], l[kAttnRows];
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < tasks; ++task) {
@@ -102,7 +103,7 @@ void attn_forward(const AttnArgs& p, const S* q, const S* k, const S* v, S* out,
       const int64_t last_key = p.causal ? vmin(p.tk, offset + i0 + rows) : p.tk;
       for (int64_t j0 = 0; j0 < last_key; j0 += kAttnKeys) {
         const int64_t cols = vmin(kAttnKeys, p.tk - j0);
-        transpose_tile(kt.p, kh, j0, cols, D);
+        transpose_tile(kt.p, widened(kw.p, kh + j0 * D, cols * D), cols, D);
         const T* v_rows = widened(vw.p, vh + j0 * D, cols * D);
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t qpos = offset + i0 + r;
@@ -128,10 +129,11 @@ void attn_forward(const AttnArgs& p, const S* q, const S* k, const S* v, S* out,
         }
       }
       for (int64_t r = 0; r < rows; ++r) {
-        S* o = out + ((b * p.heads + h) * p.tq + i0 + r) * D;
+        T* a = acc.p + r * D;
         const T inv = l[r] > 0 ? T(1) / l[r] : T(0);  // fully masked rows give 0
 #pragma omp simd
-        for (int64_t d = 0; d < D; ++d) store_narrow(o + d, acc.p[r * D + d] * inv);
+        for (int64_t d = 0; d < D; ++d) a[d] *= inv;
+        narrow_n(out + ((b * p.heads + h) * p.tq + i0 + r) * D, a, D);
         lse[(b * p.heads + h) * p.tq + i0 + r] = l[r] > 0 ? m[r] + vlog(l[r]) : -neg_inf<T>();
       }
     }
@@ -148,11 +150,11 @@ void attn_backward(const AttnArgs& p, const S* q, const S* k, const S* v, const 
   {
     const size_t tile = static_cast<size_t>(D * kAttnKeys), row = static_cast<size_t>(kAttnKeys);
     Buffer<T> kt(tile), vt(tile), pr(row), ds(row), delta(static_cast<size_t>(p.tq));
-    // f16/bf16 only: the tile's key rows, a query row and its dO row widened; dQ of one head and
-    // dK, dV of the task summed in f32
+    // f16/bf16 only: the tile's key and value rows, a query (or O) row and its dO row widened; dQ
+    // of one head and dK, dV of the task summed in f32
     auto if_half = [&](int64_t n) { return static_cast<size_t>(half ? n : 0); };
-    Buffer<T> kw(if_half(kAttnKeys * D)), qw(if_half(D)), dow(if_half(D)), dq_sum(if_half(p.tq * D)),
-        dk_sum(if_half(p.tk * D)), dv_sum(if_half(p.tk * D));
+    Buffer<T> kw(if_half(kAttnKeys * D)), vw(if_half(kAttnKeys * D)), qw(if_half(D)), dow(if_half(D)),
+        dq_sum(if_half(p.tq * D)), dk_sum(if_half(p.tk * D)), dv_sum(if_half(p.tk * D));
 #pragma omp for schedule(dynamic)
     for (int64_t task = 0; task < p.batch * p.kv_heads; ++task) {
       const int64_t b = task / p.kv_heads, hk = task % p.kv_heads, kv_base = (b * p.kv_heads + hk) * p.tk * D;
@@ -166,11 +168,11 @@ void attn_backward(const AttnArgs& p, const S* q, const S* k, const S* v, const 
         T* dqh = accumulator(dq + base * D, dq_sum.p);
         for (int64_t i = 0; i < p.tq * D; ++i) dqh[i] = T(0);
         for (int64_t i = 0; i < p.tq; ++i) {  // delta_i = dO_i . O_i, once per query row
-          const S* doi = dout + (base + i) * D;
-          const S* oi = out + (base + i) * D;
+          const T* doi = widened(dow.p, dout + (base + i) * D, D);
+          const T* oi = widened(qw.p, out + (base + i) * D, D);
           T di = 0;
 #pragma omp simd reduction(+ : di)
-          for (int64_t d = 0; d < D; ++d) di += widen(doi[d]) * widen(oi[d]);
+          for (int64_t d = 0; d < D; ++d) di += doi[d] * oi[d];
           delta.p[i] = di;
         }
         for (int64_t j0 = 0; j0 < p.tk; j0 += kAttnKeys) {
@@ -178,9 +180,9 @@ void attn_backward(const AttnArgs& p, const S* q, const S* k, const S* v, const 
           // queries that see any key of this tile (causal: from position j0 on)
           const int64_t first = p.causal ? vmax<int64_t>(0, j0 - offset) : 0;
           if (first >= p.tq) break;
-          transpose_tile(kt.p, kh, j0, cols, D);
-          transpose_tile(vt.p, vh, j0, cols, D);
           const T* k_rows = widened(kw.p, kh + j0 * D, cols * D);
+          transpose_tile(kt.p, k_rows, cols, D);
+          transpose_tile(vt.p, widened(vw.p, vh + j0 * D, cols * D), cols, D);
           for (int64_t i = first; i < p.tq; ++i) {
             const T L = lse[base + i];
             if (!(L < -neg_inf<T>())) continue;  // a row without keys: no gradient

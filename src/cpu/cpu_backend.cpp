@@ -72,6 +72,7 @@ template <> float convert(float v) { return v; }
 template <> float convert(Half v) { return f16_to_f32(v.bits); }
 template <> float convert(BFloat16 v) { return bf16_to_f32(v.bits); }
 
+template <class T> constexpr bool is_half_type = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 template <class T> T* at(const View& v, int64_t off) { return static_cast<T*>(v.data) + off; }
 
 // f16/bf16 and mixed-dtype elementwise rows run kTile elements at a time: the operands are
@@ -79,8 +80,12 @@ template <class T> T* at(const View& v, int64_t off) { return static_cast<T*>(v.
 // result is converted into dst. The tile stays in L1, so no tensor-sized temporary is made.
 constexpr int64_t kTile = 256;
 // n <= kTile elements of v from element offset off, stride stride, converted to C.
+// Contiguous f16/bf16 tiles of f32 go through the table's run conversions (the vector unit).
 template <class C>
 void load_tile(C* buf, const View& v, int64_t off, int64_t stride, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) {
+    if (is_half(v.dtype) && stride == 1) return widen_run(simd(), v.dtype, buf, at<uint16_t>(v, off), n);
+  }
   dispatch_dtype(v.dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* p = at<T>(v, off);
@@ -89,6 +94,9 @@ void load_tile(C* buf, const View& v, int64_t off, int64_t stride, int64_t n) {
 }
 template <class C>
 void store_tile(const View& v, int64_t off, const C* buf, int64_t n) {
+  if constexpr (std::is_same_v<C, float>) {
+    if (is_half(v.dtype)) return narrow_run(simd(), v.dtype, at<uint16_t>(v, off), buf, n);
+  }
   dispatch_dtype(v.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = at<T>(v, off);
@@ -173,6 +181,10 @@ class CpuBackend final : public Backend {
         for_each_row<2>(dst.shape, {&dst.strides, &src.strides}, [&](auto off, int64_t n, auto st) {
           D* d = at<D>(dst, off[0]);
           const Src* s = at<Src>(src, off[1]);
+          if (st[0] == 1 && st[1] == 1) {  // contiguous f32 <-> f16/bf16 rows: the table's run conversions
+            if constexpr (std::is_same_v<D, float> && is_half_type<Src>) return widen_run(simd(), src.dtype, d, s, n);
+            if constexpr (std::is_same_v<Src, float> && is_half_type<D>) return narrow_run(simd(), dst.dtype, d, s, n);
+          }
           for (int64_t i = 0; i < n; ++i) d[i * st[0]] = convert<D>(s[i * st[1]]);
         });
       });

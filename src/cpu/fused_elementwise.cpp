@@ -99,12 +99,13 @@ inline void copy_floats(float* d, const float* s, int64_t n) {
   for (; i < n; ++i) d[i] = s[i];
 }
 
-// v rounded to dt and widened back: what storing it in a dt tensor and loading it gives.
-void round_to(DType dt, float* v, int64_t n) {
-  if (dt == DType::F16)
-    for (int64_t i = 0; i < n; ++i) v[i] = f16_to_f32(f32_to_f16(v[i]));
-  else if (dt == DType::BF16)
-    for (int64_t i = 0; i < n; ++i) v[i] = bf16_to_f32(f32_to_bf16(v[i]));
+// v (n <= kTile) rounded to dt and widened back: what storing it in a dt tensor and loading it
+// gives.
+void round_to(const SimdTable& t, DType dt, float* v, int64_t n) {
+  if (!is_half(dt)) return;
+  uint16_t stored[kTile];
+  narrow_run(t, dt, stored, v, n);
+  widen_run(t, dt, v, stored, n);
 }
 
 // This thread's tile buffers (64-byte aligned), kept between calls; null when out of memory (no
@@ -201,7 +202,7 @@ class Interpreter {
           if (out != a) copy_floats(out, a, m);
           break;
       }
-      round_to(ins.dtype, out, m);
+      round_to(t_, ins.dtype, out, m);
       reg[g] = out;
       if (o >= 0 && !direct_out) scatter(p_.ninputs + o, p_.outputs[o], out);
       // Buffers whose last reader this was go back to the free list.
@@ -240,14 +241,11 @@ class Interpreter {
         return;
       }
       switch (op.dtype) {
-        case DType::F16: {
+        case DType::F16: case DType::BF16: {  // a contiguous row through the table's run conversion
           const uint16_t* x = static_cast<const uint16_t*>(op.data) + start;
-          for (int64_t i = 0; i < ncols_; ++i) d[i] = f16_to_f32(x[i * s]);
-          break;
-        }
-        case DType::BF16: {
-          const uint16_t* x = static_cast<const uint16_t*>(op.data) + start;
-          for (int64_t i = 0; i < ncols_; ++i) d[i] = bf16_to_f32(x[i * s]);
+          if (s == 1) widen_run(t_, op.dtype, d, x, ncols_);
+          else if (op.dtype == DType::F16) for (int64_t i = 0; i < ncols_; ++i) d[i] = f16_to_f32(x[i * s]);
+          else for (int64_t i = 0; i < ncols_; ++i) d[i] = bf16_to_f32(x[i * s]);
           break;
         }
         default: {
@@ -264,14 +262,11 @@ class Interpreter {
       const float* v = buf + r * ncols_;
       const int64_t start = off + col0_ * s;
       switch (op.dtype) {
-        case DType::F16: {
+        case DType::F16: case DType::BF16: {
           uint16_t* d = static_cast<uint16_t*>(op.data) + start;
-          for (int64_t i = 0; i < ncols_; ++i) d[i * s] = f32_to_f16(v[i]);
-          break;
-        }
-        case DType::BF16: {
-          uint16_t* d = static_cast<uint16_t*>(op.data) + start;
-          for (int64_t i = 0; i < ncols_; ++i) d[i * s] = f32_to_bf16(v[i]);
+          if (s == 1) narrow_run(t_, op.dtype, d, v, ncols_);
+          else if (op.dtype == DType::F16) for (int64_t i = 0; i < ncols_; ++i) d[i * s] = f32_to_f16(v[i]);
+          else for (int64_t i = 0; i < ncols_; ++i) d[i * s] = f32_to_bf16(v[i]);
           break;
         }
         default: {

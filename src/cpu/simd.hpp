@@ -1,5 +1,5 @@
 // Per-ISA kernel table. The same template source (simd_kernels.inl) is compiled three times:
-// portable baseline ("scalar"), AVX2+FMA, AVX-512F; the table is chosen once at run time from
+// portable baseline ("scalar"), AVX2+FMA+F16C, AVX-512F; the table is chosen once at run time from
 // CPUID, and can be overridden for tests (nx_cpu_set_simd_level).
 #pragma once
 #include <cstdint>
@@ -59,6 +59,13 @@ struct SimdTable {
   void (*attn_backward_bf16)(const AttnArgs&, const BFloat16* q, const BFloat16* k, const BFloat16* v,
                              const BFloat16* out, const BFloat16* dout, const float* lse, BFloat16* dq, BFloat16* dk,
                              BFloat16* dv);
+  // n contiguous f16/bf16 elements widened to f32, or f32 elements rounded to f16/bf16 (to nearest
+  // even): bit for bit what core's f16_to_f32, bf16_to_f32, f32_to_f16, f32_to_bf16 give
+  // (core/dtype.hpp), NaN payloads included; the AVX2 and AVX-512 builds convert with the vector unit
+  void (*widen_f16)(float* dst, const Half* src, int64_t n);
+  void (*widen_bf16)(float* dst, const BFloat16* src, int64_t n);
+  void (*narrow_f16)(Half* dst, const float* src, int64_t n);
+  void (*narrow_bf16)(BFloat16* dst, const float* src, int64_t n);
 };
 
 extern const SimdTable simd_scalar;
@@ -66,5 +73,11 @@ extern const SimdTable simd_avx2;
 extern const SimdTable simd_avx512;
 
 const SimdTable& simd();  // set_simd_level: core/cpu_iface.hpp
+
+// n contiguous elements of an f16 or bf16 tensor (dtype dt) widened into dst, or dst's elements
+// rounded from src, through t's run conversions. Defined in simd_select.cpp (baseline flags), not
+// inline here: an ISA file must not emit a copy of them (the ODR note in simd_kernels.inl).
+void widen_run(const SimdTable& t, DType dt, float* dst, const void* src, int64_t n);
+void narrow_run(const SimdTable& t, DType dt, void* dst, const float* src, int64_t n);
 
 }  // namespace nx::cpu

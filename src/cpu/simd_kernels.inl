@@ -9,6 +9,9 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__F16C__))
+#include <immintrin.h>
+#endif
 
 #include "cpu/simd.hpp"
 
@@ -41,6 +44,101 @@ inline void store_narrow(float* dst, float v) { *dst = v; }
 inline void store_narrow(double* dst, double v) { *dst = v; }
 __attribute__((flatten)) inline void store_narrow(Half* dst, float v) { dst->bits = f32_to_f16(v); }
 __attribute__((flatten)) inline void store_narrow(BFloat16* dst, float v) { dst->bits = f32_to_bf16(v); }
+
+// Runs of n contiguous elements: widen_n / narrow_n convert kHalfLanes at a time with the vector
+// unit (F16C's vcvtph2ps / vcvtps2ph, or their AVX-512 forms, for f16; shifts and the integer
+// rounding of f32_to_bf16 for bf16), giving bit for bit what widen() / store_narrow() give, NaN
+// payloads included (tests/cpp/test_simd.cpp, HalfConversionsBitExact). The scalar build converts
+// one element at a time. Used for the runs the kernels convert: GEMM panels and the rounding of C,
+// attention tiles and outputs, and (through the table's widen_f16 .. narrow_bf16) the elementwise
+// tiles, fused chains and casts of cpu_backend.cpp and fused_elementwise.cpp.
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__F16C__))
+constexpr int64_t kHalfLanes = NX_VEC_BYTES / 4;
+typedef uint16_t HalfVec __attribute__((vector_size(kHalfLanes * 2)));
+typedef uint32_t BitsVec __attribute__((vector_size(kHalfLanes * 4)));
+typedef float FloatVec __attribute__((vector_size(kHalfLanes * 4)));
+// F16C. AVX-512: the maskz forms with every lane set, as GCC 12's unmasked _mm512_cvtph_ps and
+// _mm512_cvtps_ph pass _mm512_undefined_*(), which its -Wmaybe-uninitialized flags (GCC PR 105593).
+#if defined(__AVX512F__)
+inline FloatVec f16c_widen(HalfVec h) { return FloatVec(_mm512_maskz_cvtph_ps(0xffff, __m256i(h))); }
+inline HalfVec f16c_narrow(FloatVec x) {
+  return HalfVec(_mm512_maskz_cvtps_ph(0xffff, __m512(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+#else
+inline FloatVec f16c_widen(HalfVec h) { return FloatVec(_mm256_cvtph_ps(__m128i(h))); }
+inline HalfVec f16c_narrow(FloatVec x) {
+  return HalfVec(_mm256_cvtps_ph(__m256(x), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+#endif
+template <class V, class S> inline V load_vec(const S* s) { V v; std::memcpy(&v, s, sizeof(V)); return v; }
+template <class V, class D> inline void store_vec(D* d, V v) { std::memcpy(d, &v, sizeof(V)); }
+// All ones in the lanes holding a NaN.
+inline BitsVec nan_lanes(FloatVec x) { return BitsVec(x != x); }
+
+// vcvtph2ps quiets a signaling NaN (sets the f32 quiet bit 0x400000); f16_to_f32 keeps it clear,
+// so the bit is cleared again in the NaN lanes whose f16 quiet bit (0x200) is clear.
+inline void widen_block(float* d, const Half* s) {
+  const HalfVec h = load_vec<HalfVec>(s);
+  const BitsVec w = __builtin_convertvector(h, BitsVec);
+  const BitsVec signaling = BitsVec((w & 0x7fff) > 0x7c00) & BitsVec((w & 0x200) == 0);
+  store_vec(d, BitsVec(f16c_widen(h)) ^ (signaling & 0x400000));
+}
+inline void widen_block(float* d, const BFloat16* s) {
+  store_vec(d, __builtin_convertvector(load_vec<HalfVec>(s), BitsVec) << 16);
+}
+// vcvtps2ph keeps the top of a NaN's payload; f32_to_f16 gives the sign and 0x7e00 alone, what
+// vcvtps2ph makes of the f32 quiet NaN without payload (0x7fc00000), which NaN lanes become.
+inline void narrow_block(Half* d, const float* s) {
+  const BitsVec u = load_vec<BitsVec>(s), nan = nan_lanes(FloatVec(u));
+  const BitsVec quiet = (u & 0x80000000u) | 0x7fc00000u;
+  store_vec(d, f16c_narrow(FloatVec((u & ~nan) | (quiet & nan))));
+}
+// f32_to_bf16: the top half of u + 0x7fff + (bit 16 of u); a NaN is its top half with the quiet bit.
+inline void narrow_block(BFloat16* d, const float* s) {
+  const BitsVec u = load_vec<BitsVec>(s), nan = nan_lanes(FloatVec(u)), top = u >> 16;
+  const BitsVec rounded = (u + 0x7fffu + (top & 1u)) >> 16;
+  store_vec(d, __builtin_convertvector((rounded & ~nan) | ((top | 0x40u) & nan), HalfVec));
+}
+#else
+constexpr int64_t kHalfLanes = 1;
+template <class S> inline void widen_block(float* d, const S* s) { *d = widen(*s); }
+template <class S> inline void narrow_block(S* d, const float* s) { store_narrow(d, *s); }
+#endif
+
+// dst[0, n) = src[0, n) in the compute type (a copy for f32 and f64).
+template <class S>
+inline void widen_n(ComputeOf<S>* dst, const S* src, int64_t n) {
+  int64_t i = 0;
+  if constexpr (sizeof(S) == 2) {
+    for (; i + kHalfLanes <= n; i += kHalfLanes) widen_block(dst + i, src + i);
+    if (i < n) {  // the tail through a zero-padded block
+      S in[kHalfLanes] = {};
+      float out[kHalfLanes];
+      std::memcpy(in, src + i, size_t(n - i) * sizeof(S));
+      widen_block(out, in);
+      std::memcpy(dst + i, out, size_t(n - i) * sizeof(float));
+    }
+  } else {
+    for (; i < n; ++i) dst[i] = src[i];
+  }
+}
+// dst[0, n) = src[0, n) rounded to S (to nearest even; a copy for f32 and f64).
+template <class S>
+inline void narrow_n(S* dst, const ComputeOf<S>* src, int64_t n) {
+  int64_t i = 0;
+  if constexpr (sizeof(S) == 2) {
+    for (; i + kHalfLanes <= n; i += kHalfLanes) narrow_block(dst + i, src + i);
+    if (i < n) {
+      float in[kHalfLanes] = {};
+      S out[kHalfLanes];
+      std::memcpy(in, src + i, size_t(n - i) * sizeof(float));
+      narrow_block(out, in);
+      std::memcpy(dst + i, out, size_t(n - i) * sizeof(S));
+    }
+  } else {
+    for (; i < n; ++i) dst[i] = src[i];
+  }
+}
 
 inline float as_float(int32_t i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline int32_t as_int(float f) { int32_t i; std::memcpy(&i, &f, 4); return i; }
@@ -454,6 +552,43 @@ void micro_kernel(int64_t kc, const T* __restrict ap, const T* __restrict bp, T*
     for (int j = 0; j < nr; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : T(0)) + tile[i][j];
 }
 
+// One packed panel: dst[p * R + i] = src[i * rs + p * ps] widened, for i < width and p < kc, and
+// zeros for width <= i < R (R: MR for A, with rs, ps = rsa, csa; NR for B, with csb, rsb). A run
+// contiguous along the panel (B row-major) is widened at once; runs contiguous along k (A
+// row-major, B transposed) are widened kChunk at a time into a buffer and transposed from it;
+// other strides are gathered one element at a time.
+template <int R, class T, class S>
+inline void pack_panel(T* dst, const S* src, int64_t rs, int64_t ps, int64_t width, int64_t kc) {
+  if (rs == 1) {
+    for (int64_t p = 0; p < kc; ++p) {
+      widen_n(dst + p * R, src + p * ps, width);
+      for (int64_t i = width; i < R; ++i) dst[p * R + i] = T(0);
+    }
+    return;
+  }
+  if constexpr (!std::is_same_v<S, T>) {
+    if (ps == 1) {
+      constexpr int64_t kChunk = 64;
+      alignas(64) T rows[R][kChunk];
+      for (int64_t p0 = 0; p0 < kc; p0 += kChunk) {
+        const int64_t len = vmin(kChunk, kc - p0);
+        for (int64_t i = 0; i < width; ++i) widen_n(rows[i], src + i * rs + p0, len);
+        for (int64_t p = 0; p < len; ++p) {
+          T* d = dst + (p0 + p) * R;
+          for (int64_t i = 0; i < width; ++i) d[i] = rows[i][p];
+          for (int64_t i = width; i < R; ++i) d[i] = T(0);
+        }
+      }
+      return;
+    }
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    int64_t i = 0;
+    for (; i < width; ++i) dst[p * R + i] = widen(src[i * rs + p * ps]);
+    for (; i < R; ++i) dst[p * R + i] = T(0);
+  }
+}
+
 // C (compute type T, row stride ldc) = A @ B, A and B stored as S and widened to T while they are
 // packed: the packed panels and the micro-kernel are T, whatever the storage.
 template <class T, class S>
@@ -471,14 +606,8 @@ void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const 
       T* bp = bpack.p;
 #pragma omp parallel for schedule(static) if (npanels * kc * NR > 65536)
       for (int64_t jp = 0; jp < npanels; ++jp) {
-        T* dst = bp + jp * kc * NR;
-        int64_t j0 = jc + jp * NR, nr = vmin<int64_t>(NR, n - j0);
-        for (int64_t p = 0; p < kc; ++p) {
-          const S* src = b + (pc + p) * rsb + j0 * csb;
-          int64_t j = 0;
-          for (; j < nr; ++j) dst[p * NR + j] = widen(src[j * csb]);
-          for (; j < NR; ++j) dst[p * NR + j] = T(0);
-        }
+        int64_t j0 = jc + jp * NR;
+        pack_panel<NR>(bp + jp * kc * NR, b + pc * rsb + j0 * csb, csb, rsb, vmin<int64_t>(NR, n - j0), kc);
       }
       for (int64_t ic = 0; ic < m; ic += G::MC) {
         int64_t mc = vmin(G::MC, m - ic);
@@ -486,13 +615,8 @@ void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const 
         T* ap = apack.p;
 #pragma omp parallel for schedule(static) if (mpanels * kc * MR > 16384)
         for (int64_t ip = 0; ip < mpanels; ++ip) {
-          T* dst = ap + ip * kc * MR;
-          int64_t i0 = ic + ip * MR, mr = vmin<int64_t>(MR, m - i0);
-          for (int64_t p = 0; p < kc; ++p) {
-            int64_t i = 0;
-            for (; i < mr; ++i) dst[p * MR + i] = widen(a[(i0 + i) * rsa + (pc + p) * csa]);
-            for (; i < MR; ++i) dst[p * MR + i] = T(0);
-          }
+          int64_t i0 = ic + ip * MR;
+          pack_panel<MR>(ap + ip * kc * MR, a + i0 * rsa + pc * csa, rsa, csa, vmin<int64_t>(MR, m - i0), kc);
         }
         bool accumulate = pc > 0;
 #pragma omp parallel for collapse(2) schedule(static) if (mpanels * npanels * kc > 4096)
@@ -527,7 +651,7 @@ void gemm_kernel(S* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const 
           const S* brow = b + p * rsb + j0 * csb;
           for (int64_t j = 0; j < cols; ++j) acc[j] += av * widen(brow[j * csb]);
         }
-        for (int64_t j = 0; j < cols; ++j) store_narrow(c + i * ldc + j0 + j, acc[j]);
+        narrow_n(c + i * ldc + j0, acc, cols);
       }
     }
     return;
@@ -547,8 +671,7 @@ void gemm_kernel(S* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const 
         gemm_packed<T, S>(block.p, cols, a + i0 * rsa, rsa, csa, b + j0 * csb, rsb, csb, rows, cols, k);
         T* sums = block.p;
 #pragma omp parallel for schedule(static) if (rows * cols > 65536)
-        for (int64_t r = 0; r < rows; ++r)
-          for (int64_t j = 0; j < cols; ++j) store_narrow(c + (i0 + r) * ldc + j0 + j, sums[r * cols + j]);
+        for (int64_t r = 0; r < rows; ++r) narrow_n(c + (i0 + r) * ldc + j0, sums + r * cols, cols);
       }
     }
   }
@@ -588,5 +711,9 @@ const SimdTable NX_SIMD_TABLE = {
     &NX_SIMD_NS::attn_backward<double>,
     &NX_SIMD_NS::attn_backward<Half>,
     &NX_SIMD_NS::attn_backward<BFloat16>,
+    &NX_SIMD_NS::widen_n<Half>,
+    &NX_SIMD_NS::widen_n<BFloat16>,
+    &NX_SIMD_NS::narrow_n<Half>,
+    &NX_SIMD_NS::narrow_n<BFloat16>,
 };
 }  // namespace nx::cpu

@@ -3,7 +3,8 @@
 // add_gelu_tanh, mul_tanh) in f32 and f64 (random data, special
 // values, strided and broadcast inputs), sum, softmax and GEMM (tiny and packed paths); and that
 // the unary/binary rows give every element the same bits wherever it lies (body or tail of a row,
-// contiguous, strided or broadcast operand), which compiled plans' CPU fusion relies on.
+// contiguous, strided or broadcast operand), which compiled plans' CPU fusion relies on; and the
+// f16/bf16 <-> f32 run conversions against core's scalar converters, bit for bit.
 //
 // Accuracy model. An element passes when |y - ref| <= ulps * ulp_T(ref) + abs, with ulp_T the
 // spacing of T at ref (denorm_min below the normal range; results below the normal range may
@@ -39,6 +40,7 @@
 // Known limitations (not asserted): f32 cosh/sinh overflow to inf for |x| in (88.72, 89.41]
 // where the true value is still finite (they are computed from exp(|x|)); likewise f64 cosh in
 // (709.78, 710.48]; f32 tanh(-0) returns +0.
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include <algorithm>
@@ -63,7 +65,11 @@ using LD = long double;
 bool cpu_has(const std::string& level) {
   __builtin_cpu_init();
   if (level == "scalar") return true;
-  if (level == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (level == "avx2") {  // and F16C: CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports lacks "f16c")
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+  }
   if (level == "avx512") return __builtin_cpu_supports("avx512f");
   return false;
 }
@@ -944,6 +950,127 @@ TEST_P(SimdLevels, ExpF32NearOverflow) {
   }
   EXPECT_EQ(bad, 0) << "exp_f32 wrong for " << bad << " of " << x.size() << " inputs in [88, ln FLT_MAX], first at x="
                     << first_bad;
+}
+
+// ---------------------------------------------------------------- f16 / bf16 runs
+// The tables' run conversions (widen_f16, widen_bf16, narrow_f16, narrow_bf16; the vector unit's
+// in the avx2 and avx512 builds) against core's scalar converters (core/dtype.hpp), bit for bit:
+// all 65536 f16 and 65536 bf16 patterns widened; f32 patterns narrowed: both signs, all 256
+// exponents, the 1024 values of the top 10 mantissa bits, each with the low 13 bits 0, 1, 0xfff,
+// 0x1000, 0x1001, 0x1fff (about the f16 rounding point; with the top bits these also put values
+// on, just below and just above every bf16 tie and every tie of the f16 subnormal range), which
+// covers NaN payloads quiet and signaling, +-inf, f32 subnormals, +-65504 and the overflow tie;
+// then a million random patterns. Each array is converted in one call, then again in runs of 1,
+// 2, ..., 37 elements (every tail length of 8 and 16 lanes).
+std::vector<uint32_t> f32_test_patterns() {
+  std::vector<uint32_t> u;
+  const uint32_t lows[] = {0, 1, 0xfff, 0x1000, 0x1001, 0x1fff};
+  for (uint32_t sign = 0; sign < 2; ++sign)
+    for (uint32_t e = 0; e < 256; ++e)
+      for (uint32_t hi = 0; hi < 1024; ++hi)
+        for (uint32_t lo : lows) u.push_back(sign << 31 | e << 23 | hi << 13 | lo);
+  std::mt19937 g(7);
+  for (int i = 0; i < 1000000; ++i) u.push_back(uint32_t(g()));
+  return u;
+}
+
+// convert(dst, src, n) on [0, n): whole, then in runs of 1, 2, ..., 37, 1, 2, ... elements into
+// a second output; the number of elements whose bits differ from ref(src[i]) in either.
+template <class In, class Out, class Convert, class Ref>
+int64_t run_mismatches(const char* what, const std::vector<In>& src, Convert convert, Ref ref) {
+  const size_t n = src.size();
+  std::vector<Out> whole(n), pieces(n);
+  convert(whole.data(), src.data(), int64_t(n));
+  size_t len = 1;
+  for (size_t i = 0; i < n; i += len, len = len % 37 + 1)
+    convert(pieces.data() + i, src.data() + i, int64_t(std::min(len, n - i)));
+  int64_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const auto want = ref(src[i]);
+    for (int piece = 0; piece < 2; ++piece) {
+      const Out& got = piece ? pieces[i] : whole[i];
+      if (std::memcmp(&got, &want, sizeof(Out)) == 0) continue;
+      if (bad++ < 5) {
+        uint32_t g = 0, w = 0, x = 0;
+        std::memcpy(&g, &got, sizeof(Out));
+        std::memcpy(&w, &want, sizeof(Out));
+        std::memcpy(&x, &src[i], sizeof(In));
+        ADD_FAILURE() << what << (piece ? " in runs" : " whole") << " of 0x" << std::hex << x << ": 0x" << g
+                      << ", the scalar converter 0x" << w;
+      }
+    }
+  }
+  return bad;
+}
+
+TEST_P(SimdLevels, HalfConversionsBitExact) {
+  std::vector<nx::Half> f16(65536);
+  std::vector<nx::BFloat16> bf16(65536);
+  for (uint32_t i = 0; i < 65536; ++i) f16[i].bits = bf16[i].bits = uint16_t(i);
+  const std::vector<uint32_t> bits = f32_test_patterns();
+  std::vector<float> f32(bits.size());
+  std::memcpy(f32.data(), bits.data(), bits.size() * sizeof(float));
+  const int64_t bad_wf = run_mismatches<nx::Half, float>("widen_f16", f16, t_->widen_f16,
+                                                          [](nx::Half h) { return nx::f16_to_f32(h.bits); });
+  const int64_t bad_wb = run_mismatches<nx::BFloat16, float>("widen_bf16", bf16, t_->widen_bf16,
+                                                              [](nx::BFloat16 h) { return nx::bf16_to_f32(h.bits); });
+  const int64_t bad_nf = run_mismatches<float, nx::Half>("narrow_f16", f32, t_->narrow_f16,
+                                                          [](float f) { return nx::Half{nx::f32_to_f16(f)}; });
+  const int64_t bad_nb = run_mismatches<float, nx::BFloat16>("narrow_bf16", f32, t_->narrow_bf16,
+                                                              [](float f) { return nx::BFloat16{nx::f32_to_bf16(f)}; });
+  std::printf("  [%s] f16/bf16 runs: 65536 f16 and 65536 bf16 patterns widened, %zu f32 patterns narrowed to each "
+              "(whole and in runs of 1..37); mismatches %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64 "\n",
+              t_->name, f32.size(), bad_wf, bad_wb, bad_nf, bad_nb);
+  EXPECT_EQ(bad_wf + bad_wb + bad_nf + bad_nb, 0);
+}
+
+// The f16/bf16 GEMM packs its operands with widen_n (runs along a panel, or along k into a
+// buffer it transposes) and rounds C with narrow_n: with the same blocking as the f32 GEMM, every
+// element of C must be the f32 GEMM's on the widened operands, rounded once, bit for bit (tiny and
+// packed paths, partial panels, k blocks not a multiple of the transposing chunk, more rows than a
+// block of C, more columns than NC, each operand row-major or transposed).
+template <class H>
+int64_t half_gemm_mismatches(const SimdTable& t, int64_t m, int64_t n, int64_t k, bool ta, bool tb, std::mt19937_64& g) {
+  std::normal_distribution<float> d(0.f, 1.f);
+  auto narrow = [](float f) {
+    if constexpr (std::is_same_v<H, nx::Half>) return H{nx::f32_to_f16(f)}; else return H{nx::f32_to_bf16(f)};
+  };
+  auto wide = [](H h) {
+    if constexpr (std::is_same_v<H, nx::Half>) return nx::f16_to_f32(h.bits); else return nx::bf16_to_f32(h.bits);
+  };
+  std::vector<H> a(size_t(m * k)), b(size_t(k * n));
+  for (auto& v : a) v = narrow(d(g));
+  for (auto& v : b) v = narrow(d(g));
+  std::vector<float> af(a.size()), bf(b.size());
+  std::transform(a.begin(), a.end(), af.begin(), wide);
+  std::transform(b.begin(), b.end(), bf.begin(), wide);
+  const int64_t rsa = ta ? 1 : k, csa = ta ? m : 1, rsb = tb ? 1 : n, csb = tb ? k : 1, ldc = n + 3;
+  std::vector<H> c(size_t(m * ldc), H{0x1234});
+  std::vector<float> cf(size_t(m * ldc));
+  if constexpr (std::is_same_v<H, nx::Half>) t.gemm_f16(c.data(), ldc, a.data(), rsa, csa, b.data(), rsb, csb, m, n, k);
+  else t.gemm_bf16(c.data(), ldc, a.data(), rsa, csa, b.data(), rsb, csb, m, n, k);
+  t.gemm_f32(cf.data(), ldc, af.data(), rsa, csa, bf.data(), rsb, csb, m, n, k);
+  int64_t bad = 0;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < ldc; ++j) {
+      const uint16_t want = j < n ? narrow(cf[size_t(i * ldc + j)]).bits : uint16_t(0x1234);  // padding untouched
+      bad += c[size_t(i * ldc + j)].bits != want;
+    }
+  return bad;
+}
+
+TEST_P(SimdLevels, HalfGemmIsRoundedF32Gemm) {
+  struct Case { int64_t m, n, k; };
+  const Case cases[] = {{7, 13, 5}, {32, 32, 32}, {129, 65, 300}, {6, 16, 400}, {500, 70, 333}, {5, 3100, 40}, {121, 7, 257}};
+  std::mt19937_64 g(11);
+  for (const auto& cs : cases)
+    for (int layout = 0; layout < 4; ++layout) {  // bit 0: A transposed, bit 1: B transposed
+      const bool ta = layout & 1, tb = layout & 2;
+      EXPECT_EQ(half_gemm_mismatches<nx::Half>(*t_, cs.m, cs.n, cs.k, ta, tb, g), 0)
+          << "f16 " << cs.m << "x" << cs.n << "x" << cs.k << " layout " << layout;
+      EXPECT_EQ(half_gemm_mismatches<nx::BFloat16>(*t_, cs.m, cs.n, cs.k, ta, tb, g), 0)
+          << "bf16 " << cs.m << "x" << cs.n << "x" << cs.k << " layout " << layout;
+    }
 }
 
 TEST(SimdSelect, SetLevel) {
