@@ -71,6 +71,55 @@ def main():
         t_ours, t_torch = best(ours), best(theirs)
         print(f"{name:26} {bytes_ / t_ours / 1e9:10.1f} GB/s {bytes_ / t_torch / 1e9:10.1f} GB/s {t_torch / t_ours:11.3f}")
     attention(ng, torch)
+    half_precision(ng, torch)
+
+
+def half_precision(ng, torch):
+    """f16 and bf16 on the CPU against ours in f32 in the same run (the peer: half precision should
+    cost what f32 does, with no f32 copies of the inputs), and torch's bf16 where torch 1.13 has it.
+    Prints milliseconds and the ratio ours f32 / ours half (> 1: half is faster)."""
+    print(f"{'half precision':26} {'ours f32':>11} {'ours bf16':>11} {'ours f16':>11} {'f32/bf16':>9} {'f32/f16':>9} {'torch bf16':>11}")
+    n = 1024
+    a = np.random.rand(n, n).astype(np.float32)
+    b = np.random.rand(n, n).astype(np.float32)
+    m = 1 << 22
+    x = np.random.rand(m).astype(np.float32)
+    y = np.random.rand(m).astype(np.float32)
+    b_, h, t, d = 1, 8, 1024, 64
+    qkv = [np.random.randn(b_, h, t, d).astype(np.float32) for _ in range(3)]
+
+    def ours(dtype):
+        mats = [ng.Tensor.from_numpy(v).to(dtype=dtype) for v in (a, b)]
+        vecs = [ng.Tensor.from_numpy(v).to(dtype=dtype) for v in (x, y)]
+        att = [ng.Tensor.from_numpy(v).to(dtype=dtype) for v in qkv]
+        f32 = ng.Tensor.from_numpy(x)
+        return {
+            "matmul 1024^3": lambda: ng.matmul(*mats),
+            "add 2^22": lambda: vecs[0] + vecs[1],
+            "gelu 2^22": lambda: ng.functional.gelu(vecs[0]),
+            "cast f32 -> half 2^22": lambda: f32.to(dtype=dtype),
+            "cast half -> f32 2^22": lambda: vecs[0].to(dtype=ng.float32),
+            "attention fwd causal": lambda: ng.functional.flash_attention(*att, causal=True),
+        }
+
+    def theirs():
+        mats = [torch.from_numpy(v).bfloat16() for v in (a, b)]
+        vecs = [torch.from_numpy(v).bfloat16() for v in (x, y)]
+        f32 = torch.from_numpy(x)
+        return {"matmul 1024^3": lambda: mats[0] @ mats[1], "add 2^22": lambda: vecs[0] + vecs[1],
+                "gelu 2^22": lambda: torch.nn.functional.gelu(vecs[0]), "cast f32 -> half 2^22": lambda: f32.bfloat16(),
+                "cast half -> f32 2^22": lambda: vecs[0].float()}
+
+    runs = {dt: ours(dt) for dt in (ng.float32, ng.bfloat16, ng.float16)}
+    peer = theirs()
+    for name in runs[ng.float32]:
+        ms = {dt: 1e3 * best(runs[dt][name], 5) for dt in runs}
+        tb = f"{1e3 * best(peer[name], 5):8.2f} ms" if name in peer else f"{'-':>11}"
+        if name.startswith("cast"):  # no f32 peer: a cast to f32 of an f32 tensor is no work
+            print(f"{name:26} {'-':>11} {ms[ng.bfloat16]:8.2f} ms {ms[ng.float16]:8.2f} ms {'-':>9} {'-':>9} {tb}")
+            continue
+        print(f"{name:26} {ms[ng.float32]:8.2f} ms {ms[ng.bfloat16]:8.2f} ms {ms[ng.float16]:8.2f} ms "
+              f"{ms[ng.float32] / ms[ng.bfloat16]:9.2f} {ms[ng.float32] / ms[ng.float16]:9.2f} {tb}")
 
 
 def attention(ng, torch):
