@@ -166,7 +166,8 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
     header += "\"__metadata__\":{";
     bool first = true;
     for (const auto& [k, v] : metadata) {
-      header += (first ? "" : ",") + json::quote(k) + ":" + json::quote(v);
+      if (!first) header += ',';
+      header += json::quote(k) + ":" + json::quote(v);
       first = false;
     }
     header += "}";
@@ -175,7 +176,10 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   for (size_t i = 0; i < sorted.size(); ++i) {
     const Tensor& t = sorted[i].second;
     std::string shape;
-    for (int64_t d : t.shape()) shape += (shape.empty() ? "" : ",") + std::to_string(d);
+    for (int64_t d : t.shape()) {
+      if (!shape.empty()) shape += ',';
+      shape += std::to_string(d);
+    }
     if (header.size() > 1) header += ",";
     header += json::quote(sorted[i].first) + ":{\"dtype\":\"" + st_dtype_name(t.dtype()) + "\",\"shape\":[" + shape +
               "],\"data_offsets\":[" + std::to_string(at) + "," + std::to_string(at + t.nbytes()) + "]}";
