@@ -211,7 +211,9 @@ NX_API nx_status nx_cuda_get_memory_stats(int32_t device, nx_cuda_memory_stats* 
 NX_API nx_status nx_cuda_reset_peak_memory(int32_t device);
 /* Returns cached, unused device memory to the driver. */
 NX_API nx_status nx_cuda_empty_cache(int32_t device);
-/* TF32 tensor-core math for f32 matmul on CUDA (faster, ~10-bit mantissa); off by default. */
+/* TF32 tensor-core math for f32 on CUDA (faster, ~10-bit mantissa): matmul, and flash attention
+ * at head_dim 64 and 128 (products rounded to TF32, softmax and sums in f32); off by default. Like
+ * PyTorch's allow_tf32 for matmul and cuDNN together. */
 NX_API nx_status nx_cuda_set_tf32(bool enabled);
 NX_API nx_status nx_cuda_get_tf32(bool* out);
 

@@ -692,6 +692,8 @@ class _Cuda:
 
     @staticmethod
     def set_tf32(enabled: bool) -> None:
+        """TF32 tensor cores for f32 matmul and flash attention (head_dim 64/128) on CUDA, like
+        torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 together."""
         _C.nx_cuda_set_tf32(bool(enabled))
 
     @staticmethod
