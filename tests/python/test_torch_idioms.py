@@ -853,6 +853,24 @@ def test_dataloader():
 
 
 # ---------------------------------------------------------------- mixed precision, devices, copies
+def test_allow_tf32():
+    was = ng.cuda.tf32_enabled()
+    assert was is False  # off by default, as torch's matmul flag
+    try:
+        ng.cuda.set_tf32(True)
+        assert ng.cuda.tf32_enabled() is True
+        ng.cuda.set_tf32(False)
+        assert ng.cuda.tf32_enabled() is False
+    finally:
+        ng.cuda.set_tf32(was)
+    a, b = arr(4, 8), arr(8, 3)  # the CPU ignores the switch: f32 stays f32
+    ng.cuda.set_tf32(True)
+    try:
+        close(ng.tensor(a) @ ng.tensor(b), torch.tensor(a) @ torch.tensor(b), 1e-5)
+    finally:
+        ng.cuda.set_tf32(was)
+
+
 def test_autocast():
     a, b = arr(4, 8), arr(8, 3)
     with ng.autocast("cpu", dtype=ng.bfloat16):
@@ -1000,6 +1018,6 @@ def test_doc_rows():
     """docs/python_idioms.md has one table row per test of this file, with the test's name."""
     doc = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "python_idioms.md")
     with open(doc, encoding="utf-8") as f:
-        rows = re.findall(r"^\| `([a-z_]+)` \|", f.read(), flags=re.M)
+        rows = re.findall(r"^\| `([a-z0-9_]+)` \|", f.read(), flags=re.M)
     tests = [name[5:] for name in globals() if name.startswith("test_") and name != "test_doc_rows"]
     assert len(rows) == len(set(rows)) and sorted(rows) == sorted(tests)
