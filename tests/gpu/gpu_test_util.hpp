@@ -39,6 +39,21 @@ inline Tensor grad_leaf(const Tensor& t) {
   return l;
 }
 
+// The oracle of the GPU attention tests: the f64 CPU flash attention of q, k, v (cast up) and its
+// q/k/v gradients for the upstream gradient gout.
+struct AttentionReference {
+  Tensor out;
+  std::vector<Tensor> grads;
+};
+inline AttentionReference f64_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                                                  bool alibi, const Tensor& gout) {
+  Tensor q64 = grad_leaf(cast(q, DType::F64)), k64 = grad_leaf(cast(k, DType::F64)), v64 = grad_leaf(cast(v, DType::F64));
+  Tensor out = flash_attention(q64, k64, v64, causal, alibi, 0.0);
+  BackwardOptions opt;
+  opt.accumulate = false;
+  return {out, run_backward(out, cast(gout, DType::F64), opt, {q64, k64, v64})};
+}
+
 // max |a-b| - (atol + rtol |b|) <= 0 elementwise; reports the worst element.
 inline ::testing::AssertionResult close(const Tensor& got, const Tensor& want, double atol, double rtol) {
   if (got.shape() != want.shape())

@@ -25,13 +25,13 @@ TEST_P(CudaAttention, HalfPrecisionMatchesF64Reference) {
   manual_seed(21);
   auto make = [&](Shape s) { return cast(randn(s, DType::F32, kCpu), c.dt); };  // rounded once, shared by both sides
   Tensor q = make({c.b, c.h, c.tq, c.d}), k = make({c.b, c.hkv, c.tk, c.d}), v = make({c.b, c.hkv, c.tk, c.d});
-  Tensor q64 = grad_leaf(cast(q, DType::F64)), k64 = grad_leaf(cast(k, DType::F64)), v64 = grad_leaf(cast(v, DType::F64));
-  Tensor ref = flash_attention(q64, k64, v64, c.causal, c.alibi, 0.0);
   manual_seed(5);
-  Tensor gout = randn(ref.shape(), DType::F32, kCpu);
+  Tensor gout = randn(q.shape(), DType::F32, kCpu);  // the output's shape: v's head_dim is q's
+  const AttentionReference reference = f64_attention_reference(q, k, v, c.causal, c.alibi, gout);
+  const Tensor& ref = reference.out;
+  const std::vector<Tensor>& gr = reference.grads;
   BackwardOptions opt;
   opt.accumulate = false;
-  auto gr = run_backward(ref, cast(gout, DType::F64), opt, {q64, k64, v64});
   const double bound = c.dt == DType::BF16 ? 2e-2 : 4e-3;
   // Both kernel families on Hopper: wgmma (the default there) and mma.sync (what other GPUs run);
   // besides each against the reference, the two against each other.

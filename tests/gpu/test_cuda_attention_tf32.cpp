@@ -35,13 +35,13 @@ TEST_P(CudaAttentionTf32, MatchesF64ReferenceAndSwitchRoutes) {
   manual_seed(41);
   Tensor q = randn({c.b, c.h, c.tq, c.d}, DType::F32, kCpu), k = randn({c.b, c.hkv, c.tk, c.d}, DType::F32, kCpu),
          v = randn({c.b, c.hkv, c.tk, c.d}, DType::F32, kCpu);
-  Tensor q64 = grad_leaf(cast(q, DType::F64)), k64 = grad_leaf(cast(k, DType::F64)), v64 = grad_leaf(cast(v, DType::F64));
-  Tensor ref = flash_attention(q64, k64, v64, c.causal, c.alibi, 0.0);
   manual_seed(6);
-  Tensor gout = randn(ref.shape(), DType::F32, kCpu);
+  Tensor gout = randn(q.shape(), DType::F32, kCpu);  // the output's shape: v's head_dim is q's
+  const AttentionReference reference = f64_attention_reference(q, k, v, c.causal, c.alibi, gout);
+  const Tensor& ref = reference.out;
+  const std::vector<Tensor>& gr = reference.grads;
   BackwardOptions opt;
   opt.accumulate = false;
-  auto gr = run_backward(ref, cast(gout, DType::F64), opt, {q64, k64, v64});
 
   struct Result { Tensor out; std::vector<Tensor> grads; };
   auto run = [&](bool tf32) {  // forward and backward both under the switch
