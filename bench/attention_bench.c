@@ -4,7 +4,9 @@
  * Inputs and upstream gradients are random; q/k/v gradients accumulate across iterations.
  *   attention_bench grid     : batch x seq = 16k tokens, hidden 2048, head_dim 64/128, causal or not
  *   attention_bench decode   : batch 8, 32 heads, head_dim 128, one query against an 8k cache
- *   attention_bench memory   : peak device memory of forward+backward at 4k, 16k, 64k tokens */
+ *   attention_bench memory   : peak device memory of forward+backward at 4k, 16k, 64k tokens
+ *   attention_bench one D SEQ causal|full : one shape of the grid, one forward then one forward
+ *                              and backward, for a profiler (ncu) to attach to */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,6 +114,17 @@ static void memory(void) {
   }
 }
 
+static void one(int argc, char** argv) {
+  if (argc < 5) { fprintf(stderr, "usage: attention_bench one D SEQ causal|full\n"); exit(2); }
+  int64_t d = atoll(argv[2]), t = atoll(argv[3]), h = 2048 / d, b = 16384 / t;
+  int causal = !strcmp(argv[4], "causal");
+  nx_tensor q = rnd(b, h, t, d, 1), k = rnd(b, h, t, d, 1), v = rnd(b, h, t, d, 1);
+  printf("{\"name\": \"one_d%lld_s%lld_%s\", \"fwd_s\": %.9g, ", (long long)d, (long long)t, argv[4],
+         run(q, k, v, causal, 0, 1));
+  printf("\"fwdbwd_s\": %.9g}\n", run(q, k, v, causal, 1, 1));
+  nx_tensor_free(q); nx_tensor_free(k); nx_tensor_free(v);
+}
+
 int main(int argc, char** argv) {
   if (nx_cuda_device_count() == 0) {
     fprintf(stderr, "attention_bench: no CUDA device\n");
@@ -122,6 +135,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "all") || !strcmp(what, "memory")) memory();
   if (!strcmp(what, "all") || !strcmp(what, "decode")) decode();
   if (!strcmp(what, "all") || !strcmp(what, "grid")) grid();
+  if (!strcmp(what, "one")) one(argc, argv);
   nx_stream_free(S);
   return 0;
 }

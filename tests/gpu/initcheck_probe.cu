@@ -2,7 +2,10 @@
 // cuBLAS's GEMM kernels? NexusGrad's GPU suite under initcheck reports reads of cuBLAS GEMM
 // outputs (docs/reliability.md); this program does only that: one cuBLAS GEMM (the call src/cuda/blas.cu makes) into a fresh
 // buffer (no memset), then a kernel of its own reads every element of the output.
-//   usage: initcheck_probe f16|bf16|f32|tf32|uninit
+//   usage: initcheck_probe f16|bf16|f32|tf32|uninit [m k n [t]]
+// m k n: the product's shape ([m, k] @ [k, n], default the suite's 64 x 256 x 48); t: A is stored
+// transposed ([k, m], cuBLAS op T), as a transposed view reaches src/cuda/blas.cu. With a shape,
+// the same program serves racecheck: whatever it reports is inside cuBLAS.
 // uninit is the control: the kernel reads a fresh buffer that nothing wrote, which initcheck must
 // report. Run as: compute-sanitizer --tool initcheck initcheck_probe MODE (scripts/gpu_run.sh probe).
 #include <cublas_v2.h>
@@ -10,6 +13,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -39,7 +43,10 @@ __global__ void read_all(const unsigned char* p, size_t n, unsigned long long* s
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "f16";
-  const int m = 64, n = 48, k = 256;  // the shape of the suite's ReducedPrecisionMatmul test
+  const bool shaped = argc > 4;
+  const int m = shaped ? std::atoi(argv[2]) : 64, k = shaped ? std::atoi(argv[3]) : 256,
+            n = shaped ? std::atoi(argv[4]) : 48;  // default: the suite's ReducedPrecisionMatmul test
+  const bool a_transposed = argc > 5 && !std::strcmp(argv[5], "t");
   cudaDataType_t type = CUDA_R_16F;
   size_t elem = 2;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
@@ -61,8 +68,10 @@ int main(int argc, char** argv) {
     CHECK_CUBLAS(cublasCreate(&h));
     const float one = 1, zero = 0;
     // Row-major [m, n] = [m, k] @ [k, n] as column-major C^T = B^T A^T, as src/cuda/blas.cu computes it.
-    CHECK_CUBLAS(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b, type, n, 0, a, type, k, 0,
-                                            &zero, c, type, n, 0, 1, compute, CUBLAS_GEMM_DEFAULT));
+    // A stored [k, m] is A^T row-major: cuBLAS reads it as column-major [m, k] with op T, ld m.
+    CHECK_CUBLAS(cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, a_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &one, b,
+                                            type, n, 0, a, type, a_transposed ? m : k, 0, &zero, c, type, n, 0, 1,
+                                            compute, CUBLAS_GEMM_DEFAULT));
     CHECK_CUDA(cudaDeviceSynchronize());
     cublasDestroy(h);
   }

@@ -350,4 +350,48 @@ TEST(CudaRuntime, AutocastTrainingStepDoesNoHostSyncAndNoNewAllocation) {
   nx_module_free(model);
 }
 
+// A half tensor with an f32 one into f32 (bf16/f16, either order, add/sub/mul/div/maximum): the
+// same bits as the CPU's, through the packed kernel (aligned, with a tail of 3) and the general one
+// (views starting one element in).
+TEST(CudaRuntime, MixedHalfAndF32BinaryOpsMatchCpuBitForBit) {
+  REQUIRE_GPU();
+  using Op = nx_status (*)(nx_tensor*, nx_tensor, nx_tensor, nx_stream);
+  const Op ops[] = {nx_add, nx_sub, nx_mul, nx_div, nx_maximum};
+  const int64_t n = 4100;
+  nx_random_set_seed(5);
+  nx_tensor h32, f_cpu;
+  OK(nx_tensor_randn(&h32, &n, 1, NX_F32, kCpu, nullptr));
+  OK(nx_tensor_randn(&f_cpu, &n, 1, NX_F32, kCpu, nullptr));
+  for (nx_dtype half : {NX_BF16, NX_F16}) {
+    nx_tensor h_cpu, h_gpu, f_gpu;
+    OK(nx_cast(&h_cpu, h32, half, nullptr));
+    OK(nx_tensor_to(&h_gpu, h_cpu, kGpu, nullptr));
+    OK(nx_tensor_to(&f_gpu, f_cpu, kGpu, nullptr));
+    for (int64_t start : {int64_t(0), int64_t(1)}) {
+      nx_tensor hc, hg, fc, fg;  // [start, n): 4100 elements (4 x 1025) or 4099 starting off alignment
+      OK(nx_slice(&hc, h_cpu, 0, start, n, 1, nullptr));
+      OK(nx_slice(&hg, h_gpu, 0, start, n, 1, nullptr));
+      OK(nx_slice(&fc, f_cpu, 0, start, n, 1, nullptr));
+      OK(nx_slice(&fg, f_gpu, 0, start, n, 1, nullptr));
+      for (size_t k = 0; k < sizeof ops / sizeof ops[0]; ++k)
+        for (bool half_first : {true, false}) {
+          nx_tensor want, got;
+          OK(half_first ? ops[k](&want, hc, fc, nullptr) : ops[k](&want, fc, hc, nullptr));
+          OK(half_first ? ops[k](&got, hg, fg, nullptr) : ops[k](&got, fg, hg, nullptr));
+          nx_dtype dt;
+          OK(nx_tensor_dtype(got, &dt));
+          EXPECT_EQ(dt, NX_F32);
+          const std::vector<float> w = host(want), g = host(got);
+          ASSERT_EQ(w.size(), g.size());
+          EXPECT_EQ(std::memcmp(w.data(), g.data(), w.size() * sizeof(float)), 0)
+              << nx_dtype_name(half) << " op " << k << (half_first ? " half first" : " f32 first") << " start " << start;
+          nx_tensor_free(want); nx_tensor_free(got);
+        }
+      nx_tensor_free(hc); nx_tensor_free(hg); nx_tensor_free(fc); nx_tensor_free(fg);
+    }
+    nx_tensor_free(h_cpu); nx_tensor_free(h_gpu); nx_tensor_free(f_gpu);
+  }
+  nx_tensor_free(h32); nx_tensor_free(f_cpu);
+}
+
 }  // namespace
