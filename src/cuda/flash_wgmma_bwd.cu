@@ -103,20 +103,27 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
   const uint32_t k_addr = smem_addr(ks), v_addr = smem_addr(vs);
   // lse and delta of tile i into stats[i % 2] (plain loads and stores, published by the per-tile
-  // named barrier: tile i + 1's are staged during tile i, after every read of that half)
-  auto stage_stats = [&](int i) {
-    if (i >= total || threadIdx.x >= 2 * T) return;
+  // named barrier: tile i + 1's are staged during tile i, after every read of that half). The
+  // load is issued at the top of tile i and stored near its end, so its latency hides under the
+  // tile's GEMMs: loaded and stored back to back it was the backward's largest stall (ncu: a
+  // third of the compute warps' stall cycles waited on L1TEX, docs/decisions.md session 11).
+  auto load_stat = [&](int i) {
+    if (i >= total || threadIdx.x >= 2 * T) return 0.f;
     const int r = threadIdx.x % T, q0 = walk.q0(i, T);
     const int64_t at = (int64_t(b) * p.heads + walk.head(i)) * p.tq + q0 + r;
     const bool ok = q0 + r < tq;  // rows past the end: weight 0
-    stats[(i % 2) * 2 * T + threadIdx.x] = threadIdx.x < T ? (ok ? lse[at] : INFINITY) : (ok ? delta[at] : 0.f);
+    return threadIdx.x < T ? (ok ? lse[at] : INFINITY) : (ok ? delta[at] : 0.f);
   };
-  stage_stats(0);
+  auto store_stat = [&](int i, float value) {
+    if (i < total && threadIdx.x < 2 * T) stats[(i % 2) * 2 * T + threadIdx.x] = value;
+  };
+  store_stat(0, load_stat(0));
   named_sync(1, kBwdCompute);
   mbar_wait(kv_full, 0);
 
   for (int i = 0; i < total; ++i) {
     const int s = i % S, h = walk.head(i), q0 = walk.q0(i, T);
+    const float next_stat = load_stat(i + 1);  // stored below, after the last read of its half
     mbar_wait(full + s, (i / S) & 1);
     fence_async_smem();
     const uint32_t q_addr = smem_addr(qbuf + s * kTileBytes), do_addr = smem_addr(dobuf + s * kTileBytes);
@@ -182,7 +189,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       }
     fence_async_smem();
     if (threadIdx.x % 128 == 0) bulk_wait_read();  // the previous tile's dQ has left the staging buffer
-    stage_stats(i + 1);  // both warpgroups have read stats[(i + 1) % 2] for the last time (tile i - 1)
+    store_stat(i + 1, next_stat);  // both warpgroups have read stats[(i + 1) % 2] for the last time (tile i - 1)
     named_sync(1, kBwdCompute);  // both halves of dS^T written (and each warpgroup's staging free)
     // dQ[dq_row0.., dq_col0..] = dS K over the block's 128 keys (A = dS M-major, B = K N-major)
     float dqa[1][NQ / 8][4];
