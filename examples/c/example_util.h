@@ -214,7 +214,7 @@ static inline nx_transformer_config ex_gpt_config(const ExGptSize* s) {
 }
 /* One training step of a GPT (the body of train_gpt's loop, and nx_plan_run's step function):
  * inputs x [batch, context] and its next tokens (any shape of batch * context), output the loss.
- * bf16 runs forward and loss under CUDA autocast. */
+ * bf16 runs forward and loss under bf16 autocast on the inputs' device. */
 typedef struct {
   nx_module model;
   nx_optimizer opt;
@@ -231,12 +231,15 @@ static inline nx_status ex_gpt_train_step(nx_tensor* outputs, size_t noutputs, c
   int64_t shape[2];
   nx_status st = nx_tensor_shape(inputs[0], shape, 2);
   const int64_t fs[2] = {shape[0] * shape[1], t->vocab}, ys[1] = {shape[0] * shape[1]};
-  if (st == NX_OK && t->bf16) st = nx_autocast_push(NX_CUDA, NX_BF16, true);
+  nx_device dev = {NX_CPU, 0};
+  if (st == NX_OK && t->bf16) st = nx_tensor_device(inputs[0], &dev);
+  if (st == NX_OK && t->bf16) st = nx_autocast_push(dev.type, NX_BF16, true);
+  const bool pushed = st == NX_OK && t->bf16;
   if (st == NX_OK) st = nx_module_forward(&logits, t->model, inputs[0], NULL);
   if (st == NX_OK) st = nx_reshape(&flat, logits, fs, 2, NULL);
   if (st == NX_OK) st = nx_reshape(&yflat, inputs[1], ys, 1, NULL);
   if (st == NX_OK) st = nx_cross_entropy(&loss, flat, yflat, -100, 0.0, NX_REDUCTION_MEAN, NULL);
-  if (t->bf16) nx_autocast_pop();
+  if (pushed) nx_autocast_pop();
   if (st == NX_OK) st = nx_optimizer_zero_grad(t->opt);
   if (st == NX_OK) st = nx_backward(loss, NULL, NULL, NULL);
   if (st == NX_OK) st = nx_clip_grad_norm(NULL, t->params, t->nparams, 1.0, NULL);

@@ -41,6 +41,7 @@ class CompiledStep {
   void place(const std::vector<size_t>& order);  // first fit in this order into place_, arena_bytes_
   void check_index_requirements();
   std::string label(const BufferRef& r) const;
+  std::string arena_peak() const;  // what the arena holds at its fullest call
 
   Device device_;
   Trace trace_;
@@ -379,6 +380,7 @@ std::string CompiledStep::table() const {
   for (size_t c : trace_.unwritten_reads)
     os << "warning: call " << c << " (" << trace_.calls[c]->name() << " from " << trace_.calls[c]->api
        << ") reads step memory that no kernel wrote before it\n";
+  os << arena_peak();
   os << "#     op                   fused  from C call                   buffers (w: written; arena@offset)\n";
   int64_t group = 0;
   for (size_t n = 0; n < list_.size(); ++n) {
@@ -395,6 +397,49 @@ std::string CompiledStep::table() const {
       if (v) os << " " << view_str(v);
     });
     os << " |" << call.scalars() << "\n";
+  }
+  return os.str();
+}
+
+std::string CompiledStep::arena_peak() const {
+  // A temporary occupies the arena from the first call of the list using it to the last; the
+  // fullest call and what is alive there say what a smaller arena would have to give up.
+  if (list_.empty()) return "";
+  const auto& allocs = trace_.allocations;
+  const size_t g = granule(device_);
+  std::vector<size_t> temps;
+  std::vector<int64_t> delta(list_.size() + 1, 0);
+  for (size_t a = 0; a < allocs.size(); ++a) {
+    if (allocs[a].died == Allocation::kAlive || uses_[a].second < uses_[a].first) continue;
+    bool used = false;
+    for (const BufferRef& r : list_[uses_[a].first]->refs) used = used || (r.kind == BufferRef::Internal && r.index == a);
+    if (!used) continue;
+    temps.push_back(a);
+    delta[uses_[a].first] += int64_t(round_up(allocs[a].bytes, g));
+    delta[uses_[a].second + 1] -= int64_t(round_up(allocs[a].bytes, g));
+  }
+  size_t at = 0;
+  int64_t live = 0, peak = 0;
+  for (size_t i = 0; i < list_.size(); ++i)
+    if ((live += delta[i]) > peak) peak = live, at = i;
+  std::vector<size_t> alive;
+  for (size_t a : temps)
+    if (uses_[a].first <= at && at <= uses_[a].second) alive.push_back(a);
+  std::stable_sort(alive.begin(), alive.end(), [&](size_t x, size_t y) { return allocs[x].bytes > allocs[y].bytes; });
+  std::ostringstream os;
+  os << "arena peak: " << peak << " bytes in " << alive.size() << " buffers at call " << at << " ("
+     << list_[at]->name() << " from " << list_[at]->api << "); the largest (bytes, first and last call, made by):\n";
+  for (size_t k = 0; k < alive.size() && k < 12; ++k) {
+    const size_t a = alive[k];
+    Call& first = *list_[uses_[a].first];
+    std::string shape;
+    size_t r = 0;
+    first.visit([&](void*&, bool, const View* v) {
+      const BufferRef& ref = first.refs[r++];
+      if (shape.empty() && v && ref.kind == BufferRef::Internal && ref.index == a) shape = view_str(v);
+    });
+    os << "  " << allocs[a].bytes << "  calls " << uses_[a].first << ".." << uses_[a].second << "  " << first.name()
+       << " from " << first.api << (shape.empty() ? "" : " ") << shape << "\n";
   }
   return os.str();
 }

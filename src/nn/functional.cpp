@@ -1,7 +1,14 @@
 #include "nn/functional.hpp"
 
+#include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
 
+#include "core/capture_hooks.hpp"
 #include "core/int_math.hpp"
 
 namespace nx::fn {
@@ -32,14 +39,67 @@ Tensor dropout(const Tensor& x, double p, bool training) {
   return where(keep, mul_scalar(x, 1.0 / (1.0 - p)), zeros_like(x));
 }
 
+namespace {
+
+// cos and sin of angle[p, i] = p / base^(2i/d) for positions [0, rows), in dtype on device.
+struct RopeTables {
+  Tensor cos, sin;
+  int64_t rows = 0;
+};
+
+RopeTables make_rope_tables(int64_t rows, int64_t d, double base, DType dtype, Device device) {
+  Tensor pos = arange(0, double(rows), 1, DType::F64, device);
+  Tensor inv = exp(mul_scalar(arange(0, double(d / 2), 1, DType::F64, device), -2.0 * std::log(base) / double(d)));
+  Tensor ang = mul(unsqueeze(pos, 1), unsqueeze(inv, 0));  // [rows, d/2]
+  return {cast(unary(UnaryOp::Cos, ang), dtype), cast(unary(UnaryOp::Sin, ang), dtype), rows};
+}
+
+// The tables of positions [start, start + t), as views of tables kept per (device, dtype, d,
+// base) and grown by doubling: every layer's q and k used to rebuild them (11 kernels each, 22 per
+// layer and step), and a compiled plan replayed those too. Each element is computed from its own
+// position exactly as before, so the values do not depend on what the table holds besides them.
+// Built with no capture active: a plan sees them as state made before the step, never as step
+// memory it would rewrite on replay while another thread reads the table. Shared by all threads
+// (the tables are never written after they are made); held until exit, on purpose (freeing device
+// memory from a static destructor would run after the CUDA runtime is gone).
+std::pair<Tensor, Tensor> rope_tables(int64_t start, int64_t t, int64_t d, double base, DType dtype, Device device) {
+  using Key = std::tuple<int, int, int, int64_t, uint64_t>;
+  static std::mutex mutex;
+  static auto* cache = new std::map<Key, RopeTables>();
+  uint64_t base_bits;
+  std::memcpy(&base_bits, &base, sizeof base);
+  const Key key{int(device.type), int(device.index), int(dtype), d, base_bits};
+  const int64_t need = checked_add(start, t, "rotary positions");
+  RopeTables tables;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    tables = (*cache)[key];
+  }
+  if (tables.rows < need) {
+    CaptureHooks* const capturing = tl_capture_hooks;
+    tl_capture_hooks = nullptr;  // made now, outside any step being captured
+    struct Restore {
+      CaptureHooks* hooks;
+      ~Restore() { tl_capture_hooks = hooks; }
+    } restore{capturing};
+    GradModeGuard off(false);
+    int64_t rows = std::max<int64_t>(64, tables.rows);
+    while (rows < need) rows = rows > INT64_MAX / 2 ? need : rows * 2;
+    tables = make_rope_tables(rows, d, base, dtype, device);
+    std::lock_guard<std::mutex> lock(mutex);
+    RopeTables& held = (*cache)[key];
+    if (held.rows < tables.rows) held = tables;
+  }
+  return {slice(tables.cos, 0, start, start + t, 1), slice(tables.sin, 0, start, start + t, 1)};
+}
+
+}  // namespace
+
 Tensor rope(const Tensor& x, int64_t start, double base) {
   const int64_t t = x.shape()[size_t(x.dim() - 2)], d = x.shape().back();
   if (d % 2) fail(NX_ERR_SHAPE, current_api(), ": rotary embeddings need an even head dimension, got ", d);
-  // angle[p, i] = (start + p) / base^(2i/d)
-  Tensor pos = arange(double(start), double(start + t), 1, DType::F64, x.device());
-  Tensor inv = exp(mul_scalar(arange(0, double(d / 2), 1, DType::F64, x.device()), -2.0 * std::log(base) / double(d)));
-  Tensor ang = mul(unsqueeze(pos, 1), unsqueeze(inv, 0));  // [t, d/2]
-  Tensor c = cast(unary(UnaryOp::Cos, ang), x.dtype()), s = cast(unary(UnaryOp::Sin, ang), x.dtype());
+  if (start < 0) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": rotary positions start at ", start, ", below 0");
+  const auto [c, s] = rope_tables(start, t, d, base, x.dtype(), x.device());  // [t, d/2]
   Tensor x1 = slice(x, -1, 0, d / 2, 1), x2 = slice(x, -1, d / 2, d, 1);  // rotate-half convention
   return cat({sub(mul(x1, c), mul(x2, s)), add(mul(x2, c), mul(x1, s))}, -1);
 }

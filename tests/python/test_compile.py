@@ -2,6 +2,7 @@
 parameters bit for bit; what the plan counts, prints and refuses; the step function's lifetime and
 exceptions through the low-level nx_plan_create."""
 import gc
+import re
 
 import numpy as np
 import pytest
@@ -91,6 +92,17 @@ def test_table_and_dot_describe_the_compiled_step():
         step(x, y)
     table = step.table()
     assert isinstance(table, str) and "matmul" in table
+    # the arena's fullest call: what is alive there fits the arena, and the largest buffers listed
+    # are part of it
+    m = re.search(r"arena peak: (\d+) bytes in (\d+) buffers at call (\d+)", table)
+    assert m, table[:400]
+    peak, count, at = (int(v) for v in m.groups())
+    assert 0 < peak <= step.stats()["arena_bytes"] and count > 0
+    listed = re.findall(r"^  (\d+)  calls (\d+)\.\.(\d+)  ", table, re.M)
+    assert 0 < len(listed) <= min(count, 12)
+    assert sum(int(b) for b, _, _ in listed) <= peak
+    assert all(int(first) <= at <= int(last) for _, first, last in listed)
+    assert [int(b) for b, _, _ in listed] == sorted((int(b) for b, _, _ in listed), reverse=True)
     dot = step.dot()
     assert dot.lstrip().startswith("digraph") and "matmul" in dot
     assert repr(step).startswith("CompiledStep(") and "train_step" in repr(step)
