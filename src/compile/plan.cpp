@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -39,6 +40,7 @@ class CompiledStep {
   void compile();
   void place_temporaries();
   void place(const std::vector<size_t>& order);  // first fit in this order into place_, arena_bytes_
+  void find_in_place();
   void check_index_requirements();
   std::string label(const BufferRef& r) const;
   std::string arena_peak() const;  // what the arena holds at its fullest call
@@ -51,6 +53,9 @@ class CompiledStep {
   FusionResult fusion_;
   std::vector<size_t> place_;              // per allocation: arena offset (temporaries in use)
   std::vector<std::pair<size_t, size_t>> uses_;  // per allocation: first and last position in list_ using it
+  // Output buffer -> the input it may share memory with: the call that makes it is the input's
+  // last use and computes each element from the same element of that input (find_in_place).
+  std::map<size_t, size_t> in_place_;
   std::vector<std::shared_ptr<Storage>> kept_;  // allocations alive after the step (gradients, outputs)
   std::vector<Storage*> written_;          // storages a replay writes (versions bumped)
   std::vector<std::pair<size_t, int64_t>> input_ranges_;  // (input, n): its values must lie in [0, n)
@@ -213,6 +218,7 @@ void CompiledStep::place_temporaries() {
         uses_[r.index].second = i;
         used[r.index] = true;
       }
+  find_in_place();
   std::vector<size_t> by_birth;
   for (size_t a = 0; a < allocs.size(); ++a)
     if (used[a]) by_birth.push_back(a);
@@ -232,17 +238,68 @@ void CompiledStep::place_temporaries() {
   arena_bytes_ = best == ~size_t(0) ? 0 : best;
 }
 
+// Kernels that compute each output element from the same element of their first input (and
+// read it before writing it), on both backends: their output may take that input's memory when
+// the call is the input's last use. (Only the first input: a kernel could copy one operand into
+// its output before reading the other.)
+static bool elementwise_in_place(const char* name) {
+  return !std::strcmp(name, "unary") || !std::strcmp(name, "binary") || !std::strcmp(name, "xent_backward");
+}
+
+void CompiledStep::find_in_place() {
+  const auto& allocs = trace_.allocations;
+  auto temporary = [&](const BufferRef& r) { return r.kind == BufferRef::Internal && allocs[r.index].died != Allocation::kAlive; };
+  in_place_.clear();
+  for (size_t i = 0; i < list_.size(); ++i) {
+    Call& call = *list_[i];
+    if (!elementwise_in_place(call.name()) || call.refs.size() < 2) continue;
+    std::vector<const View*> views;
+    call.visit([&](void*&, bool, const View* v) { views.push_back(v); });
+    const BufferRef &out = call.refs[0], &in = call.refs[1];
+    const View *vo = views[0], *vi = views[1];
+    bool in_written = false;
+    for (size_t k = 1; k < call.refs.size(); ++k)
+      in_written = in_written || (call.refs[k].written && call.refs[k].index == in.index && call.refs[k].kind == in.kind);
+    if (!out.written || in.written || in_written || !vo || !vi || !temporary(out) || !temporary(in) ||
+        out.index == in.index || out.offset != in.offset || uses_[out.index].first != i || uses_[in.index].second != i ||
+        vo->shape != vi->shape || vo->strides != vi->strides || dtype_size(vo->dtype) != dtype_size(vi->dtype))
+      continue;
+    in_place_[out.index] = in.index;
+  }
+}
+
 void CompiledStep::place(const std::vector<size_t>& order) {
   const auto& allocs = trace_.allocations;
   const size_t g = granule(device_);
   arena_bytes_ = 0;
   place_.assign(allocs.size(), 0);
-  std::vector<size_t> placed;
+  // An output and the input it may overwrite (in_place_), of the same size, are placed as one
+  // buffer over both lifetimes (chains of them too), so the sharing never depends on the order.
+  std::vector<size_t> root(allocs.size());
+  for (size_t a = 0; a < root.size(); ++a) root[a] = a;
+  auto find = [&](size_t a) {
+    while (root[a] != a) a = root[a] = root[root[a]];
+    return a;
+  };
+  for (const auto& [out, in] : in_place_)
+    if (round_up(allocs[out].bytes, g) == round_up(allocs[in].bytes, g)) root[find(out)] = find(in);
+  std::vector<std::pair<size_t, size_t>> span(allocs.size());  // per group root: first and last use
+  std::vector<bool> seen(allocs.size(), false);
   for (size_t a : order) {
-    const size_t size = round_up(allocs[a].bytes, g);
-    std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of placed buffers alive with a
+    const size_t r = find(a);
+    span[r] = seen[r] ? std::pair{std::min(span[r].first, uses_[a].first), std::max(span[r].second, uses_[a].second)}
+                      : uses_[a];
+    seen[r] = true;
+  }
+  std::vector<size_t> placed;  // group roots
+  std::vector<bool> is_placed(allocs.size(), false);
+  for (size_t a : order) {
+    const size_t r = find(a);
+    if (is_placed[r]) continue;
+    const size_t size = round_up(allocs[r].bytes, g);
+    std::vector<std::pair<size_t, size_t>> busy;  // [offset, end) of placed groups alive with this one
     for (size_t b : placed)
-      if (uses_[b].first <= uses_[a].second && uses_[a].first <= uses_[b].second)
+      if (span[b].first <= span[r].second && span[r].first <= span[b].second)
         busy.push_back({place_[b], place_[b] + round_up(allocs[b].bytes, g)});
     std::sort(busy.begin(), busy.end());
     size_t at = 0;
@@ -250,10 +307,12 @@ void CompiledStep::place(const std::vector<size_t>& order) {
       if (at + size <= lo) break;
       at = std::max(at, hi);
     }
-    place_[a] = at;
+    place_[r] = at;
+    is_placed[r] = true;
     arena_bytes_ = std::max(arena_bytes_, at + size);
-    placed.push_back(a);
+    placed.push_back(r);
   }
+  for (size_t a : order) place_[a] = place_[find(a)];
 }
 
 void CompiledStep::check_index_requirements() {
@@ -409,13 +468,18 @@ std::string CompiledStep::arena_peak() const {
   const size_t g = granule(device_);
   std::vector<size_t> temps;
   std::vector<int64_t> delta(list_.size() + 1, 0);
+  // An output written over its input's memory takes its own room only after the call making it.
+  std::vector<size_t> from(allocs.size());
   for (size_t a = 0; a < allocs.size(); ++a) {
-    if (allocs[a].died == Allocation::kAlive || uses_[a].second < uses_[a].first) continue;
+    if (allocs[a].died == Allocation::kAlive) continue;
     bool used = false;
     for (const BufferRef& r : list_[uses_[a].first]->refs) used = used || (r.kind == BufferRef::Internal && r.index == a);
     if (!used) continue;
+    from[a] = uses_[a].first;
+    if (auto it = in_place_.find(a); it != in_place_.end() && place_[a] == place_[it->second]) from[a]++;
+    if (from[a] > uses_[a].second) continue;
     temps.push_back(a);
-    delta[uses_[a].first] += int64_t(round_up(allocs[a].bytes, g));
+    delta[from[a]] += int64_t(round_up(allocs[a].bytes, g));
     delta[uses_[a].second + 1] -= int64_t(round_up(allocs[a].bytes, g));
   }
   size_t at = 0;
@@ -424,7 +488,7 @@ std::string CompiledStep::arena_peak() const {
     if ((live += delta[i]) > peak) peak = live, at = i;
   std::vector<size_t> alive;
   for (size_t a : temps)
-    if (uses_[a].first <= at && at <= uses_[a].second) alive.push_back(a);
+    if (from[a] <= at && at <= uses_[a].second) alive.push_back(a);
   std::stable_sort(alive.begin(), alive.end(), [&](size_t x, size_t y) { return allocs[x].bytes > allocs[y].bytes; });
   std::ostringstream os;
   os << "arena peak: " << peak << " bytes in " << alive.size() << " buffers at call " << at << " ("

@@ -108,6 +108,30 @@ def test_table_and_dot_describe_the_compiled_step():
     assert repr(step).startswith("CompiledStep(") and "train_step" in repr(step)
 
 
+def xent_backward_buffers(step):
+    """(written, logits) labels of the cross-entropy backward's row in the plan's table."""
+    row = next(line for line in step.table().splitlines() if " xent_backward " in line)
+    m = re.search(r"w:(\S+) \S+, (\S+) ", row)
+    assert m, row
+    return m.groups()
+
+
+def test_the_loss_gradient_is_written_over_the_logits_when_they_die_there():
+    model, opt = make_model()
+    step = ng.compile(make_step(model, opt))
+    for i in range(3):
+        step(*batch(i))
+    written, logits = xent_backward_buffers(step)
+    assert written.startswith("arena@") and written == logits
+    # returned as an output, the logits outlive the step: the gradient gets its own memory
+    model, opt = make_model()
+    step = ng.compile(make_step(model, opt, with_logits=True), num_outputs=2)
+    for i in range(3):
+        step(*batch(i))
+    written, logits = xent_backward_buffers(step)
+    assert written.startswith("arena@") and written != logits
+
+
 def test_several_outputs_come_back_as_a_tuple():
     model, opt = make_model()
     eager_step = make_step(model, opt, with_logits=True)
