@@ -8,6 +8,7 @@
  * Prints one line per mode (eager, then plan) and a summary:
  *   RESULT size=S device=D mode=M batch=B eager_tok_s=X plan_tok_s=Y ratio=Y/X eager_peak_mib=P
  *          plan_peak_mib=Q peak_ratio=Q/P arena_mib=A step_peak_mib=E ops=N graph=G max_loss_diff=L
+ * PLAN_BENCH_INTERLEAVE=1 alternates the two models step by step (run_interleaved).
  * Peaks are the CUDA allocator's over the timed steps (0 on the CPU); arena_mib against
  * step_peak_mib compares the plan's arena with the step's own allocations at their eager peak. */
 #include <math.h>
@@ -18,28 +19,36 @@ typedef ExGptTrainer Model;
 
 enum { kBatches = 4, kWarmup = 3 };
 
+/* Step s of m (through plan when given): sets the learning rate, runs the step, reads the loss on
+ * the host. Returns the loss; *seconds is the step's wall time, host read included. */
+static double one_step(Model* m, nx_plan plan, nx_tensor* xs, nx_tensor* ys, int64_t s, int64_t total, double lr,
+                       double* seconds) {
+  const double t0 = ex_now();
+  CHECK(nx_optimizer_set_lr(m->opt, nx_lr_cosine_warmup(lr, s, 5, total, lr * 0.1)));
+  const nx_tensor in[2] = {xs[s % kBatches], ys[s % kBatches]};
+  nx_tensor loss;
+  if (plan) CHECK(nx_plan_run(plan, &loss, 1, in, 2, NULL));
+  else CHECK(ex_gpt_train_step(&loss, 1, in, 2, m));
+  double v;
+  CHECK(nx_tensor_item(loss, &v, NULL));  /* every step, as a training loop logs it */
+  nx_tensor_free(loss);
+  *seconds = ex_now() - t0;
+  return v;
+}
+
 /* Trains m for warmup + steps steps (through plan when given); losses[steps] of the timed ones. */
 static double run(Model* m, nx_plan plan, nx_tensor* xs, nx_tensor* ys, int64_t steps, double lr, nx_device dev,
                   double* losses, double* peak_mib) {
-  double start = 0;
+  double elapsed = 0, dt;
   for (int64_t s = 0; s < kWarmup + steps; ++s) {
     if (s == kWarmup) {
       CHECK(nx_stream_synchronize(NULL));
       if (dev.type == NX_CUDA) CHECK(nx_cuda_reset_peak_memory(0));
-      start = ex_now();
     }
-    CHECK(nx_optimizer_set_lr(m->opt, nx_lr_cosine_warmup(lr, s, 5, kWarmup + steps, lr * 0.1)));
-    const nx_tensor in[2] = {xs[s % kBatches], ys[s % kBatches]};
-    nx_tensor loss;
-    if (plan) CHECK(nx_plan_run(plan, &loss, 1, in, 2, NULL));
-    else CHECK(ex_gpt_train_step(&loss, 1, in, 2, m));
-    double v;
-    CHECK(nx_tensor_item(loss, &v, NULL));  /* every step, as a training loop logs it */
-    if (s >= kWarmup) losses[s - kWarmup] = v;
-    nx_tensor_free(loss);
+    const double v = one_step(m, plan, xs, ys, s, kWarmup + steps, lr, &dt);
+    if (s >= kWarmup) losses[s - kWarmup] = v, elapsed += dt;
   }
   CHECK(nx_stream_synchronize(NULL));
-  const double elapsed = ex_now() - start;
   *peak_mib = 0;
   if (dev.type == NX_CUDA) {
     nx_cuda_memory_stats mem = {sizeof mem};
@@ -47,6 +56,21 @@ static double run(Model* m, nx_plan plan, nx_tensor* xs, nx_tensor* ys, int64_t 
     *peak_mib = (double)mem.peak_allocated_bytes / 1048576.0;
   }
   return elapsed;
+}
+
+/* PLAN_BENCH_INTERLEAVE=1: both models train side by side, eager step s then replayed step s, so
+ * a machine whose speed drifts during the run (a shared VM) slows both alike; the ratio is that of
+ * the summed step times. Peaks are not separable then (both models live at once) and read 0. */
+static void run_interleaved(Model* a, Model* b, nx_plan plan, nx_tensor* xs, nx_tensor* ys, int64_t steps, double lr,
+                            double* eager_loss, double* plan_loss, double* t_eager, double* t_plan) {
+  double dt;
+  *t_eager = *t_plan = 0;
+  for (int64_t s = 0; s < kWarmup + steps; ++s) {
+    const double ve = one_step(a, NULL, xs, ys, s, kWarmup + steps, lr, &dt);
+    if (s >= kWarmup) eager_loss[s - kWarmup] = ve, *t_eager += dt;
+    const double vp = one_step(b, plan, xs, ys, s, kWarmup + steps, lr, &dt);
+    if (s >= kWarmup) plan_loss[s - kWarmup] = vp, *t_plan += dt;
+  }
 }
 
 int main(int argc, char** argv) {
@@ -67,17 +91,24 @@ int main(int argc, char** argv) {
 
   double* eager_loss = (double*)malloc((size_t)steps * sizeof(double));
   double* plan_loss = (double*)malloc((size_t)steps * sizeof(double));
-  double eager_peak, plan_peak;
+  double eager_peak = 0, plan_peak = 0, t_eager, t_plan;
+  const bool interleave = getenv("PLAN_BENCH_INTERLEAVE") && atoi(getenv("PLAN_BENCH_INTERLEAVE"));
   Model a = bench_gpt_model(&sz, dev, bf16);
-  const double t_eager = run(&a, NULL, xs, ys, steps, sz.lr, dev, eager_loss, &eager_peak);
-  bench_gpt_free(&a);
-  CHECK(nx_stream_synchronize(NULL));
-  if (dev.type == NX_CUDA) CHECK(nx_cuda_empty_cache(0));
-
+  if (!interleave) {
+    t_eager = run(&a, NULL, xs, ys, steps, sz.lr, dev, eager_loss, &eager_peak);
+    bench_gpt_free(&a);
+    CHECK(nx_stream_synchronize(NULL));
+    if (dev.type == NX_CUDA) CHECK(nx_cuda_empty_cache(0));
+  }
   Model b = bench_gpt_model(&sz, dev, bf16);
   nx_plan plan;
   CHECK(nx_plan_create(&plan, ex_gpt_train_step, &b, 1, NULL));
-  const double t_plan = run(&b, plan, xs, ys, steps, sz.lr, dev, plan_loss, &plan_peak);
+  if (interleave) {
+    run_interleaved(&a, &b, plan, xs, ys, steps, sz.lr, eager_loss, plan_loss, &t_eager, &t_plan);
+    bench_gpt_free(&a);
+  } else {
+    t_plan = run(&b, plan, xs, ys, steps, sz.lr, dev, plan_loss, &plan_peak);
+  }
   nx_plan_stats ps = {sizeof ps};
   CHECK(nx_plan_get_stats(plan, &ps));
   if (getenv("PLAN_BENCH_DUMP")) {
