@@ -2,7 +2,7 @@
 // cuBLAS's GEMM kernels? NexusGrad's GPU suite under initcheck reports reads of cuBLAS GEMM
 // outputs (docs/reliability.md); this program does only that: one cuBLAS GEMM (the call src/cuda/blas.cu makes) into a fresh
 // buffer (no memset), then a kernel of its own reads every element of the output.
-//   usage: initcheck_probe f16|bf16|f32|tf32|uninit [m k n [t]]
+//   usage: [PROBE_STREAM=1] initcheck_probe f16|bf16|f32|tf32|uninit [m k n [t]]
 // m k n: the product's shape ([m, k] @ [k, n], default the suite's 64 x 256 x 48); t: A is stored
 // transposed ([k, m], cuBLAS op T), as a transposed view reaches src/cuda/blas.cu. With a shape,
 // the same program serves racecheck: whatever it reports is inside cuBLAS.
@@ -66,6 +66,13 @@ int main(int argc, char** argv) {
   if (std::strcmp(mode, "uninit") != 0) {
     cublasHandle_t h;
     CHECK_CUBLAS(cublasCreate(&h));
+    // PROBE_STREAM=1: on a created stream, as src/cuda/blas.cu calls cuBLAS (its heuristic may
+    // pick other kernels than on the legacy default stream)
+    cudaStream_t stream = nullptr;
+    if (std::getenv("PROBE_STREAM")) {
+      CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      CHECK_CUBLAS(cublasSetStream(h, stream));
+    }
     const float one = 1, zero = 0;
     // Row-major [m, n] = [m, k] @ [k, n] as column-major C^T = B^T A^T, as src/cuda/blas.cu computes it.
     // A stored [k, m] is A^T row-major: cuBLAS reads it as column-major [m, k] with op T, ld m.
@@ -74,6 +81,7 @@ int main(int argc, char** argv) {
                                             compute, CUBLAS_GEMM_DEFAULT));
     CHECK_CUDA(cudaDeviceSynchronize());
     cublasDestroy(h);
+    if (stream) CHECK_CUDA(cudaStreamDestroy(stream));
   }
   read_all<<<32, 256>>>(static_cast<const unsigned char*>(c), size_t(m) * n * elem, sum);
   unsigned long long host = 0;
