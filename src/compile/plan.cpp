@@ -53,6 +53,7 @@ class CompiledStep {
   FusionResult fusion_;
   std::vector<size_t> place_;              // per allocation: arena offset (temporaries in use)
   std::vector<std::pair<size_t, size_t>> uses_;  // per allocation: first and last position in list_ using it
+  std::vector<bool> in_arena_;             // per allocation: a temporary that some call of list_ uses
   // Output buffer -> the input it may share memory with: the call that makes it is the input's
   // last use and computes each element from the same element of that input (find_in_place).
   std::map<size_t, size_t> in_place_;
@@ -209,19 +210,19 @@ void CompiledStep::place_temporaries() {
   // planners). Counted in the replayed list, not in the eager run's allocations: a fused call
   // runs its members together, so every buffer it touches is alive at once, even one whose eager
   // lifetime ended before another's began.
-  std::vector<bool> used(allocs.size(), false);
+  in_arena_.assign(allocs.size(), false);
   uses_.assign(allocs.size(), {0, 0});
   for (size_t i = 0; i < list_.size(); ++i)
     for (const BufferRef& r : list_[i]->refs)
       if (r.kind == BufferRef::Internal && allocs[r.index].died != Allocation::kAlive) {
-        if (!used[r.index]) uses_[r.index].first = i;
+        if (!in_arena_[r.index]) uses_[r.index].first = i;
         uses_[r.index].second = i;
-        used[r.index] = true;
+        in_arena_[r.index] = true;
       }
   find_in_place();
   std::vector<size_t> by_birth;
   for (size_t a = 0; a < allocs.size(); ++a)
-    if (used[a]) by_birth.push_back(a);
+    if (in_arena_[a]) by_birth.push_back(a);
   std::vector<size_t> by_size = by_birth;
   std::stable_sort(by_size.begin(), by_size.end(), [&](size_t x, size_t y) { return allocs[x].bytes > allocs[y].bytes; });
   // Two greedy orders (largest first; first allocated first, as eager does); the smaller arena wins.
@@ -247,8 +248,7 @@ static bool elementwise_in_place(const char* name) {
 }
 
 void CompiledStep::find_in_place() {
-  const auto& allocs = trace_.allocations;
-  auto temporary = [&](const BufferRef& r) { return r.kind == BufferRef::Internal && allocs[r.index].died != Allocation::kAlive; };
+  auto temporary = [&](const BufferRef& r) { return r.kind == BufferRef::Internal && in_arena_[r.index]; };
   in_place_.clear();
   for (size_t i = 0; i < list_.size(); ++i) {
     Call& call = *list_[i];
@@ -260,7 +260,7 @@ void CompiledStep::find_in_place() {
     bool in_written = false;
     for (size_t k = 1; k < call.refs.size(); ++k)
       in_written = in_written || (call.refs[k].written && call.refs[k].index == in.index && call.refs[k].kind == in.kind);
-    if (!out.written || in.written || in_written || !vo || !vi || !temporary(out) || !temporary(in) ||
+    if (!out.written || in_written || !vo || !vi || !temporary(out) || !temporary(in) ||
         out.index == in.index || out.offset != in.offset || uses_[out.index].first != i || uses_[in.index].second != i ||
         vo->shape != vi->shape || vo->strides != vi->strides || dtype_size(vo->dtype) != dtype_size(vi->dtype))
       continue;
@@ -471,10 +471,7 @@ std::string CompiledStep::arena_peak() const {
   // An output written over its input's memory takes its own room only after the call making it.
   std::vector<size_t> from(allocs.size());
   for (size_t a = 0; a < allocs.size(); ++a) {
-    if (allocs[a].died == Allocation::kAlive) continue;
-    bool used = false;
-    for (const BufferRef& r : list_[uses_[a].first]->refs) used = used || (r.kind == BufferRef::Internal && r.index == a);
-    if (!used) continue;
+    if (!in_arena_[a]) continue;
     from[a] = uses_[a].first;
     if (auto it = in_place_.find(a); it != in_place_.end() && place_[a] == place_[it->second]) from[a]++;
     if (from[a] > uses_[a].second) continue;

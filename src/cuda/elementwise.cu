@@ -681,7 +681,6 @@ void launch_binary(const ExecContext& ctx, BinaryOp op, const View& dst, const V
     auto g = make_geometry<3>(dst.shape, {&dst.strides, &a.strides, &b.strides});
     const bool contig = contiguous(a) && contiguous(b);
     const TrailingBroadcast tb = trailing_broadcast(a, b);
-    auto is_half = [](DType d) { return d == DType::F16 || d == DType::BF16; };
     const bool a_half = is_half(a.dtype), b_half = is_half(b.dtype);
     if (contig && dst.dtype == DType::F32 && ((a_half && b.dtype == DType::F32) || (b_half && a.dtype == DType::F32)) &&
         aligned16(dst.data) && aligned16(a.data) && aligned16(b.data)) {
