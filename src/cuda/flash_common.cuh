@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cmath>
+#include <type_traits>
 
 #include "cuda/kernels.cuh"
 
@@ -160,6 +161,15 @@ inline TcParams tc_params(const AttentionParams& a) {
   p.alibi = !a.alibi_slopes.empty();
   for (size_t i = 0; i < a.alibi_slopes.size(); ++i) p.slopes[i] = float(a.alibi_slopes[i]);
   return p;
+}
+
+// go(D) with head_dim 32, 64 or 128 as a compile-time constant: the head_dims the mma.sync
+// kernels (bf16/f16 and TF32) are built for; callers check the dim first.
+template <class Go>
+void with_head_dim(int64_t dim, Go&& go) {
+  if (dim == 32) go(std::integral_constant<int, 32>{});
+  else if (dim == 64) go(std::integral_constant<int, 64>{});
+  else go(std::integral_constant<int, 128>{});
 }
 
 }  // namespace nx::cuda::flash

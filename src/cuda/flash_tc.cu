@@ -1,4 +1,4 @@
-// Tensor-core flash attention for bf16/f16 with head_dim 64 or 128 (FlashAttention-2 structure
+// Tensor-core flash attention for bf16/f16 with head_dim 32, 64 or 128 (FlashAttention-2 structure
 // on mma.sync m16n8k16, fragments through ldmatrix).
 //
 // Forward: a block owns 128 query rows of one (batch, head), 4 warps of 32 rows. Q stays in shared
@@ -687,19 +687,28 @@ void launch_tc(const ExecContext& ctx, const AttentionParams& a, const View& q, 
   NX_CUDA_LAUNCH_CHECK();
 }
 
+bool tc_head_dim(int64_t d) { return d == 32 || d == 64 || d == 128; }
+
+// go(D, BF16) with the call's head_dim (tc_head_dim holds) and type as compile-time constants.
+template <class Go>
+void dispatch_tc(int64_t dim, bool bf16, Go&& go) {
+  with_head_dim(dim, [&](auto d_tag) { bf16 ? go(d_tag, std::true_type{}) : go(d_tag, std::false_type{}); });
+}
+
 }  // namespace
 
-// Takes the tensor-core path when it applies: f16/bf16, head_dim 64 or 128, at most 128 heads,
-// and enough query rows to fill the tiles (few-query decode goes to the split-key kernel).
+// Takes the tensor-core path when it applies: f16/bf16, head_dim 32, 64 or 128, at most 128 heads,
+// and enough query rows to fill the tiles (few-query decode goes to the split-key kernel). Hopper
+// runs its wgmma kernels at 64 and 128; head_dim 32 (small models, e.g. 8 heads of a 256-wide
+// GPT) stays on mma.sync everywhere.
 bool attention_tensor_core(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k,
                            const View& v, const View& out, const View& lse) {
   const bool half = q.dtype == DType::BF16 || q.dtype == DType::F16;
-  if (!half || (a.dim != 64 && a.dim != 128) || a.heads > 128 || a.tq <= 4 || a.tk >= INT32_MAX) return false;
-  if (hopper_kernels_wanted() && attention_wgmma(ctx, a, q, k, v, out, lse)) return true;
-  const bool bf16 = q.dtype == DType::BF16;
-  if (a.dim == 64)
-    bf16 ? launch_tc<64, true>(ctx, a, q, k, v, out, lse) : launch_tc<64, false>(ctx, a, q, k, v, out, lse);
-  else bf16 ? launch_tc<128, true>(ctx, a, q, k, v, out, lse) : launch_tc<128, false>(ctx, a, q, k, v, out, lse);
+  if (!half || !tc_head_dim(a.dim) || a.heads > 128 || a.tq <= 4 || a.tk >= INT32_MAX) return false;
+  if (a.dim != 32 && hopper_kernels_wanted() && attention_wgmma(ctx, a, q, k, v, out, lse)) return true;
+  dispatch_tc(a.dim, q.dtype == DType::BF16, [&](auto d_tag, auto bf16_tag) {
+    launch_tc<decltype(d_tag)::value, decltype(bf16_tag)::value>(ctx, a, q, k, v, out, lse);
+  });
   return true;
 }
 
@@ -711,23 +720,17 @@ bool attention_backward_tensor_core(const ExecContext& ctx, const AttentionParam
                                     const View& v, const View& dout, const float* lse, const float* delta,
                                     const View& dq, const View& dk, const View& dv) {
   const bool half = q.dtype == DType::BF16 || q.dtype == DType::F16;
-  if (!half || (a.dim != 64 && a.dim != 128) || a.heads > 128) return false;
-  const bool bf16 = q.dtype == DType::BF16;
+  if (!half || !tc_head_dim(a.dim) || a.heads > 128) return false;
   // Deterministic: dQ by query blocks (two kernels, seven GEMMs per tile); else one kernel with
   // f32 atomics for dQ (five GEMMs), whose sums may differ in the last bits from run to run.
-  auto go = [&](auto d_tag, auto bf16_tag) {
+  dispatch_tc(a.dim, q.dtype == DType::BF16, [&](auto d_tag, auto bf16_tag) {
     constexpr int D = decltype(d_tag)::value;
     constexpr bool B16 = decltype(bf16_tag)::value;
     if (a.deterministic || a.tk >= INT32_MAX) launch_bwd_tc<D, B16>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
-    else if (!(hopper_kernels_wanted() && attention_backward_wgmma(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv)))
+    else if (!(D != 32 && hopper_kernels_wanted() &&
+               attention_backward_wgmma(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv)))
       launch_bwd_fused_tc<D, B16>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
-  };
-  using D64 = std::integral_constant<int, 64>;
-  using D128 = std::integral_constant<int, 128>;
-  using Bf = std::true_type;
-  using Fp = std::false_type;
-  if (a.dim == 64) bf16 ? go(D64{}, Bf{}) : go(D64{}, Fp{});
-  else bf16 ? go(D128{}, Bf{}) : go(D128{}, Fp{});
+  });
   return true;
 }
 }  // namespace nx::cuda

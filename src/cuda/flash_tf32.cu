@@ -106,6 +106,10 @@ __device__ __forceinline__ void store2(float* at, float x, float y) { *reinterpr
 template <int D>
 struct Tiles;
 template <>
+struct Tiles<32> {  // small heads: the D=64 shapes at half the row width (55 / 56 / 54 KiB)
+  static constexpr int kFwdMT = 2, kFwdKeys = 64, kBwdQueries = 64, kBwdKeys = 64;
+};
+template <>
 struct Tiles<64> {
   static constexpr int kFwdMT = 2, kFwdKeys = 64, kBwdQueries = 64, kBwdKeys = 64;
 };
@@ -503,17 +507,20 @@ int smem_per_block() {
 
 bool aligned(const void* p, uintptr_t bytes) { return (reinterpret_cast<uintptr_t>(p) & (bytes - 1)) == 0; }
 
-// What both directions need: f32 with TF32 enabled, the shapes the kernels cover (head_dim 64 or
-// 128, ALiBi slopes for at most 128 heads, int positions), more than a few queries (decode keeps
+// What both directions need: f32 with TF32 enabled, the shapes the kernels cover (head_dim 32, 64
+// or 128, ALiBi slopes for at most 128 heads, int positions), more than a few queries (decode keeps
 // the split-key SIMT kernel), an sm_80+ device with room for the tiles. Inputs are contiguous
 // [B, H, T, D] (ops/attention.cpp makes them so), as for the bf16/f16 kernels.
 bool tf32_applies(const AttentionParams& a, const View& q) {
   if (q.dtype != DType::F32 || !tf32_enabled()) return false;
-  if ((a.dim != 64 && a.dim != 128) || a.heads > 128 || a.tq <= 4 || a.tk < 1) return false;
+  if ((a.dim != 32 && a.dim != 64 && a.dim != 128) || a.heads > 128 || a.tq <= 4 || a.tk < 1) return false;
   if (a.tk >= INT32_MAX || a.tq >= INT32_MAX) return false;
   if (compute_capability() < 80) return false;
-  const size_t need = a.dim == 64 ? std::max({fwd_smem<64>(), dkdv_smem<64>(), dq_smem<64>()})
-                                  : std::max({fwd_smem<128>(), dkdv_smem<128>(), dq_smem<128>()});
+  size_t need = 0;
+  with_head_dim(a.dim, [&](auto d_tag) {
+    constexpr int D = decltype(d_tag)::value;
+    need = std::max({fwd_smem<D>(), dkdv_smem<D>(), dq_smem<D>()});
+  });
   return size_t(smem_per_block()) >= need;
 }
 
@@ -561,8 +568,7 @@ bool attention_tf32(const ExecContext& ctx, const AttentionParams& a, const View
   if (!tf32_applies(a, q)) return false;
   // cp.async reads 16-byte chunks, the stores write float2
   if (!aligned(q.data, 16) || !aligned(k.data, 16) || !aligned(v.data, 16) || !aligned(out.data, 8)) return false;
-  if (a.dim == 64) launch_fwd_tf32<64>(ctx, a, q, k, v, out, lse);
-  else launch_fwd_tf32<128>(ctx, a, q, k, v, out, lse);
+  with_head_dim(a.dim, [&](auto d_tag) { launch_fwd_tf32<decltype(d_tag)::value>(ctx, a, q, k, v, out, lse); });
   return true;
 }
 
@@ -577,8 +583,9 @@ bool attention_backward_tf32(const ExecContext& ctx, const AttentionParams& a, c
     if (!aligned(x->data, 16)) return false;
   for (const View* x : {&dq, &dk, &dv})
     if (!aligned(x->data, 8)) return false;
-  if (a.dim == 64) launch_bwd_tf32<64>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
-  else launch_bwd_tf32<128>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
+  with_head_dim(a.dim, [&](auto d_tag) {
+    launch_bwd_tf32<decltype(d_tag)::value>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
+  });
   return true;
 }
 

@@ -206,7 +206,7 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
 bool attention_wgmma(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
                      const View& out, const View& lse) {
 #if defined(NEXUS_HAVE_SM90A)
-  if (compute_capability() != 90) return false;
+  if (compute_capability() != 90 || (a.dim != 64 && a.dim != 128)) return false;
   const bool bf16 = q.dtype == DType::BF16;
   if (a.dim == 64) bf16 ? launch_fwd_wgmma<64, true>(ctx, a, q, k, v, out, lse)
                         : launch_fwd_wgmma<64, false>(ctx, a, q, k, v, out, lse);

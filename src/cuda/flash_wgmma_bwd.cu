@@ -282,7 +282,7 @@ bool attention_backward_wgmma(const ExecContext& ctx, const AttentionParams& a, 
                               const View& v, const View& dout, const float* lse, const float* delta, const View& dq,
                               const View& dk, const View& dv) {
 #if defined(NEXUS_HAVE_SM90A)
-  if (compute_capability() != 90) return false;
+  if (compute_capability() != 90 || (a.dim != 64 && a.dim != 128)) return false;
   const bool bf16 = q.dtype == DType::BF16;
   if (a.dim == 64) bf16 ? launch_bwd_wgmma<64, true>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv)
                         : launch_bwd_wgmma<64, false>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);

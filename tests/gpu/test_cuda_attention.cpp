@@ -1,7 +1,7 @@
 // Flash attention on the GPU, half precision (tensor-core forward and backward, SIMT for others)
 // against the f64 CPU kernels on the same (rounded) inputs, over a grid of shapes: lengths 1,
-// 17, 1000, 4096, q shorter than k, grouped-query heads, causal, ALiBi, head_dim 64/128 (+ 32,
-// 96 through the SIMT path). Bounds are set by the formats: bf16 keeps 8 mantissa bits, f16 11;
+// 17, 1000, 4096, q shorter than k, grouped-query heads, causal, ALiBi, head_dim 32/64/128 on the
+// tensor-core kernels (96 through the SIMT path). Bounds are set by the formats: bf16 keeps 8 mantissa bits, f16 11;
 // each reported as max abs error over the max magnitude of the reference.
 #include <cstdio>
 #include <cstdlib>
@@ -72,16 +72,22 @@ INSTANTIATE_TEST_SUITE_P(Grid, CudaAttention, ::testing::Values(
     AttnCase{3, 4, 4, 1, 17, 64, true, false, DType::BF16}, AttnCase{1, 4, 2, 1, 4096, 128, true, true, DType::F16},
     AttnCase{1, 4, 4, 70, 70, 32, true, false, DType::BF16}, AttnCase{1, 2, 2, 65, 130, 96, false, false, DType::F16},
     AttnCase{2, 8, 8, 129, 129, 128, false, false, DType::F16},
+    // head_dim 32 (the 8 heads of a 256-wide GPT): the shape of the "bench" model, GQA + ALiBi, Tq < Tk
+    AttnCase{4, 8, 8, 128, 128, 32, true, false, DType::BF16}, AttnCase{2, 8, 2, 300, 300, 32, true, true, DType::F16},
+    AttnCase{1, 4, 2, 100, 1000, 32, false, true, DType::BF16},
     // few-query decode against a long cache (split keys): 3 and 2 queries, head_dim 64 and 256
     AttnCase{2, 8, 2, 3, 3000, 64, true, true, DType::BF16}, AttnCase{1, 2, 2, 2, 1000, 256, false, false, DType::F16}));
 
 // The default backward adds dQ with f32 atomics; deterministic mode takes the two-kernel path,
 // which must repeat bit for bit and agree with the atomic one up to rounding.
-TEST(CudaAttentionModes, DeterministicBackwardRepeatsAndAgrees) {
+class CudaAttentionModes : public ::testing::TestWithParam<int64_t> {};  // head_dim
+
+TEST_P(CudaAttentionModes, DeterministicBackwardRepeatsAndAgrees) {
   NX_REQUIRE_GPU();
   manual_seed(8);
+  const int64_t d = GetParam();
   auto make = [&](Shape s) { return to_device(cast(randn(s, DType::F32, kCpu), DType::BF16), kGpu); };
-  Tensor q = make({2, 8, 700, 128}), k = make({2, 2, 700, 128}), v = make({2, 2, 700, 128}), gout = make({2, 8, 700, 128});
+  Tensor q = make({2, 8, 700, d}), k = make({2, 2, 700, d}), v = make({2, 2, 700, d}), gout = make({2, 8, 700, d});
   auto grads = [&](bool det) {
     set_deterministic(det);
       Tensor ql = grad_leaf(q), kl = grad_leaf(k), vl = grad_leaf(v);
@@ -97,6 +103,7 @@ TEST(CudaAttentionModes, DeterministicBackwardRepeatsAndAgrees) {
     EXPECT_LT(max_err(fast[size_t(i)], a[size_t(i)]) / std::max(1e-3, max_abs(a[size_t(i)])), 2e-2) << "gradient " << i;
   }
 }
+INSTANTIATE_TEST_SUITE_P(HeadDims, CudaAttentionModes, ::testing::Values(32, 128));
 
 
 }  // namespace

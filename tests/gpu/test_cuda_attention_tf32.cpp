@@ -1,6 +1,6 @@
 // Flash attention in f32 with TF32 enabled (the tensor-core kernels of flash_tf32.cu) against the
-// f64 CPU kernels on the same inputs, forward and the three gradients, over a grid: head_dim 64
-// and 128, causal and full, ALiBi, grouped-query heads, fewer queries than keys (and more, so that
+// f64 CPU kernels on the same inputs, forward and the three gradients, over a grid: head_dim 32,
+// 64 and 128, causal and full, ALiBi, grouped-query heads, fewer queries than keys (and more, so that
 // causal rows without keys occur), lengths 17, 100, 1000, 1024, batches of 2. TF32 keeps 10
 // mantissa bits (about 5e-4 relative per rounded operand): bounds 3e-3 on the output, 1e-2 on the
 // gradients, each as max abs error over the max magnitude of the reference. With TF32 off the same
@@ -84,7 +84,9 @@ INSTANTIATE_TEST_SUITE_P(Grid, CudaAttentionTf32, ::testing::Values(
     Tf32Case{1, 2, 2, 1024, 1024, 128, false, true}, Tf32Case{2, 4, 1, 100, 1000, 128, true, true},
     Tf32Case{2, 4, 2, 17, 1024, 64, true, false}, Tf32Case{1, 4, 4, 1000, 1024, 128, false, false},
     // more queries than keys, causal: the first 83 rows see no key (lse = +inf, zero output and gradient)
-    Tf32Case{1, 4, 2, 100, 17, 64, true, false}));
+    Tf32Case{1, 4, 2, 100, 17, 64, true, false},
+    // head_dim 32: the "bench" GPT's heads, then GQA + ALiBi with Tq < Tk
+    Tf32Case{4, 8, 8, 128, 128, 32, true, false}, Tf32Case{2, 4, 2, 100, 1000, 32, true, true}));
 
 }  // namespace
 }  // namespace nx::gputest
