@@ -126,3 +126,14 @@ NX_OPTIONS_STRUCT(nx_profiler_options, NX_PROFILER_OPTIONS_DEFAULT)
 }
 
 %include "nexus.h"
+
+#ifdef SWIGPYTHON
+/* nx_grad_scaler_step with stepped = NULL, for GradScaler.step(report=False), which works inside
+ * nexusgrad.compile (the stepped flag is refused there). Python plumbing, not part of nexus.h. */
+%{
+static nx_status nx_py_grad_scaler_step_on_device(nx_grad_scaler scaler, nx_optimizer opt, nx_stream stream) {
+  return nx_grad_scaler_step(NULL, scaler, opt, stream);
+}
+%}
+nx_status nx_py_grad_scaler_step_on_device(nx_grad_scaler scaler, nx_optimizer opt, nx_stream stream);
+#endif

@@ -911,7 +911,11 @@ NX_API double nx_lr_cosine_warmup(double base_lr, int64_t step, int64_t warmup_s
  *   nx_grad_scaler_unscale(scaler, opt, stream);  (optional: to clip or read the true gradients)
  *   nx_grad_scaler_step(&stepped, scaler, opt, stream);  nx_grad_scaler_update(scaler);
  * Several optimizers may share a scaler (each unscaled and stepped once per iteration, one update
- * at the end). The scale is kept in f32, as PyTorch keeps it. */
+ * at the end). The scale is kept in f32, as PyTorch keeps it.
+ * Inside a captured step (nx_plan_create) the whole iteration, update included, belongs in the
+ * step function: the scale is refilled before each replay, an Adam/AdamW optimizer skips on the
+ * device when a gradient was Inf/NaN, and the update runs after each replay (nx_grad_scaler_step
+ * then takes stepped = NULL; SGD cannot skip on the device and is refused there). */
 typedef struct nx_grad_scaler_s* nx_grad_scaler;
 typedef struct {
   uint32_t struct_size;    /* sizeof(nx_grad_scaler_options) */
@@ -933,8 +937,9 @@ NX_API nx_status nx_grad_scaler_scale(nx_tensor* out, nx_grad_scaler scaler, nx_
  * done); at most once per optimizer between updates and not after its step: NX_ERR_STATE. */
 NX_API nx_status nx_grad_scaler_unscale(nx_grad_scaler scaler, nx_optimizer opt, nx_stream stream);
 /* Unscales opt's gradients unless nx_grad_scaler_unscale did, then runs opt's step unless a
- * gradient was Inf or NaN; writes whether it stepped to *stepped (may be NULL). One host
- * synchronization per device of the gradients. Once per optimizer between updates; NX_ERR_STATE
+ * gradient was Inf or NaN; writes whether it stepped to *stepped (may be NULL; must be NULL inside a
+ * captured step: NX_ERR_STATE). One host synchronization per device of the gradients (none inside
+ * a captured step). Once per optimizer between updates; NX_ERR_STATE
  * also when no parameter of opt has a gradient (nothing could be checked). */
 NX_API nx_status nx_grad_scaler_step(bool* stepped, nx_grad_scaler scaler, nx_optimizer opt, nx_stream stream);
 /* Ends the iteration: if a step since the last update found Inf/NaN, scale *= backoff_factor and

@@ -458,6 +458,9 @@ nx_status nx_grad_scaler_step(bool* stepped, nx_grad_scaler scaler, nx_optimizer
     auto& s = scaler_arg(scaler);
     auto& o = opt_arg(opt);
     check_opt_stream(o, stream);
+    if (stepped && capture_hooks())  // a replay decides on the device: no host value could say
+      capture_hooks()->refuse("nx_grad_scaler_step: inside a captured step whether the optimizer stepped is decided on "
+                              "the device at every replay; pass NULL for stepped");
     const bool did = s.step(o);
     if (stepped) *stepped = did;
   });

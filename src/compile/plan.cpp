@@ -105,6 +105,7 @@ CompiledStep::CompiledStep(const StepFn& fn, const std::vector<Tensor>& inputs, 
       fail(NX_ERR_DEVICE, current_api(), ": output ", i, " of the step is on ", device_str(outputs_[i].device()),
            ", its inputs on ", device_str(device_));
   compile();
+  for (const auto& action : trace_.after_actions) action();
   *outputs = outputs_;
 }
 
@@ -376,6 +377,7 @@ std::vector<Tensor> CompiledStep::replay(const std::vector<Tensor>& inputs) {
   std::vector<Tensor> out;
   GradModeGuard off(false);
   for (const Tensor& o : outputs_) out.push_back(clone(o));
+  for (const auto& action : trace_.after_actions) action();
   return out;
 }
 

@@ -42,7 +42,8 @@ template <class T>
 void print_scalar(std::ostringstream& os, const T& v) {
   if constexpr (std::is_arithmetic_v<T>) os << " " << v;
   else if constexpr (std::is_enum_v<T>) os << " " << int(v);
-  else if constexpr (std::is_same_v<T, AdamParams>) os << " lr=" << v.lr << " wd=" << v.weight_decay;
+  else if constexpr (std::is_same_v<T, AdamParams>)
+    os << " lr=" << v.lr << " wd=" << v.weight_decay << (v.skip_if_nan ? " skip_if_nan" : "");
   else if constexpr (std::is_same_v<T, NormParams>) os << " eps=" << v.eps;
   else if constexpr (std::is_same_v<T, AttentionParams>) os << " scale=" << v.scale << " causal=" << v.causal;
 }
@@ -201,7 +202,8 @@ Trace::Trace(Device device)
 }
 
 Trace::~Trace() {
-  for (auto& d : dynamics) inner.deallocate(d->device, d->bytes);
+  for (auto& d : dynamics)
+    if (!d->owner.defined()) inner.deallocate(d->device, d->bytes);
 }
 
 Backend* Trace::backend_for(Device device) { return device == device_ ? recording_.get() : nullptr; }
@@ -332,6 +334,24 @@ const double* Trace::dynamic_values(Device device, size_t n, std::function<void(
   if (device != device_) refuse(std::string(current_api()) + ": step values for another device than the plan's");
   return static_cast<const double*>(add_dynamic<double>(n, std::move(fill)).device);
 }
+
+void Trace::refill_before_replay(const Tensor& t, std::function<void(void*)> fill) {
+  if (t.device() != device_ || !t.is_contiguous())
+    refuse(std::string(current_api()) + ": a value refilled before each replay must be a contiguous tensor on the plan's device");
+  if (live_.count(reinterpret_cast<uintptr_t>(t.impl()->storage->data)))
+    refuse(std::string(current_api()) + ": a value refilled before each replay was made inside the step");
+  observe(t);
+  auto d = std::make_unique<DynamicArray<char>>();
+  d->bytes = size_t(t.numel()) * dtype_size(t.dtype());
+  d->device = t.data();
+  d->owner = t;
+  d->host.assign(d->bytes, 0);
+  d->fill = [fill = std::move(fill)](char* out) { fill(out); };
+  upload_dynamic(*d);
+  dynamics.push_back(std::move(d));
+}
+
+void Trace::after_replay(std::function<void()> action) { after_actions.push_back(std::move(action)); }
 
 const uint64_t* Trace::random_draw(Device device, uint64_t seed, uint64_t offset, uint64_t count) {
   if (device != device_) return nullptr;

@@ -78,6 +78,7 @@ struct DynamicValues {
   virtual const void* refill() = 0;  // runs the fill; returns the bytes to upload
   void* device = nullptr;
   size_t bytes = 0;
+  Tensor owner;  // set when device is a caller's tensor (refill_before_replay), not the trace's memory
 };
 template <class T>
 struct DynamicArray final : DynamicValues {
@@ -102,6 +103,8 @@ class Trace final : public CaptureHooks {
   void host_read(const Tensor& t) override;
   void host_action(std::function<void()> action) override;
   const double* dynamic_values(Device device, size_t n, std::function<void(double*)> fill) override;
+  void refill_before_replay(const Tensor& t, std::function<void(void*)> fill) override;
+  void after_replay(std::function<void()> action) override;
   const uint64_t* random_draw(Device device, uint64_t seed, uint64_t offset, uint64_t count) override;
   [[noreturn]] void refuse(const std::string& why) override;
   void guard(std::function<bool()> still_valid) override;
@@ -119,6 +122,7 @@ class Trace final : public CaptureHooks {
   std::vector<Allocation> allocations;
   std::vector<std::shared_ptr<Storage>> externals;   // kept alive by the plan
   std::vector<std::function<void()>> host_actions;
+  std::vector<std::function<void()>> after_actions;  // after_replay's, in order
   std::vector<std::unique_ptr<DynamicValues>> dynamics;
   std::vector<std::function<bool()>> guards;
   struct IndexRequirement {  // the index's buffer (offset unused), resolved when it was trusted

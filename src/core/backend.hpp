@@ -100,6 +100,10 @@ struct AdamParams {
   // from this memory (the device's) when the kernel runs, so that a replay sees each step's
   // values; lr and the slots' bc1, bc2 above are then ignored.
   const double* step_values = nullptr;
+  // Set by a gradient scaler inside a compiled plan: one f32 in the device's memory, NaN when a
+  // gradient held Inf/NaN; the kernel then leaves parameters and moments unchanged (the step is
+  // skipped on the device, as an eager step is skipped on the host).
+  const float* skip_if_nan = nullptr;
 };
 
 class Backend {

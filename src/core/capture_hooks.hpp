@@ -32,6 +32,13 @@ class CaptureHooks {
   // n doubles in device memory (host memory on the CPU) that fill writes before each replay and
   // once now; kernels read values that change every step (learning rate, bias corrections) here.
   virtual const double* dynamic_values(Device device, size_t n, std::function<void(double*)> fill) = 0;
+  // The same for a tensor the caller owns, made before the step began and kept alive by the
+  // plan (a gradient scaler's scale): fill writes its bytes before each replay and once now.
+  virtual void refill_before_replay(const Tensor& t, std::function<void(void*)> fill) = 0;
+  // Host work after the step's device work, at every replay and once when the capture ends,
+  // with no capture active (it may read device values: a scaler learning whether the step
+  // found Inf/NaN, an optimizer taking back a step count the device skipped).
+  virtual void after_replay(std::function<void()> action) = 0;
   // A draw of count random numbers on device, which the generator placed at (seed, offset): the
   // two words it returns (device memory, host memory on the CPU: seed, then offset) are where the
   // draw's kernel reads them. A replay takes the step's numbers from the generator, as the eager
@@ -47,6 +54,19 @@ class CaptureHooks {
 
 inline thread_local CaptureHooks* tl_capture_hooks = nullptr;
 inline CaptureHooks* capture_hooks() { return tl_capture_hooks; }
+
+// For its lifetime nothing is captured on this thread: what is made here (a cache's table, a
+// scaler's state) exists before and after the step, as if made outside it.
+class OutsideCapture {
+ public:
+  OutsideCapture() : saved_(tl_capture_hooks) { tl_capture_hooks = nullptr; }
+  ~OutsideCapture() { tl_capture_hooks = saved_; }
+  OutsideCapture(const OutsideCapture&) = delete;
+  OutsideCapture& operator=(const OutsideCapture&) = delete;
+
+ private:
+  CaptureHooks* saved_;
+};
 
 }  // namespace nx
 

@@ -189,6 +189,7 @@ void adam_multi_t(const std::vector<AdamSlot>& slots, const AdamParams& p) {
   using A = Acc<T>;  // f32 math for f32 and half parameters, like the per-tensor path
   const std::vector<Chunk> chunks = chunks_of(slots);
   const A b1 = A(p.beta1), b2 = A(p.beta2), eps = A(p.eps), wd = A(p.weight_decay);
+  if (p.skip_if_nan && std::isnan(*p.skip_if_nan)) return;  // a scaled step that found Inf/NaN
   const double* sv = p.step_values;  // a compiled plan's lr, then (lr / bc1, 1 / sqrt(bc2)) per slot
   const A decay = A(1 - (sv ? sv[0] : p.lr) * p.weight_decay);
 #pragma omp parallel for schedule(dynamic, 1)

@@ -44,6 +44,7 @@ template <class T>
 __global__ void adam_multi_kernel(const DevSlot* slots, const DevChunk* chunks, AdamParams hp, double step_size,
                                   double inv_sqrt_bc2) {
   using A = typename AccT<T>::type;
+  if (hp.skip_if_nan && isnan(*hp.skip_if_nan)) return;  // a scaled step that found Inf/NaN
   const DevChunk c = chunks[blockIdx.x];
   const DevSlot s = slots[c.slot];
   const int64_t end = c.begin + kChunk < s.n ? c.begin + kChunk : s.n;

@@ -76,12 +76,7 @@ std::pair<Tensor, Tensor> rope_tables(int64_t start, int64_t t, int64_t d, doubl
     tables = (*cache)[key];
   }
   if (tables.rows < need) {
-    CaptureHooks* const capturing = tl_capture_hooks;
-    tl_capture_hooks = nullptr;  // made now, outside any step being captured
-    struct Restore {
-      CaptureHooks* hooks;
-      ~Restore() { tl_capture_hooks = hooks; }
-    } restore{capturing};
+    const OutsideCapture outside;  // made now, outside any step being captured
     GradModeGuard off(false);
     int64_t rows = std::max<int64_t>(64, tables.rows);
     while (rows < need) rows = rows > INT64_MAX / 2 ? need : rows * 2;

@@ -1,11 +1,16 @@
 #include "nn/grad_scaler.hpp"
 
 #include <cmath>
+#include <cstring>
+
+#include "core/capture_hooks.hpp"
 
 namespace nx::nn {
 
-GradScaler::GradScaler(const GradScalerOptions& o) : options_(o), scale_(float(o.init_scale)) {
-  if (!(o.init_scale > 0) || !std::isfinite(scale_) || scale_ <= 0)
+GradScaler::GradScaler(const GradScalerOptions& o)
+    : shared_(std::make_shared<Shared>(Shared{o, float(o.init_scale)})) {
+  const float scale = shared_->scale;
+  if (!(o.init_scale > 0) || !std::isfinite(scale) || scale <= 0)
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": init_scale must be positive and finite in f32, got ", o.init_scale);
   if (!(o.growth_factor > 1) || !std::isfinite(o.growth_factor))
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": growth_factor must be finite and > 1, got ", o.growth_factor);
@@ -15,24 +20,70 @@ GradScaler::GradScaler(const GradScalerOptions& o) : options_(o), scale_(float(o
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": growth_interval must be >= 1, got ", o.growth_interval);
 }
 
-Tensor GradScaler::scale(const Tensor& loss) const {
+// torch's _amp_update_scale_: products in f64, the scale stored in f32.
+void GradScaler::Shared::update(bool found) {
+  if (found) {
+    scale = float(double(scale) * options.backoff_factor);
+    tracker = 0;
+  } else if (++tracker == options.growth_interval) {
+    const float grown = float(double(scale) * options.growth_factor);
+    if (std::isfinite(grown)) scale = grown;
+    tracker = 0;
+  }
+}
+
+// The reciprocal in f64, rounded to f32, as torch computes it.
+float GradScaler::Shared::inverse() const { return float(1.0 / double(scale)); }
+
+const Tensor& GradScaler::value_on(Device device, bool inverse) {
+  DeviceValues& v = values_[{int(device.type), device.index}];
+  if (!v.scale.defined()) {
+    const OutsideCapture outside;  // state of the scaler, not of the step
+    GradModeGuard off(false);
+    v.scale = zeros({}, DType::F32, device);
+    v.inv = zeros({}, DType::F32, device);
+  }
+  const Tensor& t = inverse ? v.inv : v.scale;
+  auto fill = [s = shared_, inverse](void* out) {
+    const float x = inverse ? s->inverse() : s->scale;
+    std::memcpy(out, &x, sizeof(float));
+  };
+  if (CaptureHooks* hooks = capture_hooks()) {
+    hooks->refill_before_replay(t, fill);
+  } else {
+    GradModeGuard off(false);
+    float x;
+    fill(&x);
+    copy_(t, from_data(&x, {}, DType::F32, Device{}));
+  }
+  return t;
+}
+
+const Tensor& GradScaler::flag_of(const Optimizer& opt, Device device) {
+  Tensor& flag = flags_[&opt];
+  if (!flag.defined() || flag.device() != device) {
+    const OutsideCapture outside;
+    GradModeGuard off(false);
+    flag = zeros({}, DType::F32, device);
+  }
+  return flag;
+}
+
+Tensor GradScaler::scale(const Tensor& loss) {
   check_floating(loss, "loss");
-  if (!options_.enabled) return loss;
-  return mul_scalar(loss, double(scale_));
+  if (!enabled()) return loss;
+  return mul(loss, value_on(loss.device(), false));
 }
 
 void GradScaler::unscale(const Optimizer& opt) {
-  if (!options_.enabled) return;
+  if (!enabled()) return;
   PerOptimizer& state = states_[&opt];
   if (state.stage == Stage::Unscaled)
     fail(NX_ERR_STATE, current_api(), ": this optimizer's gradients were already unscaled since the last update");
   if (state.stage == Stage::Stepped)
     fail(NX_ERR_STATE, current_api(), ": unscale after this optimizer's step (call update first)");
   GradModeGuard off(false);
-  // The reciprocal in f64, rounded to f32, as torch computes it; the kernels take it in the
-  // gradient's dtype.
-  const double inv = double(float(1.0 / double(scale_)));
-  std::vector<Tensor> probes;
+  std::vector<Tensor> probes, inverses;  // per device, in the same order
   for (const Tensor& p : opt.params()) {
     if (!p.impl()->grad) continue;
     const Tensor g(p.impl()->grad);
@@ -43,17 +94,27 @@ void GradScaler::unscale(const Optimizer& opt) {
     // per device, where torch reads its found_inf flag. Like torch, the check looks at the
     // scaled gradients.
     Tensor probe = cast(sum(mul_scalar(g, 0.0), {}, false), DType::F32);
-    bool merged = false;
-    for (Tensor& q : probes)
-      if (q.device() == g.device()) {
-        q = add(q, probe);
-        merged = true;
-      }
-    if (!merged) probes.push_back(probe);
+    size_t at = 0;
+    while (at < probes.size() && probes[at].device() != g.device()) ++at;
+    if (at < probes.size()) {
+      probes[at] = add(probes[at], probe);
+    } else {
+      probes.push_back(probe);
+      inverses.push_back(value_on(g.device(), true));
+    }
     // A new tensor rather than an in-place write: a leaf's gradient can share its storage with
     // another leaf's (add's VJP hands both operands the same gradient) or with the caller's
     // backward seed, and scaling that storage in place would unscale it twice or change the seed.
-    p.impl()->grad = mul_scalar(g, inv).impl_ptr();
+    // The product is taken in f32 and rounded to the gradient's dtype, as torch's unscale does.
+    Tensor unscaled = mul(g, inverses[at]);
+    p.impl()->grad = cast_if_needed(unscaled, g.dtype()).impl_ptr();
+  }
+  if (CaptureHooks* hooks = capture_hooks(); hooks && !probes.empty()) {
+    if (probes.size() > 1)
+      hooks->refuse(std::string(current_api()) + ": the optimizer's gradients lie on several devices; a captured "
+                    "step's scaler keeps one Inf/NaN flag per optimizer");
+    copy_(flag_of(opt, probes[0].device()), probes[0]);  // read by the optimizer's kernel and after the replay
+    state.captured = true;
   }
   state.probes = std::move(probes);
   state.found_inf = -1;
@@ -70,7 +131,7 @@ bool GradScaler::found_inf(PerOptimizer& state) {
 }
 
 bool GradScaler::step(Optimizer& opt) {
-  if (!options_.enabled) {
+  if (!enabled()) {
     opt.step();
     return true;
   }
@@ -80,32 +141,39 @@ bool GradScaler::step(Optimizer& opt) {
   if (state.stage == Stage::Ready) unscale(opt);
   if (state.probes.empty())
     fail(NX_ERR_STATE, current_api(), ": no parameter of the optimizer has a gradient, so none was checked for Inf/NaN");
+  state.stage = Stage::Stepped;
+  if (state.captured) {  // the device decides, at every replay
+    opt.step_unless_nan(flags_.at(&opt));
+    return true;
+  }
   const bool skip = found_inf(state);
   if (!skip) opt.step();
-  state.stage = Stage::Stepped;
   return !skip;
 }
 
 void GradScaler::update() {
-  if (!options_.enabled) return;
+  if (!enabled()) return;
   bool any_unscaled = false, found = false;
+  std::vector<Tensor> captured_flags;
   for (auto& [opt, state] : states_) {
     if (state.stage == Stage::Ready || state.probes.empty()) continue;
     any_unscaled = true;
-    found = found_inf(state) || found;
+    if (state.captured) captured_flags.push_back(flags_.at(opt));
+    else found = found_inf(state) || found;
   }
   if (!any_unscaled)
     fail(NX_ERR_STATE, current_api(), ": no gradients were unscaled since the last update (call step first)");
-  // torch's _amp_update_scale_: products in f64, the scale stored in f32.
-  if (found) {
-    scale_ = float(double(scale_) * options_.backoff_factor);
-    tracker_ = 0;
-  } else if (++tracker_ == options_.growth_interval) {
-    const float grown = float(double(scale_) * options_.growth_factor);
-    if (std::isfinite(grown)) scale_ = grown;
-    tracker_ = 0;
-  }
   states_.clear();
+  if (CaptureHooks* hooks = capture_hooks(); hooks && !captured_flags.empty()) {
+    // After the device work of the capture and of every replay: the flags are final then.
+    hooks->after_replay([s = shared_, flags = std::move(captured_flags), found] {
+      bool any = found;
+      for (const Tensor& f : flags) any = any || std::isnan(item(f));
+      s->update(any);
+    });
+    return;
+  }
+  shared_->update(found);
 }
 
 }  // namespace nx::nn

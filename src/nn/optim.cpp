@@ -67,6 +67,13 @@ Tensor Optimizer::state_moment(const Tensor& value, const std::string& name, siz
   return clone(to_device(cast_if_needed(value, p.dtype()), p.device()));
 }
 
+void Optimizer::step_unless_nan(const Tensor& flag) {
+  if (capture_hooks())
+    fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": ", kind(), " cannot skip a step on a device flag inside a captured ",
+         "step (a gradient scaler's); Adam and AdamW can, or run the scaler's step outside nx_plan_run");
+  if (!std::isnan(item(flag))) step();
+}
+
 SGD::SGD(std::vector<Tensor> params, double lr_, double mom, bool nest, double wd)
     : Optimizer(std::move(params), lr_), momentum(mom), weight_decay(wd), nesterov(nest), buf_(params_.size()) {
   // torch.optim.SGD's checks; written so that NaN fails them too
@@ -193,16 +200,24 @@ void Adam::step() {
   }
 }
 
-void Adam::step_captured(CaptureHooks& hooks) {
+void Adam::step_unless_nan(const Tensor& flag) {
+  GradModeGuard off(false);
+  if (CaptureHooks* hooks = capture_hooks()) return step_captured(*hooks, &flag);
+  Optimizer::step_unless_nan(flag);
+}
+
+void Adam::step_captured(CaptureHooks& hooks, const Tensor* skip_if_nan) {
   std::shared_ptr<Optimizer> self = weak_from_this().lock();
   if (!self) fail(NX_ERR_STATE, current_api(), ": this optimizer is not owned by a handle and cannot be captured");
   const auto groups = fusable_groups();
   std::vector<bool> fused(params_.size(), false);
   for (const auto& idx : groups)
     for (size_t i : idx) {
-      if (!m_[i].defined())
-        fail(NX_ERR_STATE, current_api(), ": parameter ", i, " has no Adam moments yet; a plan captures a step ",
-             "only after one eager step (nx_plan_run runs a new shape's first call eagerly)");
+      if (!m_[i].defined()) {  // no step taken yet (the eager run's was skipped by a scaler): zeros, as eager makes
+        const OutsideCapture outside;  // state that outlives the step
+        m_[i] = zeros_like(params_[i]);
+        v_[i] = zeros_like(params_[i]);
+      }
       fused[i] = true;
     }
   for (size_t i = 0; i < params_.size(); ++i)
@@ -215,6 +230,15 @@ void Adam::step_captured(CaptureHooks& hooks) {
     for (const auto& idx : groups)
       for (size_t i : idx) ++t_[i];
   });
+  if (skip_if_nan) {
+    hooks.observe(*skip_if_nan);
+    hooks.after_replay([self, this, groups, flag = *skip_if_nan] {  // a skipped step takes no step count
+      if (!std::isnan(item(flag))) return;
+      --steps;
+      for (const auto& idx : groups)
+        for (size_t i : idx) --t_[i];
+    });
+  }
   for (const auto& idx : groups) {
     std::vector<Tensor> ps, gs, ms, vs;
     std::vector<int64_t> ts;
@@ -227,6 +251,7 @@ void Adam::step_captured(CaptureHooks& hooks) {
       ts.push_back(t_[i]);
     }
     AdamParams hp{lr, beta1, beta2, eps, weight_decay, decoupled};
+    if (skip_if_nan) hp.skip_if_nan = skip_if_nan->data_as<const float>();
     hp.step_values = hooks.dynamic_values(params_[idx[0]].device(), 1 + 2 * idx.size(), [self, this, idx](double* out) {
       out[0] = lr;
       for (size_t k = 0; k < idx.size(); ++k) {

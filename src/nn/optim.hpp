@@ -16,6 +16,10 @@ class Optimizer : public std::enable_shared_from_this<Optimizer> {
   explicit Optimizer(std::vector<Tensor> params, double lr);
   virtual ~Optimizer() = default;
   virtual void step() = 0;
+  // Steps unless flag (a 0-d f32 on the parameters' device, a gradient scaler's) is NaN. Inside a
+  // captured step the device decides at every replay (Adam); an optimizer that cannot skip there
+  // fails with NX_ERR_NOT_IMPLEMENTED. Outside one, the flag is read on the host.
+  virtual void step_unless_nan(const Tensor& flag);
   virtual const char* kind() const = 0;
   void zero_grad();
   double lr;
@@ -64,6 +68,7 @@ class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay, bool decoupled);
   void step() override;
+  void step_unless_nan(const Tensor& flag) override;
   const char* kind() const override { return decoupled ? "AdamW" : "Adam"; }
   std::map<std::string, Tensor> state() const override;
   void load_state(const std::map<std::string, Tensor>& state, const std::string& source) override;
@@ -77,8 +82,10 @@ class Adam : public Optimizer {
   std::vector<int64_t> t_;
   std::vector<std::vector<size_t>> fusable_groups() const;
   // step() inside a plan being captured (core/capture_hooks.hpp): fused groups only, with the
-  // step counts advanced by a host action and lr, bias corrections read from step_values.
-  void step_captured(CaptureHooks& hooks);
+  // step counts advanced by a host action and lr, bias corrections read from step_values. With
+  // skip_if_nan the kernels leave everything unchanged when it is NaN, and the step counts are
+  // taken back after that replay.
+  void step_captured(CaptureHooks& hooks, const Tensor* skip_if_nan = nullptr);
 };
 
 // Scales all gradients so that their global L2 norm is at most max_norm; returns the norm before,

@@ -1,7 +1,8 @@
 /* Compiled steps (nx_plan_*): a GPT training step (forward, cross-entropy, backward, clipping,
  * AdamW with a cosine schedule) run 100 times eagerly and 100 times through a plan from the same
  * initial state and batches gives the same losses and parameters bit for bit, with dropout too
- * (each replay draws the masks of the eager step it stands for); shapes get their own
+ * (each replay draws the masks of the eager step it stands for) and with dynamic loss scaling
+ * (steps skipped on the device); shapes get their own
  * compiled step; stale plans are captured again; what a replay cannot repeat is refused by name;
  * the plan prints as a table and as DOT. The device is NEXUS_TEST_DEVICE (cpu unless "cuda"). */
 #include <stddef.h>
@@ -335,6 +336,22 @@ static void test_dropout_replays_draw_new_masks_and_follow_the_seed(void** state
   NX_OK_(nx_runtime_set_deterministic(false));
 }
 
+/* The optimizer's step count, as its saved state has it. */
+static int64_t saved_step_count(nx_optimizer opt) {
+  char path[] = "plan_opt_steps.safetensors";
+  NX_OK_(nx_optimizer_save(opt, path));
+  nx_safetensors st;
+  NX_OK_(nx_safetensors_open(&st, path));
+  nx_tensor steps_t = NULL;
+  NX_OK_(nx_safetensors_get(&steps_t, st, "step", (nx_device){NX_CPU, 0}, NULL));
+  double v;
+  NX_OK_(nx_tensor_item(steps_t, &v, NULL));
+  nx_tensor_free(steps_t);
+  nx_safetensors_free(st);
+  remove(path);
+  return (int64_t)v;
+}
+
 /* The optimizer's step count advances at every replay as eagerly: saved state says 10 steps. */
 static void test_replay_advances_optimizer_state(void** state) {
   (void)state;
@@ -343,20 +360,156 @@ static void test_replay_advances_optimizer_state(void** state) {
   nx_plan plan = make_plan(&g);
   for (int64_t s = 0; s < 10; ++s) run_step(&g, plan, 2, s, 10);
   assert_int_equal(plan_stats(plan).replays, 8);
-  char path[] = "plan_opt_state.safetensors";
-  NX_OK_(nx_optimizer_save(g.opt, path));
-  nx_safetensors st;
-  NX_OK_(nx_safetensors_open(&st, path));
-  nx_tensor steps_t = NULL;
-  NX_OK_(nx_safetensors_get(&steps_t, st, "step", test_device(), NULL));
-  double v;
-  NX_OK_(nx_tensor_item(steps_t, &v, NULL));
-  assert_int_equal((int64_t)v, 10);
-  nx_tensor_free(steps_t);
-  nx_safetensors_free(st);
-  remove(path);
+  assert_int_equal(saved_step_count(g.opt), 10);
   nx_plan_free(plan);
   gpt_free(&g);
+}
+
+/* ---------------------------------------------------------------- loss scaling */
+/* A training step with dynamic loss scaling inside the plan: scale, backward, unscale, clip,
+ * the scaler's step and update. A third input multiplies the loss before scaling: 1, or 1e38 on
+ * the steps that must overflow (Inf gradients: the step is skipped on the device and the scale
+ * backs off); the scale grows after every 3 clean steps. Eager and replay give the same losses,
+ * scales, parameters and Adam step count, through skipped and taken steps. */
+typedef struct {
+  Gpt gpt;
+  nx_grad_scaler scaler;
+  bool ask_stepped; /* pass a stepped pointer to nx_grad_scaler_step (refused when captured) */
+} ScaledGpt;
+
+static nx_status scaled_step(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs, size_t ninputs, void* user) {
+  ScaledGpt* sg = (ScaledGpt*)user;
+  Gpt* g = &sg->gpt;
+  (void)noutputs, (void)ninputs;
+  nx_tensor loss = NULL, boosted = NULL, scaled = NULL;
+  TRY(gpt_loss(g, inputs, &loss));
+  nx_status st = nx_mul(&boosted, loss, inputs[2], NULL);
+  if (st == NX_OK) st = nx_grad_scaler_scale(&scaled, sg->scaler, boosted, NULL);
+  if (st == NX_OK) st = nx_optimizer_zero_grad(g->opt);
+  if (st == NX_OK) st = nx_backward(scaled, NULL, NULL, NULL);
+  if (st == NX_OK) st = nx_grad_scaler_unscale(sg->scaler, g->opt, NULL);
+  if (st == NX_OK) st = nx_clip_grad_norm(NULL, g->params, g->nparams, 1.0, NULL);
+  bool stepped = false;
+  if (st == NX_OK) st = nx_grad_scaler_step(sg->ask_stepped ? &stepped : NULL, sg->scaler, g->opt, NULL);
+  if (st == NX_OK) st = nx_grad_scaler_update(sg->scaler);
+  nx_tensor_free(scaled);
+  nx_tensor_free(boosted);
+  if (st != NX_OK) {
+    nx_tensor_free(loss);
+    return st;
+  }
+  outputs[0] = loss;
+  return NX_OK;
+}
+
+static void scaled_init(ScaledGpt* sg, bool sgd) {
+  gpt_init(&sg->gpt, test_device());
+  if (sgd) {
+    nx_optimizer_free(sg->gpt.opt);
+    const nx_sgd_options o = {sizeof o, 1e-2, 0.9, false, 0.0};
+    NX_OK_(nx_sgd_create(&sg->gpt.opt, sg->gpt.params, sg->gpt.nparams, &o));
+  }
+  nx_grad_scaler_options o = NX_GRAD_SCALER_OPTIONS_DEFAULT;
+  o.growth_interval = 3;
+  NX_OK_(nx_grad_scaler_create(&sg->scaler, &o));
+  sg->ask_stepped = false;
+}
+
+/* Whether step s overflows on purpose: a few steps among the replays, two of them in a row. */
+static bool overflow_step(int64_t s) { return s == 4 || s == 9 || s == 10 || s == 17 || s == 25; }
+
+static double scaled_run(ScaledGpt* sg, nx_plan plan, int64_t step, double* scale) {
+  nx_tensor x, y, boost, loss = NULL;
+  make_batch(&x, &y, 3, step, test_device());
+  const float b = overflow_step(step) ? 1e38f : 1.0f;
+  NX_OK_(nx_tensor_from_data(&boost, &b, NULL, 0, NX_F32, test_device(), NULL));
+  const nx_tensor in[3] = {x, y, boost};
+  if (plan) NX_OK_(nx_plan_run(plan, &loss, 1, in, 3, NULL));
+  else NX_OK_(scaled_step(&loss, 1, in, 3, sg));
+  double v;
+  NX_OK_(nx_tensor_item(loss, &v, NULL));
+  NX_OK_(nx_grad_scaler_get_scale(sg->scaler, scale));
+  nx_tensor_free(x);
+  nx_tensor_free(y);
+  nx_tensor_free(boost);
+  nx_tensor_free(loss);
+  return v;
+}
+
+static void scaled_free(ScaledGpt* sg) {
+  nx_grad_scaler_free(sg->scaler);
+  gpt_free(&sg->gpt);
+}
+
+static void test_loss_scaled_replay_equals_eager_bit_for_bit(void** state) {
+  (void)state;
+  NX_OK_(nx_runtime_set_deterministic(true));
+  const int64_t steps = plan_steps(30);
+  ScaledGpt eager, compiled;
+  scaled_init(&eager, false);
+  scaled_init(&compiled, false);
+  nx_plan plan = NULL;
+  NX_OK_(nx_plan_create(&plan, scaled_step, &compiled, 1, NULL));
+  int skipped = 0, grown = 0;
+  double last_scale = 65536;
+  for (int64_t s = 0; s < steps; ++s) {
+    double want_scale, got_scale;
+    const double want = scaled_run(&eager, NULL, s, &want_scale);
+    const double got = scaled_run(&compiled, plan, s, &got_scale);
+    if (want != got) fail_msg("step %lld: eager loss %.17g, replayed %.17g", (long long)s, want, got);
+    if (want_scale != got_scale) fail_msg("step %lld: eager scale %g, replayed %g", (long long)s, want_scale, got_scale);
+    /* the scaler saw the overflow (it backs off) exactly on the steps made to overflow */
+    if ((want_scale < last_scale) != overflow_step(s))
+      fail_msg("step %lld: scale %g after %g", (long long)s, want_scale, last_scale);
+    skipped += want_scale < last_scale;
+    grown += want_scale > last_scale;
+    last_scale = want_scale;
+  }
+  assert_true(skipped >= 3 && grown >= 3);
+  assert_same_params(&eager.gpt, &compiled.gpt);
+  const int64_t taken = saved_step_count(eager.gpt.opt);
+  assert_int_equal(taken, steps - skipped);
+  assert_int_equal(saved_step_count(compiled.gpt.opt), taken);
+  const nx_plan_stats st = plan_stats(plan);
+  assert_int_equal(st.captures, 1);
+  assert_int_equal(st.replays, steps - 2);
+  nx_plan_free(plan);
+  scaled_free(&eager);
+  scaled_free(&compiled);
+  NX_OK_(nx_runtime_set_deterministic(false));
+}
+
+/* What the device cannot decide is refused by name: a stepped flag on the host, and an optimizer
+ * (SGD) whose update cannot skip on a device flag. */
+static void test_loss_scaled_step_refusals(void** state) {
+  (void)state;
+  for (int c = 0; c < 2; ++c) {
+    ScaledGpt sg;
+    scaled_init(&sg, c == 1);
+    sg.ask_stepped = c == 0;
+    nx_plan plan = NULL;
+    NX_OK_(nx_plan_create(&plan, scaled_step, &sg, 1, NULL));
+    nx_tensor x, y, loss = NULL;
+    make_batch(&x, &y, 2, 0, test_device());
+    const float one = 1.0f;
+    nx_tensor boost;
+    NX_OK_(nx_tensor_from_data(&boost, &one, NULL, 0, NX_F32, test_device(), NULL));
+    const nx_tensor in[3] = {x, y, boost};
+    NX_OK_(nx_plan_run(plan, &loss, 1, in, 3, NULL)); /* eager: fine */
+    nx_tensor_free(loss);
+    loss = NULL;
+    if (c == 0)
+      EXPECT_ERR(NX_ERR_STATE, nx_plan_run(plan, &loss, 1, in, 3, NULL), "nx_plan_run", "cannot be captured",
+                 "nx_grad_scaler_step", "pass NULL for stepped");
+    else
+      EXPECT_ERR(NX_ERR_NOT_IMPLEMENTED, nx_plan_run(plan, &loss, 1, in, 3, NULL), "nx_grad_scaler_step", "SGD",
+                 "cannot skip");
+    nx_tensor_free(x);
+    nx_tensor_free(y);
+    nx_tensor_free(boost);
+    nx_plan_free(plan);
+    scaled_free(&sg);
+  }
 }
 
 /* ---------------------------------------------------------------- shapes and invalidation */
@@ -700,7 +853,8 @@ int main(void) {
       NX_TEST(test_host_work_inside_the_step_is_refused), NX_TEST(test_misuse),
       NX_TEST(test_structs_of_c_api_1_3_still_work),
       NX_TEST(test_fused_chains_equal_eager_bit_for_bit), NX_TEST(test_fused_call_buffers_do_not_share_arena_memory),
-      NX_TEST(test_plan_prints_as_table_and_dot),
+      NX_TEST(test_plan_prints_as_table_and_dot), NX_TEST(test_loss_scaled_replay_equals_eager_bit_for_bit),
+      NX_TEST(test_loss_scaled_step_refusals),
   };
   /* NX_TEST_FILTER=pattern runs the matching tests only (compute-sanitizer's racecheck takes one
    * test at a time: scripts/gpu_run.sh sanitize with SAN_SPLIT=1) */

@@ -84,6 +84,44 @@ def test_compiled_training_equals_eager_bit_for_bit():
                       "held_bytes", "evictions"}
 
 
+def test_a_loss_scaled_step_compiles_and_replays_like_eager():
+    """GradScaler inside ng.compile (step(report=False)): a third input multiplies the loss by
+    1e38 on chosen steps, whose gradients overflow, so those steps are skipped on the device and
+    the scale backs off, and it grows after every 2 clean ones; eager and compiled agree on
+    losses, scales and weights bit for bit."""
+    overflow = {3, 6, 7}
+
+    def scaled_step(model, opt, scaler):
+        def train_step(x, y, boost):
+            loss = ng.cross_entropy(model(x), y)
+            opt.zero_grad()
+            ng.backward(scaler.scale(loss * boost))
+            scaler.step(opt, report=False)
+            scaler.update()
+            return loss
+        return train_step
+
+    def run(compiled):
+        model, opt = make_model()
+        scaler = ng.amp.GradScaler(growth_interval=2)
+        step = scaled_step(model, opt, scaler)
+        if compiled:
+            step = ng.compile(step)
+        losses, scales = [], []
+        for i in range(12):
+            boost = ng.tensor(np.array(1e38 if i in overflow else 1.0, dtype=np.float32))
+            losses.append(step(*batch(i), boost).item())
+            scales.append(scaler.get_scale())
+        return losses, scales, param_bytes(model), step
+
+    eager_losses, eager_scales, eager_params, _ = run(False)
+    losses, scales, params, step = run(True)
+    assert losses == eager_losses and scales == eager_scales and params == eager_params
+    assert step.stats()["replays"] == 10
+    backed_off = {i for i, (a, b) in enumerate(zip([65536.0] + scales, scales)) if b < a}
+    assert backed_off == overflow
+
+
 def test_table_and_dot_describe_the_compiled_step():
     model, opt = make_model()
     step = ng.compile(make_step(model, opt))

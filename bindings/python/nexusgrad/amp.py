@@ -11,7 +11,7 @@
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from . import _nexus as _C
 from .nn import Optimizer
@@ -64,9 +64,14 @@ class GradScaler:
         ``p.grad`` taken before keeps the scaled values) and notes whether one is Inf/NaN."""
         _C.nx_grad_scaler_unscale(self._s, _handle(optimizer), None)
 
-    def step(self, optimizer: Optimizer) -> bool:
+    def step(self, optimizer: Optimizer, report: bool = True) -> Optional[bool]:
         """Unscales (unless done), then ``optimizer.step()`` unless a gradient is Inf/NaN; returns
-        whether it stepped."""
+        whether it stepped. With ``report=False`` it returns None and reads nothing on the host:
+        the form to use inside :func:`nexusgrad.compile`, where each replay decides on the device
+        (Adam and AdamW skip there; SGD is refused) and ``update()`` runs after each replay."""
+        if not report:
+            _C.nx_py_grad_scaler_step_on_device(self._s, _handle(optimizer), None)
+            return None
         return _C.nx_grad_scaler_step(self._s, _handle(optimizer), None)
 
     def update(self) -> None:
