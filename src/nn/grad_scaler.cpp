@@ -54,7 +54,7 @@ const Tensor& GradScaler::value_on(Device device, bool inverse) {
     GradModeGuard off(false);
     float x;
     fill(&x);
-    copy_(t, from_data(&x, {}, DType::F32, Device{}));
+    copy_(t, to_device(from_data(&x, {}, DType::F32, Device{}), device));
   }
   return t;
 }
