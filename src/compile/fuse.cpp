@@ -178,14 +178,18 @@ class Fuser {
       }
       return true;
     };
-    // The latest member that wrote this buffer through this view gives a register; else a load
-    // (addresses alone can repeat: a freed buffer's address is reused within a step).
+    // The latest member that wrote this buffer through this view gives a register (>= 0); else a
+    // load (-1 - input), or kNoRoom when the inputs are full. (Addresses alone can repeat: a freed
+    // buffer's address is reused within a step.) kNoRoom is no register number: before it was
+    // kFuseMaxInputs (8), a read of member 8's result looked like "too many inputs" and every
+    // group of more than 9 members reading it, RoPE's 16 calls of q and k among them, ran unfused.
+    constexpr int kNoRoom = std::numeric_limits<int>::min();
     auto operand_of = [&](const View& v, const BufferRef& r, size_t member) -> int {
       for (size_t g = member; g-- > 0;)
         if (id_of(group_[g].call->refs[0]) == id_of(r) && same_view(*group_[g].ew.dst, v)) return int(g);
       for (size_t k = 0; k < fc->inputs_.size(); ++k)
         if (id_of(in_refs[k]) == id_of(r) && same_view(fc->inputs_[k], v)) return -int(k) - 1;
-      if (fc->inputs_.size() >= size_t(kFuseMaxInputs)) return kFuseMaxInputs;  // too many: not fused
+      if (fc->inputs_.size() >= size_t(kFuseMaxInputs)) return kNoRoom;
       fc->inputs_.push_back(v);
       in_refs.push_back(r);
       contiguous = contiguous && contiguous_view(v);
@@ -202,7 +206,7 @@ class Fuser {
       int ops_in[2] = {0, 0};
       for (int k = 0; k < ew.ninputs; ++k) {
         ops_in[k] = operand_of(*ew.in[k], group_[g].call->refs[size_t(1 + k)], g);
-        if (ops_in[k] == kFuseMaxInputs) return emit_unfused();
+        if (ops_in[k] == kNoRoom) return emit_unfused();
       }
       ins.a = int8_t(ops_in[0]);
       ins.b = int8_t(ops_in[1]);
