@@ -685,7 +685,9 @@ static void test_misuse(void** state) {
  * [16, 50, 71] (rows of 71 elements, several rows per tile), casts to bf16, adds a bf16 bias
  * broadcast over the rows, multiplies by a transposed (non-contiguous) bf16 input, runs gelu,
  * sigmoid and a scalar multiply in bf16, and divides in f32 by a value broadcast along the rows
- * (stride 0); its bf16 intermediate g is also an output, so it is stored. The second, over
+ * (stride 0), then squares the quotient: ten members, the last reading the ninth's result (a
+ * register number once mistaken for the "too many inputs" mark, which left the group unfused);
+ * its bf16 intermediate g is also an output, so it is stored. The second, over
  * [40, 3001] (tiles inside a row), runs gelu, tanh, a broadcast multiply and a scalar add in f32:
  * its tiles end where the eager kernel's rows do not, so a row function whose result depended on
  * an element's position (a scalar tail rounding unlike the vector body) would show here. */
@@ -695,7 +697,7 @@ static nx_status chain_step(nx_tensor* out, size_t noutputs, const nx_tensor* in
   (void)noutputs;
   (void)ninputs;
   (void)user;
-  nx_tensor xb, a, g, yt, m, sg, e, o1, of, se, zg, zt, ce, zz;
+  nx_tensor xb, a, g, yt, m, sg, e, o1, of, se, d, zg, zt, ce, zz;
   TRY(nx_cast(&xb, in[0], NX_BF16, NULL));
   TRY(nx_add(&a, xb, in[1], NULL));
   TRY(nx_gelu(&g, a, false, NULL));
@@ -706,14 +708,15 @@ static nx_status chain_step(nx_tensor* out, size_t noutputs, const nx_tensor* in
   TRY(nx_sub(&o1, e, xb, NULL));
   TRY(nx_cast(&of, o1, NX_F32, NULL));
   TRY(nx_expand(&se, in[3], kChainShape, 3, NULL));
-  TRY(nx_div(&out[0], of, se, NULL));
+  TRY(nx_div(&d, of, se, NULL));
+  TRY(nx_mul(&out[0], d, d, NULL)); /* the 10th member reads the 9th's result (register 8) */
   out[1] = g;
   TRY(nx_gelu(&zg, in[4], false, NULL));
   TRY(nx_tanh(&zt, zg, NULL));
   TRY(nx_expand(&ce, in[5], kWideShape, 2, NULL));
   TRY(nx_mul(&zz, zt, ce, NULL));
   TRY(nx_add_scalar(&out[2], zz, 0.5, NULL));
-  nx_tensor tmp[] = {xb, a, yt, m, sg, e, o1, of, se, zg, zt, ce, zz};
+  nx_tensor tmp[] = {xb, a, yt, m, sg, e, o1, of, se, d, zg, zt, ce, zz};
   for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; ++i) nx_tensor_free(tmp[i]);
   return NX_OK;
 }
@@ -765,7 +768,7 @@ static void test_fused_chains_equal_eager_bit_for_bit(void** state) {
   const nx_plan_stats st = plan_stats(plan);
   assert_int_equal(st.replays, 2);
   assert_int_equal(st.fused_groups, 2);
-  assert_int_equal(st.fused_ops, 13);
+  assert_int_equal(st.fused_ops, 14);
   nx_plan_free(plan);
 }
 
