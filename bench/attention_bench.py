@@ -19,7 +19,9 @@ What is measured (the performance method of ../shared/DESIGN.md):
           each torch backend. A column gives max |ours - flash| of the forward output as a sanity
           check. If ours raises for a shape, its error is printed on that row and the grid goes on.
   decode  build-gpu/bench/attention_bench decode (C API): batch 8, 32 heads, head_dim 128, one
-          query against an 8k random KV cache, against a device copy of the same bytes.
+          query against an 8k random KV cache, against a device copy of the same bytes; then torch
+          SDPA (its default choice, and each backend that takes the shape) on a bf16 cache of the
+          same shape in this process, timed with CUDA events: GB/s of K and V read, ours over each.
   memory  build-gpu/bench/attention_bench memory (C API, own process): peak device memory of
           forward+backward at 4k, 16k, 64k tokens.
 
@@ -231,7 +233,38 @@ def c_bench(binary, what):
             bw = r["bytes"] / r["seconds"]
             print(f"decode b8 h32 d128 cache 8k: {r['seconds'] * 1e6:.1f} us, {bw / 1e9:.0f} GB/s, "
                   f"{bw / r['copy_bytes_per_s']:.3f} of copy bandwidth ({r['copy_bytes_per_s'] / 1e9:.0f} GB/s)")
+            rows += sdpa_decode(r["seconds"], r["bytes"])
     sys.stdout.flush()
+    return rows
+
+
+def sdpa_decode(ours_s, nbytes, iters=50):
+    """torch SDPA on the decode shape of attention_bench decode (one query, 8k bf16 cache)."""
+    q = torch.randn(8, 32, 1, 128, device="cuda", dtype=torch.bfloat16)
+    k, v = (torch.randn(8, 32, 8192, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    rows = []
+    choices = [("default", contextlib.nullcontext)]
+    if sdpa_kernel is not None:
+        choices += [(name, lambda b=b: sdpa_kernel(b)) for name, b in
+                    (("flash", SDPBackend.FLASH_ATTENTION), ("efficient", SDPBackend.EFFICIENT_ATTENTION),
+                     ("cudnn", SDPBackend.CUDNN_ATTENTION))]
+    for name, ctx in choices:
+        try:
+            with ctx():
+                for _ in range(3):
+                    F.scaled_dot_product_attention(q, k, v)
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(iters):
+                    F.scaled_dot_product_attention(q, k, v)
+                end.record()
+                torch.cuda.synchronize()
+        except RuntimeError as e:  # a backend that does not take this shape
+            print(f"  torch SDPA {name}: not run ({str(e).splitlines()[0][:80]})")
+            continue
+        t = start.elapsed_time(end) / 1e3 / iters
+        print(f"  torch SDPA {name}: {t * 1e6:.1f} us, {nbytes / t / 1e9:.0f} GB/s; ours / this {t / ours_s:.3f}")
+        rows.append({"name": f"decode_sdpa_{name}", "seconds": t, "bytes": nbytes, "ours_over_this": t / ours_s})
     return rows
 
 

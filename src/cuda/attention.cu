@@ -13,6 +13,7 @@
 // teams (flash-decoding); partial (m, l, acc) are merged in a second kernel.
 #include <cfloat>
 #include <cmath>
+#include <cstdlib>
 
 #include "cuda/kernels.cuh"
 
@@ -23,6 +24,8 @@ constexpr int kTeam = 8;          // lanes per row
 constexpr int kRows = 32;         // rows per block (256 threads)
 constexpr int kChunk = 32;        // keys/queries staged in shared memory at a time
 constexpr int kMaxPer = 256 / kTeam;  // dims per lane for D <= 256
+constexpr int kDecodeBlocksPerSm = 32;  // flash-decoding blocks per SM to aim for (decode_splits)
+constexpr int kDecodeMinKeys = 512;     // keys per split at least (decode_splits)
 
 // Element to accumulator: f64 stays f64, every other type widens to f32.
 template <class T> __device__ __forceinline__ auto to_acc(T x) {
@@ -232,7 +235,21 @@ __global__ void decode_kernel(Params p, const T* q, const T* k, const T* v, A* p
 // every lane keeps U rows of K and of V in flight before using any, so the loop streams the cache
 // at memory speed. Scores are in log2 units (q pre-scaled by scale * log2 e); each step folds U
 // keys into the running (max, sum, acc) with one rescale. Partials go to decode_combine.
-template <class T, int D, int NQ, int U>
+// A 16-byte cache row chunk read once: streaming (evict first), or through the non-coherent path
+// with a 256-byte L2 prefetch (LOAD = 1), which asks DRAM for whole 256-byte segments.
+template <int LOAD>
+__device__ __forceinline__ uint4 load_cache_row(const void* p) {
+  if constexpr (LOAD == 1) {
+    uint4 r;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+  } else {
+    return __ldcs(reinterpret_cast<const uint4*>(p));
+  }
+}
+
+template <class T, int D, int NQ, int U, int LOAD>
 __global__ void __launch_bounds__(128) decode_half_kernel(Params p, const T* __restrict__ q, const T* __restrict__ k,
                                                           const T* __restrict__ v, float* __restrict__ part_acc,
                                                           float* __restrict__ part_ml, int splits) {
@@ -271,8 +288,8 @@ __global__ void __launch_bounds__(128) decode_half_kernel(Params p, const T* __r
     for (int u = 0; u < U; ++u) {
       const int64_t j = j0 + int64_t(u) * ROWS;
       const bool ok = j < j_end;
-      kr[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(kh + j * D)) : make_uint4(0, 0, 0, 0);
-      vr[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(vh + j * D)) : make_uint4(0, 0, 0, 0);
+      kr[u] = ok ? load_cache_row<LOAD>(kh + j * D) : make_uint4(0, 0, 0, 0);
+      vr[u] = ok ? load_cache_row<LOAD>(vh + j * D) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int i = 0; i < NQ; ++i) {
@@ -549,6 +566,19 @@ void set_smem(K kernel, size_t bytes) {
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
 }
 
+// Key splits of the bf16/f16 flash-decoding kernel for bh (batch, head) pairs: blocks of equal
+// work, so the last wave of blocks decides how much of the GPU idles at the end. Enough splits for
+// about 32 blocks per SM, each split at least 512 keys: on the H200 (batch 8 x 32 heads, 8k cache)
+// 16 splits ran 2-4% faster than 9, 24, 32, 48 or 64 (docs/benchmarks.md, session 12).
+// NEXUS_DECODE_SPLITS=n forces n (a tuning knob for benchmarks).
+int decode_splits(int64_t bh, int64_t tk) {
+  const int64_t most = std::max<int64_t>(1, (tk + kDecodeMinKeys - 1) / kDecodeMinKeys);
+  if (const char* forced = std::getenv("NEXUS_DECODE_SPLITS"); forced && std::atoi(forced) > 0)
+    return int(std::min<int64_t>(std::atoi(forced), std::max<int64_t>(1, tk)));
+  const int64_t want = (int64_t(kDecodeBlocksPerSm) * sm_count() + bh - 1) / bh;
+  return int(std::max<int64_t>(1, std::min(want, most)));
+}
+
 // The bf16/f16 flash-decoding path for head_dim 64, 128 or 256 (16-byte aligned rows).
 template <class T>
 bool decode_half_typed(const ExecContext& ctx, const Params& p, const View& q, const View& k, const View& v,
@@ -556,14 +586,14 @@ bool decode_half_typed(const ExecContext& ctx, const Params& p, const View& q, c
   if (p.dim != 64 && p.dim != 128 && p.dim != 256) return false;
   for (const View* x : {&q, &k, &v})
     if (reinterpret_cast<uintptr_t>(x->data) & 15) return false;
-  // enough splits for several waves of blocks, each split at least 256 keys
-  const int64_t want = (16 * int64_t(sm_count()) + p.batch * p.heads - 1) / (p.batch * p.heads);
-  const int splits = int(std::max<int64_t>(1, std::min<int64_t>(want, (p.tk + 255) / 256)));
+  const int splits = decode_splits(p.batch * p.heads, p.tk);
   Scratch part_acc(ctx, size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(float));
   Scratch part_ml(ctx, size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(float));
   auto go = [&](auto d_tag, auto nq_tag) {
     constexpr int D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value;
-    decode_half_kernel<T, D, NQ, 8><<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
+    const char* load = std::getenv("NEXUS_DECODE_LOAD");  // experiment knob: 1 = L2 256-byte prefetch
+    auto kernel = load && std::atoi(load) == 1 ? decode_half_kernel<T, D, NQ, 8, 1> : decode_half_kernel<T, D, NQ, 8, 0>;
+    kernel<<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
         p, static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
         static_cast<float*>(part_acc.ptr), static_cast<float*>(part_ml.ptr), splits);
   };
