@@ -66,6 +66,10 @@ struct SimdTable {
   void (*widen_bf16)(float* dst, const BFloat16* src, int64_t n);
   void (*narrow_f16)(Half* dst, const float* src, int64_t n);
   void (*narrow_bf16)(BFloat16* dst, const float* src, int64_t n);
+  // Cross-entropy's f32 rows (cpu/fused.cpp): the sum over j of exp(x[j] - shift), exp in f32,
+  // blocks of 1024 summed in f32 and combined in f64; and out[j] = scale * exp(x[j] - shift).
+  double (*sum_exp_f32)(const float* x, int64_t n, float shift);
+  void (*scale_exp_f32)(float* out, const float* x, int64_t n, float shift, float scale);
 };
 
 extern const SimdTable simd_scalar;

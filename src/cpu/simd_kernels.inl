@@ -500,6 +500,23 @@ void softmax_kernel(T* out, const T* x, int64_t n, bool log) {
   }
 }
 
+double sum_exp_f32(const float* x, int64_t n, float shift) {
+  double total = 0;
+  for (int64_t start = 0; start < n; start += 1024) {
+    const int64_t end = vmin(n, start + 1024);
+    float acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t i = start; i < end; ++i) acc += exp_f32(x[i] - shift);
+    total += double(acc);
+  }
+  return total;
+}
+
+void scale_exp_f32(float* out, const float* x, int64_t n, float shift, float scale) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = scale * exp_f32(x[i] - shift);
+}
+
 // ---------------------------------------------------------------- GEMM
 // Goto/BLIS structure: B packed in KC x NR panels, A in MR x KC panels, an MR x NR register
 // micro-kernel of two vectors per row. Vector width comes from NX_VEC_BYTES.
@@ -715,5 +732,7 @@ const SimdTable NX_SIMD_TABLE = {
     &NX_SIMD_NS::widen_n<BFloat16>,
     &NX_SIMD_NS::narrow_n<Half>,
     &NX_SIMD_NS::narrow_n<BFloat16>,
+    &NX_SIMD_NS::sum_exp_f32,
+    &NX_SIMD_NS::scale_exp_f32,
 };
 }  // namespace nx::cpu
