@@ -235,21 +235,7 @@ __global__ void decode_kernel(Params p, const T* q, const T* k, const T* v, A* p
 // every lane keeps U rows of K and of V in flight before using any, so the loop streams the cache
 // at memory speed. Scores are in log2 units (q pre-scaled by scale * log2 e); each step folds U
 // keys into the running (max, sum, acc) with one rescale. Partials go to decode_combine.
-// A 16-byte cache row chunk read once: streaming (evict first), or through the non-coherent path
-// with a 256-byte L2 prefetch (LOAD = 1), which asks DRAM for whole 256-byte segments.
-template <int LOAD>
-__device__ __forceinline__ uint4 load_cache_row(const void* p) {
-  if constexpr (LOAD == 1) {
-    uint4 r;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-    return r;
-  } else {
-    return __ldcs(reinterpret_cast<const uint4*>(p));
-  }
-}
-
-template <class T, int D, int NQ, int U, int LOAD>
+template <class T, int D, int NQ, int U>
 __global__ void __launch_bounds__(128) decode_half_kernel(Params p, const T* __restrict__ q, const T* __restrict__ k,
                                                           const T* __restrict__ v, float* __restrict__ part_acc,
                                                           float* __restrict__ part_ml, int splits) {
@@ -288,8 +274,8 @@ __global__ void __launch_bounds__(128) decode_half_kernel(Params p, const T* __r
     for (int u = 0; u < U; ++u) {
       const int64_t j = j0 + int64_t(u) * ROWS;
       const bool ok = j < j_end;
-      kr[u] = ok ? load_cache_row<LOAD>(kh + j * D) : make_uint4(0, 0, 0, 0);
-      vr[u] = ok ? load_cache_row<LOAD>(vh + j * D) : make_uint4(0, 0, 0, 0);
+      kr[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(kh + j * D)) : make_uint4(0, 0, 0, 0);
+      vr[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(vh + j * D)) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int i = 0; i < NQ; ++i) {
@@ -591,9 +577,7 @@ bool decode_half_typed(const ExecContext& ctx, const Params& p, const View& q, c
   Scratch part_ml(ctx, size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(float));
   auto go = [&](auto d_tag, auto nq_tag) {
     constexpr int D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value;
-    const char* load = std::getenv("NEXUS_DECODE_LOAD");  // experiment knob: 1 = L2 256-byte prefetch
-    auto kernel = load && std::atoi(load) == 1 ? decode_half_kernel<T, D, NQ, 8, 1> : decode_half_kernel<T, D, NQ, 8, 0>;
-    kernel<<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
+    decode_half_kernel<T, D, NQ, 8><<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
         p, static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
         static_cast<float*>(part_acc.ptr), static_cast<float*>(part_ml.ptr), splits);
   };
