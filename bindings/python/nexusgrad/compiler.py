@@ -39,7 +39,10 @@ class CompiledStep:
     from Python inside it (a tensor made from a list...) are frozen into the plan, and reading a
     tensor on the host inside it (``.item()``, ``.numpy()``...) or seeding the random generator is
     refused with StateError on the traced call. Random draws (dropout) inside it are replayed as
-    the eager step would draw them: each replay advances the generator.
+    the eager step would draw them: each replay advances the generator. Loss scaling works inside
+    it with ``scaler.step(opt, report=False)`` and ``scaler.update()`` in the function: an Adam or
+    AdamW step is skipped on the device when a gradient is Inf/NaN, and the scale is updated after
+    each replay (SGD cannot skip on the device and is refused).
     """
 
     __slots__ = ("_function", "_num_outputs", "_plan", "__weakref__")
