@@ -913,9 +913,9 @@ NX_API double nx_lr_cosine_warmup(double base_lr, int64_t step, int64_t warmup_s
  * Several optimizers may share a scaler (each unscaled and stepped once per iteration, one update
  * at the end). The scale is kept in f32, as PyTorch keeps it.
  * Inside a captured step (nx_plan_create) the whole iteration, update included, belongs in the
- * step function: the scale is refilled before each replay, an Adam/AdamW optimizer skips on the
- * device when a gradient was Inf/NaN, and the update runs after each replay (nx_grad_scaler_step
- * then takes stepped = NULL; SGD cannot skip on the device and is refused there). */
+ * step function: the scale is refilled before each replay, the optimizer (Adam, AdamW, SGD) skips
+ * on the device when a gradient was Inf/NaN, and the update runs after each replay
+ * (nx_grad_scaler_step then takes stepped = NULL). */
 typedef struct nx_grad_scaler_s* nx_grad_scaler;
 typedef struct {
   uint32_t struct_size;    /* sizeof(nx_grad_scaler_options) */

@@ -70,7 +70,7 @@ Tensor Optimizer::state_moment(const Tensor& value, const std::string& name, siz
 void Optimizer::step_unless_nan(const Tensor& flag) {
   if (capture_hooks())
     fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": ", kind(), " cannot skip a step on a device flag inside a captured ",
-         "step (a gradient scaler's); Adam and AdamW can, or run the scaler's step outside nx_plan_run");
+         "step (a gradient scaler's); Adam, AdamW and SGD can, or run the scaler's step outside nx_plan_run");
   if (!std::isnan(item(flag))) step();
 }
 
@@ -83,8 +83,26 @@ SGD::SGD(std::vector<Tensor> params, double lr_, double mom, bool nest, double w
     fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": Nesterov momentum needs momentum > 0");
 }
 
-void SGD::step() {
+void SGD::step() { update(nullptr); }
+
+void SGD::step_unless_nan(const Tensor& flag) {
+  CaptureHooks* hooks = capture_hooks();
+  if (!hooks) return Optimizer::step_unless_nan(flag);
   GradModeGuard off(false);
+  const Tensor skip = binary(BinaryOp::Ne, flag, flag);  // true where NaN
+  update(&skip);
+  std::shared_ptr<Optimizer> self = weak_from_this().lock();  // update() checked it is owned
+  hooks->after_replay([self, flag] {  // a skipped step takes no step count
+    if (std::isnan(item(flag))) --self->steps;
+  });
+}
+
+void SGD::update(const Tensor* skip) {
+  GradModeGuard off(false);
+  // With skip (a 0-d bool on the device), every state write keeps the old value where it is true.
+  auto unless_skipped = [skip](const Tensor& old, const Tensor& updated) {
+    return skip ? where(*skip, old, updated) : updated;
+  };
   if (CaptureHooks* hooks = capture_hooks()) {
     // Its update is written with ops that take lr as a constant: a plan keeps it only while lr
     // is unchanged (a schedule makes each step a new capture), and repeats the step count.
@@ -101,10 +119,20 @@ void SGD::step() {
     Tensor& p = params_[i];
     if (weight_decay) g = add(g, mul_scalar(p, weight_decay));
     if (momentum) {
-      buf_[i] = buf_[i].defined() ? add(mul_scalar(buf_[i], momentum), g) : clone(g);
+      if (!buf_[i].defined() && !capture_hooks()) {
+        buf_[i] = clone(g);
+      } else {
+        if (!buf_[i].defined()) {  // first step inside a capture: state made outside it (0 * momentum + g is g)
+          const OutsideCapture outside;
+          buf_[i] = zeros_like(p);
+        }
+        // In place, as torch's momentum_buffer.mul_().add_(): rebinding buf_[i] to a new tensor
+        // inside a captured step left every replay reading the buffer the capture saw.
+        copy_(buf_[i], unless_skipped(buf_[i], add(mul_scalar(buf_[i], momentum), g)));
+      }
       g = nesterov ? add(g, mul_scalar(buf_[i], momentum)) : buf_[i];
     }
-    copy_(p, sub(p, mul_scalar(g, lr)));
+    copy_(p, unless_skipped(p, sub(p, mul_scalar(g, lr))));
   }
 }
 

@@ -51,6 +51,7 @@ class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, double lr, double momentum, bool nesterov, double weight_decay);
   void step() override;
+  void step_unless_nan(const Tensor& flag) override;
   const char* kind() const override { return "SGD"; }
   std::map<std::string, Tensor> state() const override;
   void load_state(const std::map<std::string, Tensor>& state, const std::string& source) override;
@@ -59,6 +60,9 @@ class SGD : public Optimizer {
 
  private:
   std::vector<Tensor> buf_;
+  // step(), or inside a captured step with skip (a 0-d bool tensor): the updates of parameters
+  // and momentum buffers keep the old values where skip is true (where()).
+  void update(const Tensor* skip);
 };
 
 // Adam, or AdamW when decoupled (weight decay applied to the weights, not the gradient). When

@@ -367,7 +367,7 @@ static void test_replay_advances_optimizer_state(void** state) {
 
 /* ---------------------------------------------------------------- loss scaling */
 /* A training step with dynamic loss scaling inside the plan: scale, backward, unscale, clip,
- * the scaler's step and update. A third input multiplies the loss before scaling: 1, or 1e38 on
+ * the scaler's step and update, with AdamW and with SGD. A third input multiplies the loss before scaling: 1, or 1e38 on
  * the steps that must overflow (Inf gradients: the step is skipped on the device and the scale
  * backs off); the scale grows after every 3 clean steps. Eager and replay give the same losses,
  * scales, parameters and Adam step count, through skipped and taken steps. */
@@ -441,13 +441,12 @@ static void scaled_free(ScaledGpt* sg) {
   gpt_free(&sg->gpt);
 }
 
-static void test_loss_scaled_replay_equals_eager_bit_for_bit(void** state) {
-  (void)state;
+static void loss_scaled_replay_equals_eager(bool sgd) {
   NX_OK_(nx_runtime_set_deterministic(true));
   const int64_t steps = plan_steps(30);
   ScaledGpt eager, compiled;
-  scaled_init(&eager, false);
-  scaled_init(&compiled, false);
+  scaled_init(&eager, sgd);
+  scaled_init(&compiled, sgd);
   nx_plan plan = NULL;
   NX_OK_(nx_plan_create(&plan, scaled_step, &compiled, 1, NULL));
   int skipped = 0, grown = 0;
@@ -478,38 +477,76 @@ static void test_loss_scaled_replay_equals_eager_bit_for_bit(void** state) {
   scaled_free(&compiled);
   NX_OK_(nx_runtime_set_deterministic(false));
 }
+/* AdamW skips in its kernel; SGD (momentum 0.9) keeps its old parameters and momentum through
+ * where() on the flag. */
+static void test_loss_scaled_replay_equals_eager_bit_for_bit(void** state) {
+  (void)state;
+  loss_scaled_replay_equals_eager(false);
+  loss_scaled_replay_equals_eager(true);
+}
 
-/* What the device cannot decide is refused by name: a stepped flag on the host, and an optimizer
- * (SGD) whose update cannot skip on a device flag. */
+/* What only the host could say is refused by name: whether the optimizer stepped. */
 static void test_loss_scaled_step_refusals(void** state) {
   (void)state;
-  for (int c = 0; c < 2; ++c) {
-    ScaledGpt sg;
-    scaled_init(&sg, c == 1);
-    sg.ask_stepped = c == 0;
-    nx_plan plan = NULL;
-    NX_OK_(nx_plan_create(&plan, scaled_step, &sg, 1, NULL));
-    nx_tensor x, y, loss = NULL;
-    make_batch(&x, &y, 2, 0, test_device());
-    const float one = 1.0f;
-    nx_tensor boost;
-    NX_OK_(nx_tensor_from_data(&boost, &one, NULL, 0, NX_F32, test_device(), NULL));
-    const nx_tensor in[3] = {x, y, boost};
-    NX_OK_(nx_plan_run(plan, &loss, 1, in, 3, NULL)); /* eager: fine */
-    nx_tensor_free(loss);
-    loss = NULL;
-    if (c == 0)
-      EXPECT_ERR(NX_ERR_STATE, nx_plan_run(plan, &loss, 1, in, 3, NULL), "nx_plan_run", "cannot be captured",
-                 "nx_grad_scaler_step", "pass NULL for stepped");
-    else
-      EXPECT_ERR(NX_ERR_NOT_IMPLEMENTED, nx_plan_run(plan, &loss, 1, in, 3, NULL), "nx_grad_scaler_step", "SGD",
-                 "cannot skip");
-    nx_tensor_free(x);
-    nx_tensor_free(y);
-    nx_tensor_free(boost);
+  ScaledGpt sg;
+  scaled_init(&sg, false);
+  sg.ask_stepped = true;
+  nx_plan plan = NULL;
+  NX_OK_(nx_plan_create(&plan, scaled_step, &sg, 1, NULL));
+  nx_tensor x, y, boost, loss = NULL;
+  make_batch(&x, &y, 2, 0, test_device());
+  const float one = 1.0f;
+  NX_OK_(nx_tensor_from_data(&boost, &one, NULL, 0, NX_F32, test_device(), NULL));
+  const nx_tensor in[3] = {x, y, boost};
+  NX_OK_(nx_plan_run(plan, &loss, 1, in, 3, NULL)); /* eager: fine */
+  nx_tensor_free(loss);
+  loss = NULL;
+  EXPECT_ERR(NX_ERR_STATE, nx_plan_run(plan, &loss, 1, in, 3, NULL), "nx_plan_run", "cannot be captured",
+             "nx_grad_scaler_step", "pass NULL for stepped");
+  nx_tensor_free(x);
+  nx_tensor_free(y);
+  nx_tensor_free(boost);
+  nx_plan_free(plan);
+  scaled_free(&sg);
+}
+
+/* SGD with momentum (and Nesterov) inside a plan: its momentum buffers are state the step updates,
+ * so replays must read each step's buffer, not the one the capture saw. */
+static void test_sgd_momentum_replay_equals_eager_bit_for_bit(void** state) {
+  (void)state;
+  NX_OK_(nx_runtime_set_deterministic(true));
+  for (int nesterov = 0; nesterov < 2; ++nesterov) {
+    Gpt eager, compiled;
+    gpt_init(&eager, test_device());
+    gpt_init(&compiled, test_device());
+    const nx_sgd_options o = {sizeof o, 3e-2, 0.9, nesterov != 0, 1e-4};
+    for (Gpt* g = &eager; g; g = g == &eager ? &compiled : NULL) {
+      nx_optimizer_free(g->opt);
+      NX_OK_(nx_sgd_create(&g->opt, g->params, g->nparams, &o));
+    }
+    nx_plan plan = make_plan(&compiled);
+    for (int64_t s = 0; s < 12; ++s) {
+      nx_tensor x, y, lw = NULL, lc = NULL;
+      make_batch(&x, &y, 3, s, test_device());
+      const nx_tensor in[2] = {x, y};
+      NX_OK_(gpt_step(&lw, 1, in, 2, &eager));
+      NX_OK_(nx_plan_run(plan, &lc, 1, in, 2, NULL));
+      double want, got;
+      NX_OK_(nx_tensor_item(lw, &want, NULL));
+      NX_OK_(nx_tensor_item(lc, &got, NULL));
+      if (want != got) fail_msg("nesterov %d step %lld: eager loss %.17g, replayed %.17g", nesterov, (long long)s, want, got);
+      nx_tensor_free(x);
+      nx_tensor_free(y);
+      nx_tensor_free(lw);
+      nx_tensor_free(lc);
+    }
+    assert_same_params(&eager, &compiled);
+    assert_int_equal(plan_stats(plan).replays, 10);
     nx_plan_free(plan);
-    scaled_free(&sg);
+    gpt_free(&eager);
+    gpt_free(&compiled);
   }
+  NX_OK_(nx_runtime_set_deterministic(false));
 }
 
 /* ---------------------------------------------------------------- shapes and invalidation */
@@ -857,7 +894,7 @@ int main(void) {
       NX_TEST(test_structs_of_c_api_1_3_still_work),
       NX_TEST(test_fused_chains_equal_eager_bit_for_bit), NX_TEST(test_fused_call_buffers_do_not_share_arena_memory),
       NX_TEST(test_plan_prints_as_table_and_dot), NX_TEST(test_loss_scaled_replay_equals_eager_bit_for_bit),
-      NX_TEST(test_loss_scaled_step_refusals),
+      NX_TEST(test_loss_scaled_step_refusals), NX_TEST(test_sgd_momentum_replay_equals_eager_bit_for_bit),
   };
   /* NX_TEST_FILTER=pattern runs the matching tests only (compute-sanitizer's racecheck takes one
    * test at a time: scripts/gpu_run.sh sanitize with SAN_SPLIT=1) */

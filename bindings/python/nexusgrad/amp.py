@@ -68,7 +68,7 @@ class GradScaler:
         """Unscales (unless done), then ``optimizer.step()`` unless a gradient is Inf/NaN; returns
         whether it stepped. With ``report=False`` it returns None and reads nothing on the host:
         the form to use inside :func:`nexusgrad.compile`, where each replay decides on the device
-        (Adam and AdamW skip there; SGD is refused) and ``update()`` runs after each replay."""
+        (Adam, AdamW and SGD skip there) and ``update()`` runs after each replay."""
         if not report:
             _C.nx_py_grad_scaler_step_on_device(self._s, _handle(optimizer), None)
             return None

@@ -40,9 +40,9 @@ class CompiledStep:
     tensor on the host inside it (``.item()``, ``.numpy()``...) or seeding the random generator is
     refused with StateError on the traced call. Random draws (dropout) inside it are replayed as
     the eager step would draw them: each replay advances the generator. Loss scaling works inside
-    it with ``scaler.step(opt, report=False)`` and ``scaler.update()`` in the function: an Adam or
-    AdamW step is skipped on the device when a gradient is Inf/NaN, and the scale is updated after
-    each replay (SGD cannot skip on the device and is refused).
+    it with ``scaler.step(opt, report=False)`` and ``scaler.update()`` in the function: the
+    optimizer's step is skipped on the device when a gradient is Inf/NaN, and the scale is
+    updated after each replay.
     """
 
     __slots__ = ("_function", "_num_outputs", "_plan", "__weakref__")
