@@ -85,10 +85,10 @@ def test_compiled_training_equals_eager_bit_for_bit():
 
 
 def test_a_loss_scaled_step_compiles_and_replays_like_eager():
-    """GradScaler inside ng.compile (step(report=False)): a third input multiplies the loss by
-    1e38 on chosen steps, whose gradients overflow, so those steps are skipped on the device and
-    the scale backs off, and it grows after every 2 clean ones; eager and compiled agree on
-    losses, scales and weights bit for bit."""
+    """GradScaler inside ng.compile (step(report=False)), with AdamW and with SGD (momentum): a
+    third input multiplies the loss by 1e38 on chosen steps, whose gradients overflow, so those
+    steps are skipped on the device and the scale backs off, and it grows after every 2 clean
+    ones; eager and compiled agree on losses, scales and weights bit for bit."""
     overflow = {3, 6, 7}
 
     def scaled_step(model, opt, scaler):
@@ -101,8 +101,10 @@ def test_a_loss_scaled_step_compiles_and_replays_like_eager():
             return loss
         return train_step
 
-    def run(compiled):
+    def run(compiled, sgd):
         model, opt = make_model()
+        if sgd:  # SGD's update is ops: it skips through where() on the device flag
+            opt = nn.SGD(model, lr=1e-2, momentum=0.9)
         scaler = ng.amp.GradScaler(growth_interval=2)
         step = scaled_step(model, opt, scaler)
         if compiled:
@@ -114,12 +116,13 @@ def test_a_loss_scaled_step_compiles_and_replays_like_eager():
             scales.append(scaler.get_scale())
         return losses, scales, param_bytes(model), step
 
-    eager_losses, eager_scales, eager_params, _ = run(False)
-    losses, scales, params, step = run(True)
-    assert losses == eager_losses and scales == eager_scales and params == eager_params
-    assert step.stats()["replays"] == 10
-    backed_off = {i for i, (a, b) in enumerate(zip([65536.0] + scales, scales)) if b < a}
-    assert backed_off == overflow
+    for sgd in (False, True):
+        eager_losses, eager_scales, eager_params, _ = run(False, sgd)
+        losses, scales, params, step = run(True, sgd)
+        assert losses == eager_losses and scales == eager_scales and params == eager_params
+        assert step.stats()["replays"] == 10
+        backed_off = {i for i, (a, b) in enumerate(zip([65536.0] + scales, scales)) if b < a}
+        assert backed_off == overflow
 
 
 def test_table_and_dot_describe_the_compiled_step():
