@@ -342,7 +342,7 @@ void Trace::refill_before_replay(const Tensor& t, std::function<void(void*)> fil
     refuse(std::string(current_api()) + ": a value refilled before each replay was made inside the step");
   observe(t);
   auto d = std::make_unique<DynamicArray<char>>();
-  d->bytes = size_t(t.numel()) * dtype_size(t.dtype());
+  d->bytes = t.nbytes();
   d->device = t.data();
   d->owner = t;
   d->host.assign(d->bytes, 0);

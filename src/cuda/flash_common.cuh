@@ -163,8 +163,10 @@ inline TcParams tc_params(const AttentionParams& a) {
   return p;
 }
 
-// go(D) with head_dim 32, 64 or 128 as a compile-time constant: the head_dims the mma.sync
-// kernels (bf16/f16 and TF32) are built for; callers check the dim first.
+// The head_dims the mma.sync kernels (bf16/f16 and TF32) are built for.
+inline bool mma_head_dim(int64_t d) { return d == 32 || d == 64 || d == 128; }
+
+// go(D) with the call's head_dim as a compile-time constant (callers check mma_head_dim first).
 template <class Go>
 void with_head_dim(int64_t dim, Go&& go) {
   if (dim == 32) go(std::integral_constant<int, 32>{});

@@ -687,9 +687,7 @@ void launch_tc(const ExecContext& ctx, const AttentionParams& a, const View& q, 
   NX_CUDA_LAUNCH_CHECK();
 }
 
-bool tc_head_dim(int64_t d) { return d == 32 || d == 64 || d == 128; }
-
-// go(D, BF16) with the call's head_dim (tc_head_dim holds) and type as compile-time constants.
+// go(D, BF16) with the call's head_dim (mma_head_dim holds) and type as compile-time constants.
 template <class Go>
 void dispatch_tc(int64_t dim, bool bf16, Go&& go) {
   with_head_dim(dim, [&](auto d_tag) { bf16 ? go(d_tag, std::true_type{}) : go(d_tag, std::false_type{}); });
@@ -704,8 +702,8 @@ void dispatch_tc(int64_t dim, bool bf16, Go&& go) {
 bool attention_tensor_core(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k,
                            const View& v, const View& out, const View& lse) {
   const bool half = q.dtype == DType::BF16 || q.dtype == DType::F16;
-  if (!half || !tc_head_dim(a.dim) || a.heads > 128 || a.tq <= 4 || a.tk >= INT32_MAX) return false;
-  if (a.dim != 32 && hopper_kernels_wanted() && attention_wgmma(ctx, a, q, k, v, out, lse)) return true;
+  if (!half || !mma_head_dim(a.dim) || a.heads > 128 || a.tq <= 4 || a.tk >= INT32_MAX) return false;
+  if (hopper_kernels_wanted() && attention_wgmma(ctx, a, q, k, v, out, lse)) return true;
   dispatch_tc(a.dim, q.dtype == DType::BF16, [&](auto d_tag, auto bf16_tag) {
     launch_tc<decltype(d_tag)::value, decltype(bf16_tag)::value>(ctx, a, q, k, v, out, lse);
   });
@@ -720,15 +718,14 @@ bool attention_backward_tensor_core(const ExecContext& ctx, const AttentionParam
                                     const View& v, const View& dout, const float* lse, const float* delta,
                                     const View& dq, const View& dk, const View& dv) {
   const bool half = q.dtype == DType::BF16 || q.dtype == DType::F16;
-  if (!half || !tc_head_dim(a.dim) || a.heads > 128) return false;
+  if (!half || !mma_head_dim(a.dim) || a.heads > 128) return false;
   // Deterministic: dQ by query blocks (two kernels, seven GEMMs per tile); else one kernel with
   // f32 atomics for dQ (five GEMMs), whose sums may differ in the last bits from run to run.
   dispatch_tc(a.dim, q.dtype == DType::BF16, [&](auto d_tag, auto bf16_tag) {
     constexpr int D = decltype(d_tag)::value;
     constexpr bool B16 = decltype(bf16_tag)::value;
     if (a.deterministic || a.tk >= INT32_MAX) launch_bwd_tc<D, B16>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
-    else if (!(D != 32 && hopper_kernels_wanted() &&
-               attention_backward_wgmma(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv)))
+    else if (!(hopper_kernels_wanted() && attention_backward_wgmma(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv)))
       launch_bwd_fused_tc<D, B16>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
   });
   return true;

@@ -513,7 +513,7 @@ bool aligned(const void* p, uintptr_t bytes) { return (reinterpret_cast<uintptr_
 // [B, H, T, D] (ops/attention.cpp makes them so), as for the bf16/f16 kernels.
 bool tf32_applies(const AttentionParams& a, const View& q) {
   if (q.dtype != DType::F32 || !tf32_enabled()) return false;
-  if ((a.dim != 32 && a.dim != 64 && a.dim != 128) || a.heads > 128 || a.tq <= 4 || a.tk < 1) return false;
+  if (!mma_head_dim(a.dim) || a.heads > 128 || a.tq <= 4 || a.tk < 1) return false;
   if (a.tk >= INT32_MAX || a.tq >= INT32_MAX) return false;
   if (compute_capability() < 80) return false;
   size_t need = 0;
