@@ -1,5 +1,7 @@
 #include "compile/fuse.hpp"
 
+#include "core/cuda_iface.hpp"
+
 #include <cstdlib>
 #include <limits>
 #include <map>
@@ -61,9 +63,10 @@ class FusedCall final : public Call {
     for (View& v : inputs_) f(v.data, false, &v);
     for (View& v : outputs_) f(v.data, true, &v);
   }
-  std::string scalars() const override { return " [" + ops_ + "]"; }
+  std::string scalars() const override { return " [" + ops_ + "]" + (generated_ ? " generated" : ""); }
 
   FusedProgram program_;
+  bool generated_ = false;  // CUDA: runs its own generated kernel (else the interpreter)
   std::vector<View> inputs_, outputs_;
   std::string ops_;
 };
@@ -73,17 +76,20 @@ struct Member {
   ElementwiseCall ew;
 };
 
-// The largest run fused, in elements. GPU: above 2^20 the unfused kernels (16-byte vector loads)
-// beat the interpreter's scalar loop; below it a step is launch-bound and fusion wins. Measured on
-// the H200 (session 7, docs/benchmarks.md): fusing every size made the GPT-2 124M bf16 step 0.81x
-// its unfused replay, while the 6 x 256 model (1M-element activations) gained. CPU: no cap. Its
+// The largest run fused, in elements. GPU with generated kernels (NVRTC, src/cuda/fused_codegen.cpp):
+// no cap; each is a straight-line vectorized loop that reads and writes only what the run must.
+// GPU with the interpreter only: above 2^20 the unfused kernels (16-byte vector loads) beat the
+// interpreter's scalar loop; below it a step is launch-bound and fusion wins. Measured on the H200
+// (session 7, docs/benchmarks.md): fusing every size made the GPT-2 124M bf16 step 0.81x its
+// unfused replay, while the 6 x 256 model (1M-element activations) gained. CPU: no cap. Its
 // interpreter runs the eager kernels' own vector loops on tiles that stay in L1, so a fused run
 // costs no more compute than the unfused ops and saves their memory traffic at every size.
 // NEXUS_FUSE_MAX_NUMEL overrides both (for measuring; 0 turns fusion off; docs/benchmarks.md).
 int64_t fuse_max_numel(Device device) {
   static const char* env = std::getenv("NEXUS_FUSE_MAX_NUMEL");
   if (env && *env) return std::strtoll(env, nullptr, 10);
-  return device.is_cpu() ? std::numeric_limits<int64_t>::max() : int64_t(1) << 20;
+  if (device.is_cpu() || cuda::fused_codegen_enabled()) return std::numeric_limits<int64_t>::max();
+  return int64_t(1) << 20;
 }
 
 bool fusible(Call* c, ElementwiseCall* ew, int64_t max_numel) {
@@ -266,5 +272,14 @@ class Fuser {
 }  // namespace
 
 FusionResult fuse_elementwise(const Trace& trace, const std::vector<Call*>& list) { return Fuser(trace, list).run(); }
+
+void prepare_fused_kernels(FusionResult& fusion, Device device) {
+  if (device.is_cpu()) return;
+  for (auto& call : fusion.owned) {
+    auto* fc = static_cast<FusedCall*>(call.get());
+    fc->generated_ = cuda::fused_prepare(device.index, fc->program_);
+    fusion.generated += fc->generated_;
+  }
+}
 
 }  // namespace nx::compile

@@ -138,6 +138,7 @@ void CompiledStep::compile() {
     if (keep_[c]) list_.push_back(calls[c].get());
   if (fuse_) {
     fusion_ = fuse_elementwise(trace_, list_);
+    prepare_fused_kernels(fusion_, device_);
     list_ = fusion_.list;
   }
   // Allocations alive after the step stay where they are, held by the plan; the others that a
@@ -434,7 +435,8 @@ std::string CompiledStep::table() const {
   fill_stats(&s);
   std::ostringstream os;
   os << "plan on " << device_str(device_) << ": " << s.ops << " ops (" << s.ops_eliminated << " dead removed, "
-     << s.fused_ops << " fused into " << s.fused_groups << " kernels), " << s.uploads
+     << s.fused_ops << " fused into " << s.fused_groups << " kernels"
+     << (device_.is_cpu() ? "" : cat(", ", fusion_.generated, " of them generated")) << "), " << s.uploads
      << " constant uploads; arena " << arena_bytes_ << " bytes (the eager run's step allocations peaked at "
      << eager_peak_ << "), " << kept_bytes_ << " bytes kept after the step; CUDA graph: " << (graph_ ? "yes" : "no")
      << "\n";

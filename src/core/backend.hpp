@@ -7,6 +7,7 @@
 
 #include "core/capture_hooks.hpp"
 #include "core/dtype.hpp"
+#include "core/op_enums.hpp"
 #include "core/tensor.hpp"
 
 namespace nx {
@@ -35,19 +36,11 @@ struct ExecContext {
   void* stream;  // cudaStream_t on CUDA
 };
 
-// The elementwise op codes, generated from the op registry (src/ops/ops.yaml) with their names.
-// Step is x > 0; AddRelu .. SiluMul are fused: relu(a+b), a*tanh(b), gelu(a+b), gelu_tanh(a+b),
-// and SwiGLU's gate silu(a) * b; GeluBackward, GeluTanhBackward, SiluBackward are a * f'(b), the
-// activations' gradients.
 #include "core/kernels.inc"
-#include "core/op_enums.inc"
-#define NX_ENUM_ENTRY(Enum, ...) Enum,
-enum class UnaryOp { NX_UNARY_OPS(NX_ENUM_ENTRY) };
-#define NX_COUNT_ENTRY(...) +1
-constexpr int kUnaryOpCount = 0 NX_UNARY_OPS(NX_COUNT_ENTRY);
-#undef NX_COUNT_ENTRY
-enum class BinaryOp { NX_BINARY_OPS(NX_ENUM_ENTRY) };
-#undef NX_ENUM_ENTRY
+// The elementwise op codes (UnaryOp, BinaryOp) come from core/op_enums.hpp, generated from the op
+// registry (src/ops/ops.yaml). Step is x > 0; AddRelu .. SiluMul are fused: relu(a+b), a*tanh(b),
+// gelu(a+b), gelu_tanh(a+b), and SwiGLU's gate silu(a) * b; GeluBackward, GeluTanhBackward,
+// SiluBackward are a * f'(b), the activations' gradients.
 enum class ReduceOp { Sum, Max, Min, ArgMax };
 // What a BinaryOp gives: the promoted dtype, f32 for integer inputs, or bool.
 enum class BinaryResult { Same, Float, Bool };

@@ -36,8 +36,14 @@ void empty_cache(int device);
 void* graph_capture(int device, const std::function<void(void* stream)>& record);
 void graph_launch(void* graph, void* stream);
 void graph_destroy(void* graph);
-// Runs a fused elementwise chain (core/fused_program.hpp) on device's stream (elementwise.cu).
-void fused_elementwise(int device, void* stream, const FusedProgram& program);
+// Runs a fused elementwise chain (core/fused_program.hpp) on device's stream (elementwise.cu):
+// through its generated kernel (fused_codegen.hpp) when there is one and generated is true, else
+// through the interpreter kernel. Both give the unfused ops' bits.
+void fused_elementwise(int device, void* stream, const FusedProgram& program, bool generated = true);
+// Compiles (or finds in the caches) program's generated kernel ahead of a CUDA graph capture;
+// whether it has one. fused_codegen_enabled: whether generated kernels are on at all.
+bool fused_prepare(int device, const FusedProgram& program);
+bool fused_codegen_enabled();
 void set_tf32(bool enabled);
 bool tf32_enabled();
 

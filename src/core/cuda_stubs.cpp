@@ -26,7 +26,9 @@ void empty_cache(int device) { unavailable(device); }
 void* graph_capture(int device, const std::function<void(void*)>&) { unavailable(device); }
 void graph_launch(void*, void*) { unavailable(0); }
 void graph_destroy(void*) {}
-void fused_elementwise(int device, void*, const FusedProgram&) { unavailable(device); }
+void fused_elementwise(int device, void*, const FusedProgram&, bool) { unavailable(device); }
+bool fused_prepare(int, const FusedProgram&) { return false; }
+bool fused_codegen_enabled() { return false; }
 static bool g_tf32 = false;
 void set_tf32(bool enabled) { g_tf32 = enabled; }
 bool tf32_enabled() { return g_tf32; }

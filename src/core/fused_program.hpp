@@ -1,5 +1,6 @@
 // A chain of elementwise ops fused into one pass (src/compile/fuse.cpp builds it, the CUDA
-// backend runs it: cuda::fused_elementwise). Every element of the iteration shape loads its
+// backend runs it: cuda::fused_elementwise, through a kernel generated for the program, or an
+// interpreter). Every element of the iteration shape loads its
 // inputs (strided views, broadcast by stride 0), runs the instructions in registers and stores the
 // outputs; intermediates that nothing else reads are never written to memory. Each instruction
 // is the eager kernel's own per-element function, and its result is rounded to its tensor's
@@ -9,10 +10,9 @@
 #include <cstdint>
 
 #include "core/dtype.hpp"
+#include "core/fused_args.hpp"
 
 namespace nx {
-
-constexpr int kFuseMaxRank = 6, kFuseMaxInputs = 8, kFuseMaxOutputs = 6, kFuseMaxInstrs = 16;
 
 struct FusedOperand {
   void* data;

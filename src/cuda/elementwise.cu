@@ -10,6 +10,8 @@
 
 #include "core/int_math.hpp"
 #include "core/cuda_iface.hpp"
+#include "cuda/float_ops.cuh"
+#include "cuda/fused_codegen.hpp"
 #include "cuda/kernels.cuh"
 
 namespace nx::cuda {
@@ -80,117 +82,45 @@ __device__ __forceinline__ C load_as(const void* p, int64_t i, DType dt) {
   }
 }
 
+// Floating elements go through float_ops.cuh (shared with the generated fused kernels); integers
+// wrap modulo 2^bits (core/int_math.hpp), as the CPU's kernels do.
 template <class T>
 __device__ __forceinline__ T unary_op(UnaryOp op, T x, T p0, T p1) {
-  switch (op) {
-    case UnaryOp::Neg: return wrapping_neg(x);
-    case UnaryOp::Abs: return wrapping_abs(x);
-    case UnaryOp::Relu: return x <= T(0) ? T(0) : x;  // NaN stays NaN
-    case UnaryOp::Clamp: return x < p0 ? p0 : (x > p1 ? p1 : x);
-    case UnaryOp::AddScalar: return wrapping_add(x, p0);
-    case UnaryOp::MulScalar: return wrapping_mul(x, p0);
-    case UnaryOp::Square: return wrapping_mul(x, x);
-    case UnaryOp::Sign: return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
-    case UnaryOp::Step: return x > T(0) ? T(1) : T(0);
-    default: break;
-  }
-  if constexpr (!std::is_floating_point_v<T>) {
-    if (op == UnaryOp::PowScalar) return wrapping_pow(x, p0);  // core/int_math.hpp, as the CPU's
-  }
   if constexpr (std::is_floating_point_v<T>) {
+    return float_unary(op, x, p0, p1);
+  } else {
     switch (op) {
-      case UnaryOp::Exp: return exp(x);
-      case UnaryOp::Log: return log(x);
-      case UnaryOp::Sqrt: return sqrt(x);
-      case UnaryOp::Rsqrt: return T(1) / sqrt(x);
-      case UnaryOp::Sin: return sin(x);
-      case UnaryOp::Cos: return cos(x);
-      case UnaryOp::Tanh: return tanh(x);
-      case UnaryOp::Sinh: return sinh(x);
-      case UnaryOp::Cosh: return cosh(x);
-      case UnaryOp::Sigmoid: return T(1) / (T(1) + exp(-x));
-      case UnaryOp::LeakyRelu: return x > T(0) ? x : x * p0;
-      case UnaryOp::Gelu: return T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)));
-      case UnaryOp::GeluTanh: {
-        T inner = T(0.79788456080286535588) * (x + T(0.044715) * x * x * x);
-        return T(0.5) * x * (T(1) + tanh(inner));
-      }
-      case UnaryOp::Silu: return x / (T(1) + exp(-x));
-      case UnaryOp::Softplus: return x > T(20) ? x : log1p(exp(x));
-      case UnaryOp::Mish: {
-        T sp = x > T(20) ? x : log1p(exp(x));
-        return x * tanh(sp);
-      }
-      case UnaryOp::Cone: return T(1) - fabs(x - T(1));
-      case UnaryOp::ParabolicCone: return x * (T(2) - x);
-      case UnaryOp::ParCon: return T(1) - pow(fabs(x - T(1)), p0);
-      case UnaryOp::PowScalar: return pow(x, p0);
-      case UnaryOp::Reciprocal: return T(1) / x;
-      case UnaryOp::Erf: return erf(x);
-      case UnaryOp::Clamp: return x != x ? x : (x < p0 ? p0 : (x > p1 ? p1 : x));
-      default: break;
+      case UnaryOp::Neg: return wrapping_neg(x);
+      case UnaryOp::Abs: return wrapping_abs(x);
+      case UnaryOp::Relu: return x <= T(0) ? T(0) : x;
+      case UnaryOp::Clamp: return x < p0 ? p0 : (x > p1 ? p1 : x);
+      case UnaryOp::AddScalar: return wrapping_add(x, p0);
+      case UnaryOp::MulScalar: return wrapping_mul(x, p0);
+      case UnaryOp::Square: return wrapping_mul(x, x);
+      case UnaryOp::Sign: return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+      case UnaryOp::Step: return x > T(0) ? T(1) : T(0);
+      case UnaryOp::PowScalar: return wrapping_pow(x, p0);  // core/int_math.hpp, as the CPU's
+      default: return T(0);
     }
   }
-  return T(0);
-}
-
-// Activation derivatives for the fused backward ops (grad * f'(x)), in torch's gelu_backward and
-// silu_backward formulas, so that infinities and NaN give what torch gives.
-template <class T>
-__device__ __forceinline__ T gelu_derivative(T x) {
-  T cdf = T(0.5) * (T(1) + erf(x * T(0.70710678118654752440)));
-  T pdf = T(0.39894228040143267794) * exp(T(-0.5) * x * x);
-  return cdf + x * pdf;
-}
-template <class T>
-__device__ __forceinline__ T gelu_tanh_derivative(T x) {
-  const T beta = T(0.79788456080286535588), kappa = T(0.044715);
-  T t = tanh(beta * (x + kappa * x * x * x));
-  return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * beta * (T(1) + T(3) * kappa * x * x);
-}
-template <class T>
-__device__ __forceinline__ T silu_derivative(T x) {
-  T s = T(1) / (T(1) + exp(-x));
-  return s * (T(1) + x * (T(1) - s));
 }
 
 template <class T>
 __device__ __forceinline__ T binary_op(BinaryOp op, T a, T b) {
-  switch (op) {
-    case BinaryOp::Add: return wrapping_add(a, b);
-    case BinaryOp::Sub: return wrapping_sub(a, b);
-    case BinaryOp::Mul: return wrapping_mul(a, b);
-    case BinaryOp::Div:
-      if constexpr (std::is_floating_point_v<T>) return a / b;
-      else return b == T(0) ? T(0) : wrapping_div(a, b);
-    case BinaryOp::Pow:
-      if constexpr (std::is_floating_point_v<T>) return pow(a, b);
-      else return wrapping_pow(a, b);  // exact, wrapping; bool: x^0 == 1, 0^1 == 0
-    case BinaryOp::Maximum:
-      if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }
-      return a > b ? a : b;
-    case BinaryOp::Minimum:
-      if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }
-      return a < b ? a : b;
-    default: break;
-  }
   if constexpr (std::is_floating_point_v<T>) {
+    return float_binary(op, a, b);
+  } else {
     switch (op) {
-      case BinaryOp::AddRelu: { T s = a + b; return s <= T(0) ? T(0) : s; }
-      case BinaryOp::AddGelu: { T s = a + b; return T(0.5) * s * (T(1) + erf(s * T(0.70710678118654752440))); }
-      case BinaryOp::AddGeluTanh: {
-        T s = a + b, inner = T(0.79788456080286535588) * (s + T(0.044715) * s * s * s);
-        return T(0.5) * s * (T(1) + tanh(inner));
-      }
-      case BinaryOp::MulTanh: return a * tanh(b);
-      case BinaryOp::SiluMul: return a / (T(1) + exp(-a)) * b;
-      case BinaryOp::GeluBackward: return a * gelu_derivative(b);
-      case BinaryOp::GeluTanhBackward: return a * gelu_tanh_derivative(b);
-      case BinaryOp::SiluBackward: return a * silu_derivative(b);
-      default: break;
+      case BinaryOp::Add: return wrapping_add(a, b);
+      case BinaryOp::Sub: return wrapping_sub(a, b);
+      case BinaryOp::Mul: return wrapping_mul(a, b);
+      case BinaryOp::Div: return b == T(0) ? T(0) : wrapping_div(a, b);
+      case BinaryOp::Pow: return wrapping_pow(a, b);  // exact, wrapping; bool: x^0 == 1, 0^1 == 0
+      case BinaryOp::Maximum: return a > b ? a : b;
+      case BinaryOp::Minimum: return a < b ? a : b;
+      default: return T(0);
     }
   }
-  return T(0);
 }
 
 // Integers compare as themselves (through a double, 2^53 == 2^53 + 1), the rest in f64.
@@ -740,10 +670,17 @@ void launch_where(const ExecContext& ctx, const View& dst, const View& cond, con
   NX_CUDA_LAUNCH_CHECK();
 }
 
-void fused_elementwise(int device, void* stream, const FusedProgram& program) {
+void fused_elementwise(int device, void* stream, const FusedProgram& program, bool generated) {
   if (!program.numel) return;
   NX_CUDA_CHECK(cudaSetDevice(device));
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (const void* kernel = generated ? generated_kernel(device, program) : nullptr) {
+    FusedKernelArgs args = fused_kernel_args(program);
+    void* params[] = {&args};
+    const unsigned blocks = blocks_for(program.numel, args.vectorized ? 4 : 1);
+    NX_CUDA_CHECK(cudaLaunchKernel(kernel, dim3(blocks), dim3(kFusedThreads), params, 0, s));
+    return;
+  }
   if (program.contiguous) fused_kernel<true><<<blocks_for(program.numel), kThreads, 0, s>>>(program);
   else fused_kernel<false><<<blocks_for(program.numel), kThreads, 0, s>>>(program);
   NX_CUDA_LAUNCH_CHECK();
