@@ -224,7 +224,7 @@ def c_bench(binary, what):
         print(f"{what}: {binary} failed (exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
         return []
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    for r in rows:
+    for r in list(rows):  # a copy: the torch rows appended below are not ours to print
         if r["name"].startswith("memory"):
             print(f"memory seq {r['seq']:>6}: inputs {r['inputs_bytes'] / 2**20:8.1f} MiB, peak fwd+bwd "
                   f"{r['peak_bytes'] / 2**20:8.1f} MiB (a materialized f32 score matrix would be "
