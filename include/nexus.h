@@ -118,8 +118,19 @@ typedef struct {
   int32_t index;
 } nx_device;
 
-/* Values are part of the ABI (saved in files, passed by bindings): never renumbered. */
-typedef enum { NX_F32 = 0, NX_F64 = 1, NX_F16 = 2, NX_BF16 = 3, NX_I32 = 4, NX_I64 = 5, NX_BOOL = 6 } nx_dtype;
+/* Values are part of the ABI (saved in files, passed by bindings): never renumbered.
+ * NX_I8, NX_F8E4M3 (OCP FP8 E4M3, the "fn" variant: no infinities, largest 448) and NX_F8E5M2 (OCP
+ * FP8 E5M2, largest 57344) are storage dtypes (C API 1.5): tensors of them are created, filled,
+ * copied, viewed, moved between devices, cast with nx_cast from and to the other dtypes (on the
+ * CPU; a CUDA tensor is cast on the CPU for now), printed, saved and loaded (SafeTensors, DLPack);
+ * every op that computes refuses them with NX_ERR_DTYPE (cast to a floating dtype first). Casts
+ * into FP8 round to nearest even and saturate at the largest finite value (E5M2 keeps infinities;
+ * NaN stays NaN); into I8 they truncate toward zero and wrap modulo 2^8 as the other integer casts
+ * do (docs/attention_8bit.md). */
+typedef enum {
+  NX_F32 = 0, NX_F64 = 1, NX_F16 = 2, NX_BF16 = 3, NX_I32 = 4, NX_I64 = 5, NX_BOOL = 6,
+  NX_I8 = 7, NX_F8E4M3 = 8, NX_F8E5M2 = 9
+} nx_dtype;
 
 /* Size in bytes of one element of dtype (0 for an invalid dtype). */
 NX_API size_t nx_dtype_size(nx_dtype dtype);
@@ -685,7 +696,8 @@ NX_API nx_status nx_safetensors_save(const char* path, const char* const* names,
  * DLPack name or macro: dlpack.h may be included before or after it, and a pointer to one of
  * DLPack's structs is passed with a cast (tests/capi/test_dlpack*.c compare the sizes and
  * offsets with a real dlpack.h). */
-/* DLDataTypeCode (the codes NexusGrad reads and writes are int, float, bfloat and bool). */
+/* DLDataTypeCode (the codes NexusGrad reads and writes are int, float, bfloat, bool and DLPack
+ * 1.1's float8_e4m3fn and float8_e5m2). */
 typedef enum {
   NX_DL_INT = 0,
   NX_DL_UINT = 1,
@@ -693,7 +705,9 @@ typedef enum {
   NX_DL_OPAQUE_HANDLE = 3,
   NX_DL_BFLOAT = 4,
   NX_DL_COMPLEX = 5,
-  NX_DL_BOOL = 6
+  NX_DL_BOOL = 6,
+  NX_DL_FLOAT8_E4M3FN = 10, /* DLPack 1.1 */
+  NX_DL_FLOAT8_E5M2 = 12    /* DLPack 1.1 */
 } nx_dl_data_type_code;
 typedef struct {
   int32_t device_type; /* DLDeviceType: kDLCPU = 1 (NX_CPU), kDLCUDA = 2 (NX_CUDA)... */

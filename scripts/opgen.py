@@ -166,6 +166,11 @@ def new_header(sections) -> str:
 
 
 # ---------------------------------------------------------------- C shims
+# The ops that move or convert elements without computing on them: they take the 8-bit storage
+# dtypes (nexus.h); every other op's shim refuses a tensor of one (check_computable).
+MOVES_ELEMENTS = {"contiguous", "cast", "clone", "copy_"}
+
+
 def shim(op: Op) -> str:
     body: list[str] = []
     sig = f"nx_status {op.cname}({op.c_params()}) {{"
@@ -175,10 +180,14 @@ def shim(op: Op) -> str:
             fn = "unwrap_optional" if p.name in op.optional else "unwrap"
             decl = "Tensor" if p.name in op.optional else "const Tensor&"
             body.append(f'{decl} {p.name}_ = {fn}({p.name}, "{p.name}");')
+            if op.kind != "view" and op.name not in MOVES_ELEMENTS:
+                body.append(f'check_computable({p.name}_, "{p.name}");')
             if stream_check is None and p.name not in op.optional:
                 stream_check = f"check_stream(stream, {p.name}_.device());"
         elif p.ctype == "const nx_tensor*":
             body.append(f"std::vector<Tensor> {p.name}_ = tensor_list({p.name}, {p.count.name});")
+            if op.kind != "view" and op.name not in MOVES_ELEMENTS:
+                body.append(f'for (const Tensor& t : {p.name}_) check_computable(t, "{p.name}");')
             if stream_check is None:
                 stream_check = f"if (!{p.name}_.empty()) check_stream(stream, {p.name}_[0].device());"
     if stream_check is None:

@@ -78,6 +78,14 @@ const Tensor& unwrap(nx_tensor h, const char* what);
 // Like unwrap but NULL gives an undefined Tensor (for optional inputs).
 Tensor unwrap_optional(nx_tensor h, const char* what);
 void release(nx_tensor h);
+// Ops that compute refuse the 8-bit storage dtypes (nexus.h) before any implicit cast could take
+// them in, naming the op, the argument and the dtype (the generated shims call it; views, casts
+// and copies do not).
+inline void check_computable(const Tensor& t, const char* what) {
+  if (t.defined() && is_storage_only(t.dtype()))
+    fail(NX_ERR_DTYPE, current_api(), ": ", what, " has the 8-bit storage dtype ", dtype_name(t.dtype()),
+         ", which no op computes on; cast it to a floating dtype first (nx_cast)");
+}
 
 template <class P>
 void check_out(P* out, const char* what = "out") {
@@ -97,6 +105,8 @@ Shape shape_arg(const int64_t* shape, size_t ndim, const char* what = "shape");
 Device device_arg(const nx_device& device);
 nx_device_type device_type_arg(const nx_device_type& device_type);  // NX_CPU or NX_CUDA, else NX_ERR_DEVICE
 DType dtype_arg(const nx_dtype& dtype);
+// dtype_arg for a dtype an op or a module computes in: the 8-bit storage dtypes are refused.
+DType compute_dtype_arg(const nx_dtype& dtype);
 // The int value of a C enum argument, read without an enum-typed load.
 template <class E>
 int enum_value(const E& e) {

@@ -44,6 +44,9 @@ nx_dl_data_type to_dl_dtype(DType dt) {
     case DType::I32: return {NX_DL_INT, 32, 1};
     case DType::I64: return {NX_DL_INT, 64, 1};
     case DType::Bool: return {NX_DL_BOOL, 8, 1};
+    case DType::I8: return {NX_DL_INT, 8, 1};
+    case DType::F8E4M3: return {NX_DL_FLOAT8_E4M3FN, 8, 1};
+    case DType::F8E5M2: return {NX_DL_FLOAT8_E5M2, 8, 1};
   }
   fail(NX_ERR_DTYPE, current_api(), ": dtype ", int(dt), " has no DLPack equivalent");
 }
@@ -63,16 +66,24 @@ DType from_dl_dtype(nx_dl_data_type d) {
     case NX_DL_INT:
       if (d.bits == 32) return DType::I32;
       if (d.bits == 64) return DType::I64;
+      if (d.bits == 8) return DType::I8;
       break;
     case NX_DL_BOOL:
       if (d.bits == 8) return DType::Bool;
+      break;
+    case NX_DL_FLOAT8_E4M3FN:
+      if (d.bits == 8) return DType::F8E4M3;
+      break;
+    case NX_DL_FLOAT8_E5M2:
+      if (d.bits == 8) return DType::F8E5M2;
       break;
     default:
       break;
   }
   static const char* names[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
   fail(NX_ERR_DTYPE, current_api(), ": DLPack dtype ", d.code < 7 ? names[d.code] : "code ", d.code < 7 ? "" : std::to_string(d.code),
-       int(d.bits), " has no NexusGrad equivalent (supported: float16/32/64, bfloat16, int32/64, bool)");
+       int(d.bits), " has no NexusGrad equivalent (supported: float16/32/64, bfloat16, int8/32/64, bool, "
+       "float8_e4m3fn, float8_e5m2)");
 }
 
 // The fields only the versioned struct has.

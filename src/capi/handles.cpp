@@ -56,6 +56,13 @@ DType dtype_arg(const nx_dtype& dtype) {
   return DType(value);
 }
 
+DType compute_dtype_arg(const nx_dtype& dtype) {
+  const DType d = dtype_arg(dtype);
+  if (is_storage_only(d))
+    fail(NX_ERR_DTYPE, current_api(), ": dtype ", dtype_name(d), " is an 8-bit storage dtype, which no op computes in");
+  return d;
+}
+
 void check_stream(nx_stream stream, Device device) {
   if (!stream) return;
   const nx_stream_s& s = handle_object(stream, "stream");

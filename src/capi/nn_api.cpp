@@ -56,7 +56,7 @@ struct Placement {
   Device device;
 };
 Placement placement(const nx_dtype& dtype, nx_device device, nx_stream stream) {  // by reference: see enum_value
-  Placement p{dtype_arg(dtype), device_arg(device)};
+  Placement p{compute_dtype_arg(dtype), device_arg(device)};
   if (!is_floating(p.dtype)) fail(NX_ERR_DTYPE, current_api(), ": layer parameters need a floating dtype, got ", dtype_name(p.dtype));
   check_stream(stream, p.device);
   return p;

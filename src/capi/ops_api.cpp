@@ -38,7 +38,7 @@ nx_status nx_adam_step_multi(const nx_tensor* params, const nx_tensor* grads, co
 
 nx_status nx_autocast_push(nx_device_type device_type, nx_dtype dtype, bool enabled) {
   return guard("nx_autocast_push", [&] {
-    autocast_push(AutocastScope{device_type_arg(device_type), dtype_arg(dtype), enabled});
+    autocast_push(AutocastScope{device_type_arg(device_type), compute_dtype_arg(dtype), enabled});
   });
 }
 nx_status nx_autocast_pop(void) {

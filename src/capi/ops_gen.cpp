@@ -121,6 +121,7 @@ nx_status nx_cat(nx_tensor* out, const nx_tensor* xs, size_t n, int64_t axis, nx
   return guard("nx_cat", [&] {
     check_out(out);
     std::vector<Tensor> xs_ = tensor_list(xs, n);
+    for (const Tensor& t : xs_) check_computable(t, "xs");
     if (!xs_.empty()) check_stream(stream, xs_[0].device());
     *out = wrap(cat(xs_, axis));
   });
@@ -130,6 +131,7 @@ nx_status nx_stack(nx_tensor* out, const nx_tensor* xs, size_t n, int64_t axis, 
   return guard("nx_stack", [&] {
     check_out(out);
     std::vector<Tensor> xs_ = tensor_list(xs, n);
+    for (const Tensor& t : xs_) check_computable(t, "xs");
     if (!xs_.empty()) check_stream(stream, xs_[0].device());
     *out = wrap(stack(xs_, axis));
   });
@@ -141,7 +143,9 @@ nx_status nx_add(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream) {
   return guard("nx_add", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::Add, a_, b_));
   });
@@ -151,7 +155,9 @@ nx_status nx_sub(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream) {
   return guard("nx_sub", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::Sub, a_, b_));
   });
@@ -161,7 +167,9 @@ nx_status nx_mul(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream) {
   return guard("nx_mul", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::Mul, a_, b_));
   });
@@ -171,7 +179,9 @@ nx_status nx_div(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream) {
   return guard("nx_div", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::Div, a_, b_));
   });
@@ -181,7 +191,9 @@ nx_status nx_pow(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream) {
   return guard("nx_pow", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::Pow, a_, b_));
   });
@@ -191,7 +203,9 @@ nx_status nx_maximum(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream)
   return guard("nx_maximum", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::Maximum, a_, b_));
   });
@@ -201,7 +215,9 @@ nx_status nx_minimum(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream)
   return guard("nx_minimum", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::Minimum, a_, b_));
   });
@@ -211,7 +227,9 @@ nx_status nx_eq(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream) {
   return guard("nx_eq", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::Eq, a_, b_));
   });
@@ -221,7 +239,9 @@ nx_status nx_ne(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream) {
   return guard("nx_ne", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::Ne, a_, b_));
   });
@@ -231,7 +251,9 @@ nx_status nx_lt(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream) {
   return guard("nx_lt", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::Lt, a_, b_));
   });
@@ -241,7 +263,9 @@ nx_status nx_le(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream) {
   return guard("nx_le", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::Le, a_, b_));
   });
@@ -251,7 +275,9 @@ nx_status nx_gt(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream) {
   return guard("nx_gt", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::Gt, a_, b_));
   });
@@ -261,7 +287,9 @@ nx_status nx_ge(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream) {
   return guard("nx_ge", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::Ge, a_, b_));
   });
@@ -271,6 +299,7 @@ nx_status nx_add_scalar(nx_tensor* out, nx_tensor x, double value, nx_stream str
   return guard("nx_add_scalar", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(add_scalar(x_, value));
   });
@@ -280,6 +309,7 @@ nx_status nx_mul_scalar(nx_tensor* out, nx_tensor x, double value, nx_stream str
   return guard("nx_mul_scalar", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(mul_scalar(x_, value));
   });
@@ -289,6 +319,7 @@ nx_status nx_pow_scalar(nx_tensor* out, nx_tensor x, double exponent, nx_stream 
   return guard("nx_pow_scalar", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(pow_scalar(x_, exponent));
   });
@@ -298,8 +329,11 @@ nx_status nx_where(nx_tensor* out, nx_tensor cond, nx_tensor a, nx_tensor b, nx_
   return guard("nx_where", [&] {
     check_out(out);
     const Tensor& cond_ = unwrap(cond, "cond");
+    check_computable(cond_, "cond");
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, cond_.device());
     *out = wrap(where(cond_, a_, b_));
   });
@@ -309,6 +343,7 @@ nx_status nx_neg(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_neg", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Neg, x_));
   });
@@ -318,6 +353,7 @@ nx_status nx_abs(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_abs", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Abs, x_));
   });
@@ -327,6 +363,7 @@ nx_status nx_exp(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_exp", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Exp, x_));
   });
@@ -336,6 +373,7 @@ nx_status nx_log(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_log", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Log, x_));
   });
@@ -345,6 +383,7 @@ nx_status nx_sqrt(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_sqrt", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Sqrt, x_));
   });
@@ -354,6 +393,7 @@ nx_status nx_rsqrt(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_rsqrt", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Rsqrt, x_));
   });
@@ -363,6 +403,7 @@ nx_status nx_sin(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_sin", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Sin, x_));
   });
@@ -372,6 +413,7 @@ nx_status nx_cos(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_cos", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Cos, x_));
   });
@@ -381,6 +423,7 @@ nx_status nx_tanh(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_tanh", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Tanh, x_));
   });
@@ -390,6 +433,7 @@ nx_status nx_sinh(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_sinh", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Sinh, x_));
   });
@@ -399,6 +443,7 @@ nx_status nx_cosh(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_cosh", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Cosh, x_));
   });
@@ -408,6 +453,7 @@ nx_status nx_sigmoid(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_sigmoid", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Sigmoid, x_));
   });
@@ -417,6 +463,7 @@ nx_status nx_relu(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_relu", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Relu, x_));
   });
@@ -426,6 +473,7 @@ nx_status nx_leaky_relu(nx_tensor* out, nx_tensor x, double negative_slope, nx_s
   return guard("nx_leaky_relu", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::LeakyRelu, x_, negative_slope));
   });
@@ -435,6 +483,7 @@ nx_status nx_gelu(nx_tensor* out, nx_tensor x, bool approximate_tanh, nx_stream 
   return guard("nx_gelu", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(approximate_tanh ? UnaryOp::GeluTanh : UnaryOp::Gelu, x_));
   });
@@ -444,6 +493,7 @@ nx_status nx_silu(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_silu", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Silu, x_));
   });
@@ -453,6 +503,7 @@ nx_status nx_softplus(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_softplus", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Softplus, x_));
   });
@@ -462,6 +513,7 @@ nx_status nx_mish(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_mish", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Mish, x_));
   });
@@ -471,6 +523,7 @@ nx_status nx_cone(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_cone", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::Cone, x_));
   });
@@ -480,6 +533,7 @@ nx_status nx_parabolic_cone(nx_tensor* out, nx_tensor x, nx_stream stream) {
   return guard("nx_parabolic_cone", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(unary(UnaryOp::ParabolicCone, x_));
   });
@@ -489,6 +543,7 @@ nx_status nx_parcon(nx_tensor* out, nx_tensor x, double beta, nx_stream stream) 
   return guard("nx_parcon", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(parcon(x_, beta));
   });
@@ -498,6 +553,7 @@ nx_status nx_clamp(nx_tensor* out, nx_tensor x, double lo, double hi, nx_stream 
   return guard("nx_clamp", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(clamp(x_, lo, hi));
   });
@@ -507,7 +563,9 @@ nx_status nx_add_relu(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream
   return guard("nx_add_relu", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::AddRelu, a_, b_));
   });
@@ -517,7 +575,9 @@ nx_status nx_bias_gelu(nx_tensor* out, nx_tensor x, nx_tensor bias, bool approxi
   return guard("nx_bias_gelu", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     const Tensor& bias_ = unwrap(bias, "bias");
+    check_computable(bias_, "bias");
     check_stream(stream, x_.device());
     *out = wrap(binary(approximate_tanh ? BinaryOp::AddGeluTanh : BinaryOp::AddGelu, x_, bias_));
   });
@@ -527,7 +587,9 @@ nx_status nx_mul_tanh(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream
   return guard("nx_mul_tanh", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(binary(BinaryOp::MulTanh, a_, b_));
   });
@@ -537,7 +599,9 @@ nx_status nx_gelu_backward(nx_tensor* out, nx_tensor grad, nx_tensor x, bool app
   return guard("nx_gelu_backward", [&] {
     check_out(out);
     const Tensor& grad_ = unwrap(grad, "grad");
+    check_computable(grad_, "grad");
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, grad_.device());
     *out = wrap(binary(approximate_tanh ? BinaryOp::GeluTanhBackward : BinaryOp::GeluBackward, grad_, x_));
   });
@@ -547,7 +611,9 @@ nx_status nx_silu_backward(nx_tensor* out, nx_tensor grad, nx_tensor x, nx_strea
   return guard("nx_silu_backward", [&] {
     check_out(out);
     const Tensor& grad_ = unwrap(grad, "grad");
+    check_computable(grad_, "grad");
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, grad_.device());
     *out = wrap(binary(BinaryOp::SiluBackward, grad_, x_));
   });
@@ -555,7 +621,9 @@ nx_status nx_silu_backward(nx_tensor* out, nx_tensor grad, nx_tensor x, nx_strea
 nx_status nx_add_(nx_tensor x, nx_tensor b, nx_stream stream) {
   return guard("nx_add_", [&] {
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, x_.device());
     binary_(BinaryOp::Add, x_, b_);
   });
@@ -563,7 +631,9 @@ nx_status nx_add_(nx_tensor x, nx_tensor b, nx_stream stream) {
 nx_status nx_mul_(nx_tensor x, nx_tensor b, nx_stream stream) {
   return guard("nx_mul_", [&] {
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, x_.device());
     binary_(BinaryOp::Mul, x_, b_);
   });
@@ -571,6 +641,7 @@ nx_status nx_mul_(nx_tensor x, nx_tensor b, nx_stream stream) {
 nx_status nx_mul_scalar_(nx_tensor x, double value, nx_stream stream) {
   return guard("nx_mul_scalar_", [&] {
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     unary_(UnaryOp::MulScalar, x_, value);
   });
@@ -590,6 +661,7 @@ nx_status nx_sum(nx_tensor* out, nx_tensor x, const int64_t* axes, size_t naxes,
   return guard("nx_sum", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(sum(x_, axes_arg(axes, naxes), keepdim));
   });
@@ -599,6 +671,7 @@ nx_status nx_mean(nx_tensor* out, nx_tensor x, const int64_t* axes, size_t naxes
   return guard("nx_mean", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(mean(x_, axes_arg(axes, naxes), keepdim));
   });
@@ -608,6 +681,7 @@ nx_status nx_max(nx_tensor* out, nx_tensor x, const int64_t* axes, size_t naxes,
   return guard("nx_max", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(amax(x_, axes_arg(axes, naxes), keepdim));
   });
@@ -617,6 +691,7 @@ nx_status nx_min(nx_tensor* out, nx_tensor x, const int64_t* axes, size_t naxes,
   return guard("nx_min", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(amin(x_, axes_arg(axes, naxes), keepdim));
   });
@@ -626,6 +701,7 @@ nx_status nx_var(nx_tensor* out, nx_tensor x, const int64_t* axes, size_t naxes,
   return guard("nx_var", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(var(x_, axes_arg(axes, naxes), correction, keepdim));
   });
@@ -635,6 +711,7 @@ nx_status nx_argmax(nx_tensor* out, nx_tensor x, int64_t axis, bool keepdim, nx_
   return guard("nx_argmax", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(argmax(x_, axis, keepdim));
   });
@@ -646,7 +723,9 @@ nx_status nx_matmul(nx_tensor* out, nx_tensor a, nx_tensor b, nx_stream stream) 
   return guard("nx_matmul", [&] {
     check_out(out);
     const Tensor& a_ = unwrap(a, "a");
+    check_computable(a_, "a");
     const Tensor& b_ = unwrap(b, "b");
+    check_computable(b_, "b");
     check_stream(stream, a_.device());
     *out = wrap(matmul(a_, b_));
   });
@@ -656,8 +735,11 @@ nx_status nx_linear(nx_tensor* out, nx_tensor x, nx_tensor weight, nx_tensor bia
   return guard("nx_linear", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     const Tensor& weight_ = unwrap(weight, "weight");
+    check_computable(weight_, "weight");
     Tensor bias_ = unwrap_optional(bias, "bias");
+    check_computable(bias_, "bias");
     check_stream(stream, x_.device());
     *out = wrap(linear(x_, weight_, bias_));
   });
@@ -669,6 +751,7 @@ nx_status nx_softmax(nx_tensor* out, nx_tensor x, int64_t axis, nx_stream stream
   return guard("nx_softmax", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(softmax(x_, axis));
   });
@@ -678,6 +761,7 @@ nx_status nx_log_softmax(nx_tensor* out, nx_tensor x, int64_t axis, nx_stream st
   return guard("nx_log_softmax", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     check_stream(stream, x_.device());
     *out = wrap(log_softmax(x_, axis));
   });
@@ -689,8 +773,11 @@ nx_status nx_flash_attention(nx_tensor* out, nx_tensor q, nx_tensor k, nx_tensor
   return guard("nx_flash_attention", [&] {
     check_out(out);
     const Tensor& q_ = unwrap(q, "q");
+    check_computable(q_, "q");
     const Tensor& k_ = unwrap(k, "k");
+    check_computable(k_, "k");
     const Tensor& v_ = unwrap(v, "v");
+    check_computable(v_, "v");
     check_stream(stream, q_.device());
     *out = wrap(flash_attention(q_, k_, v_, causal, alibi, scale));
   });
@@ -702,7 +789,9 @@ nx_status nx_index_select(nx_tensor* out, nx_tensor x, nx_tensor index, int64_t 
   return guard("nx_index_select", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     const Tensor& index_ = unwrap(index, "index");
+    check_computable(index_, "index");
     check_stream(stream, x_.device());
     *out = wrap(index_select(x_, axis, index_));
   });
@@ -712,7 +801,9 @@ nx_status nx_gather(nx_tensor* out, nx_tensor x, nx_tensor index, int64_t axis, 
   return guard("nx_gather", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     const Tensor& index_ = unwrap(index, "index");
+    check_computable(index_, "index");
     check_stream(stream, x_.device());
     *out = wrap(gather(x_, axis, index_));
   });
@@ -722,7 +813,9 @@ nx_status nx_embedding(nx_tensor* out, nx_tensor weight, nx_tensor indices, nx_s
   return guard("nx_embedding", [&] {
     check_out(out);
     const Tensor& weight_ = unwrap(weight, "weight");
+    check_computable(weight_, "weight");
     const Tensor& indices_ = unwrap(indices, "indices");
+    check_computable(indices_, "indices");
     check_stream(stream, weight_.device());
     *out = wrap(embedding(weight_, indices_));
   });
@@ -732,8 +825,9 @@ nx_status nx_one_hot(nx_tensor* out, nx_tensor indices, int64_t num_classes, nx_
   return guard("nx_one_hot", [&] {
     check_out(out);
     const Tensor& indices_ = unwrap(indices, "indices");
+    check_computable(indices_, "indices");
     check_stream(stream, indices_.device());
-    *out = wrap(one_hot(indices_, num_classes, dtype_arg(dtype)));
+    *out = wrap(one_hot(indices_, num_classes, compute_dtype_arg(dtype)));
   });
 }
 
@@ -743,7 +837,9 @@ nx_status nx_cross_entropy(nx_tensor* out, nx_tensor logits, nx_tensor target, i
   return guard("nx_cross_entropy", [&] {
     check_out(out);
     const Tensor& logits_ = unwrap(logits, "logits");
+    check_computable(logits_, "logits");
     const Tensor& target_ = unwrap(target, "target");
+    check_computable(target_, "target");
     check_stream(stream, logits_.device());
     *out = wrap(cross_entropy(logits_, target_, ignore_index, label_smoothing, reduction_arg(reduction)));
   });
@@ -753,7 +849,9 @@ nx_status nx_nll_loss(nx_tensor* out, nx_tensor log_probs, nx_tensor target, int
   return guard("nx_nll_loss", [&] {
     check_out(out);
     const Tensor& log_probs_ = unwrap(log_probs, "log_probs");
+    check_computable(log_probs_, "log_probs");
     const Tensor& target_ = unwrap(target, "target");
+    check_computable(target_, "target");
     check_stream(stream, log_probs_.device());
     *out = wrap(nll_loss(log_probs_, target_, ignore_index, reduction_arg(reduction)));
   });
@@ -763,7 +861,9 @@ nx_status nx_mse_loss(nx_tensor* out, nx_tensor input, nx_tensor target, nx_redu
   return guard("nx_mse_loss", [&] {
     check_out(out);
     const Tensor& input_ = unwrap(input, "input");
+    check_computable(input_, "input");
     const Tensor& target_ = unwrap(target, "target");
+    check_computable(target_, "target");
     check_stream(stream, input_.device());
     *out = wrap(mse_loss(input_, target_, reduction_arg(reduction)));
   });
@@ -773,7 +873,9 @@ nx_status nx_bce_with_logits(nx_tensor* out, nx_tensor logits, nx_tensor target,
   return guard("nx_bce_with_logits", [&] {
     check_out(out);
     const Tensor& logits_ = unwrap(logits, "logits");
+    check_computable(logits_, "logits");
     const Tensor& target_ = unwrap(target, "target");
+    check_computable(target_, "target");
     check_stream(stream, logits_.device());
     *out = wrap(bce_with_logits(logits_, target_, reduction_arg(reduction)));
   });
@@ -785,7 +887,9 @@ nx_status nx_rms_norm(nx_tensor* out, nx_tensor x, nx_tensor weight, double eps,
   return guard("nx_rms_norm", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     Tensor weight_ = unwrap_optional(weight, "weight");
+    check_computable(weight_, "weight");
     check_stream(stream, x_.device());
     *out = wrap(rms_norm(x_, weight_, eps));
   });
@@ -795,8 +899,11 @@ nx_status nx_layer_norm(nx_tensor* out, nx_tensor x, nx_tensor weight, nx_tensor
   return guard("nx_layer_norm", [&] {
     check_out(out);
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     Tensor weight_ = unwrap_optional(weight, "weight");
+    check_computable(weight_, "weight");
     Tensor bias_ = unwrap_optional(bias, "bias");
+    check_computable(bias_, "bias");
     check_stream(stream, x_.device());
     *out = wrap(layer_norm(x_, weight_, bias_, eps));
   });
@@ -808,8 +915,11 @@ nx_status nx_add_rms_norm(nx_tensor* out, nx_tensor* sum_out, nx_tensor x, nx_te
     check_out(out);
     check_out(sum_out, "sum_out");
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     const Tensor& residual_ = unwrap(residual, "residual");
+    check_computable(residual_, "residual");
     Tensor weight_ = unwrap_optional(weight, "weight");
+    check_computable(weight_, "weight");
     check_stream(stream, x_.device());
     wrap_outs({out, sum_out}, fused_norm(x_, residual_, weight_, Tensor(), eps, true));
   });
@@ -821,9 +931,13 @@ nx_status nx_add_layer_norm(nx_tensor* out, nx_tensor* sum_out, nx_tensor x, nx_
     check_out(out);
     check_out(sum_out, "sum_out");
     const Tensor& x_ = unwrap(x, "x");
+    check_computable(x_, "x");
     const Tensor& residual_ = unwrap(residual, "residual");
+    check_computable(residual_, "residual");
     Tensor weight_ = unwrap_optional(weight, "weight");
+    check_computable(weight_, "weight");
     Tensor bias_ = unwrap_optional(bias, "bias");
+    check_computable(bias_, "bias");
     check_stream(stream, x_.device());
     wrap_outs({out, sum_out}, fused_norm(x_, residual_, weight_, bias_, eps, false));
   });
@@ -833,7 +947,9 @@ nx_status nx_softmax_cross_entropy(nx_tensor* out, nx_tensor logits, nx_tensor t
   return guard("nx_softmax_cross_entropy", [&] {
     check_out(out);
     const Tensor& logits_ = unwrap(logits, "logits");
+    check_computable(logits_, "logits");
     const Tensor& target_ = unwrap(target, "target");
+    check_computable(target_, "target");
     check_stream(stream, logits_.device());
     *out = wrap(softmax_cross_entropy(logits_, target_, ignore_index, reduction_arg(reduction)));
   });
@@ -843,7 +959,9 @@ nx_status nx_swiglu(nx_tensor* out, nx_tensor gate, nx_tensor up, nx_stream stre
   return guard("nx_swiglu", [&] {
     check_out(out);
     const Tensor& gate_ = unwrap(gate, "gate");
+    check_computable(gate_, "gate");
     const Tensor& up_ = unwrap(up, "up");
+    check_computable(up_, "up");
     check_stream(stream, gate_.device());
     *out = wrap(swiglu(gate_, up_));
   });

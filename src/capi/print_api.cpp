@@ -67,8 +67,10 @@ std::string tensor_text(const Tensor& x, const PrintOptions& o) {
   if (x.numel() > 0) {
     GradModeGuard no_grad(false);
     Tensor shown = detach(x);
+    // 8-bit storage dtypes are shown through their exact values in f32 / i64 (no op gathers them)
+    if (is_storage_only(x.dtype())) shown = cast(to_device(shown, Device{}), x.dtype() == DType::I8 ? DType::I64 : DType::F32);
     if (t.summarize) shown = gather_shown(shown, 0, o.edge_items);
-    const bool floating = is_floating(x.dtype());
+    const bool floating = is_floating(shown.dtype());
     // On the host first: the casts to f64 / i64 (exact for every dtype) then run on the CPU.
     Tensor host = cast(to_device(shown, Device{}), floating ? DType::F64 : DType::I64);
     const size_t n = size_t(host.numel());

@@ -54,6 +54,9 @@ void check_fill_value(double v, DType dt) {
     case DType::F32: integral = false, hi = 3.4028234663852886e38; break;
     case DType::F16: integral = false, hi = 65504.0; break;
     case DType::BF16: integral = false, hi = 3.3895313892515355e38; break;
+    case DType::I8: lo = -129.0, hi = 128.0; break;
+    case DType::F8E4M3: integral = false, hi = 448.0; break;
+    case DType::F8E5M2: integral = false, hi = 57344.0; break;
     default: return;  // f64 holds every double, bool every value (nonzero is true)
   }
   const bool ok = integral ? (v > lo && v < hi) : (!std::isfinite(v) || std::fabs(v) <= hi);

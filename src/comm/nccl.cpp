@@ -44,6 +44,7 @@ ncclDataType_t nccl_type(DType d) {
     case DType::I32: return ncclInt32;
     case DType::I64: return ncclInt64;
     case DType::Bool: return ncclUint8;
+    default: break;  // the 8-bit storage dtypes: collectives compute, so they refuse them
   }
   fail(NX_ERR_DTYPE, current_api(), ": dtype ", dtype_name(d), " has no NCCL type");
 }

@@ -9,7 +9,8 @@
 namespace nx {
 
 enum class DType : int { F32 = NX_F32, F64 = NX_F64, F16 = NX_F16, BF16 = NX_BF16,
-                         I32 = NX_I32, I64 = NX_I64, Bool = NX_BOOL };
+                         I32 = NX_I32, I64 = NX_I64, Bool = NX_BOOL,
+                         I8 = NX_I8, F8E4M3 = NX_F8E4M3, F8E5M2 = NX_F8E5M2 };
 
 size_t dtype_size(DType d);
 const char* dtype_name(DType d);
@@ -18,6 +19,8 @@ inline bool is_floating(DType d) {
   return d == DType::F32 || d == DType::F64 || d == DType::F16 || d == DType::BF16;
 }
 inline bool is_half(DType d) { return d == DType::F16 || d == DType::BF16; }
+// The 8-bit dtypes hold data only (nexus.h): made, copied, cast, saved; no op computes on them.
+inline bool is_storage_only(DType d) { return d == DType::I8 || d == DType::F8E4M3 || d == DType::F8E5M2; }
 // PyTorch's promotion lattice restricted to our types.
 DType promote(DType a, DType b);
 // The dtype kernels compute in: f32 for the half types, itself otherwise.
@@ -25,8 +28,16 @@ inline DType compute_dtype(DType d) { return is_half(d) ? DType::F32 : d; }
 
 struct Half { uint16_t bits; };
 struct BFloat16 { uint16_t bits; };
+struct Float8E4M3 { uint8_t bits; };
+struct Float8E5M2 { uint8_t bits; };
 
-// Calls f(T{}) with T the C++ storage type of d (Half/BFloat16 for the 16-bit floats).
+// Refuses an 8-bit storage dtype in a kernel that computes: NX_ERR_DTYPE naming the running C
+// function and the dtype, and saying to cast first.
+[[noreturn]] void fail_storage_only(DType d);
+
+// Calls f(T{}) with T the C++ storage type of d (Half/BFloat16 for the 16-bit floats). The dtypes
+// kernels compute on; an 8-bit storage dtype fails (fail_storage_only), so no compute kernel can
+// be reached with one.
 template <class F>
 void dispatch_dtype(DType d, F&& f) {
   switch (d) {
@@ -37,6 +48,18 @@ void dispatch_dtype(DType d, F&& f) {
     case DType::I32: f(int32_t{}); break;
     case DType::I64: f(int64_t{}); break;
     case DType::Bool: f(bool{}); break;
+    default: fail_storage_only(d);
+  }
+}
+// Every dtype, the 8-bit storage ones included: for the kernels that only move or convert
+// elements (copy and cast, fill, printing).
+template <class F>
+void dispatch_storage_dtype(DType d, F&& f) {
+  switch (d) {
+    case DType::I8: f(int8_t{}); break;
+    case DType::F8E4M3: f(Float8E4M3{}); break;
+    case DType::F8E5M2: f(Float8E5M2{}); break;
+    default: dispatch_dtype(d, f);
   }
 }
 
@@ -82,5 +105,11 @@ inline uint16_t f32_to_f16(float f) {
   if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;
   return uint16_t(sign | h);
 }
+
+// FP8 (OCP E4M3 "fn" and E5M2) <-> wider floats. Decoding is exact. Encoding rounds x once to
+// the nearest value, ties to even, saturating at the largest finite value (448, 57344); E5M2 keeps
+// infinities, E4M3 (which has none) saturates them; NaN becomes 0x7f, a NaN in both formats.
+float f8_to_f32(uint8_t bits, DType d);
+uint8_t f8_from_f64(double x, DType d);
 
 }  // namespace nx

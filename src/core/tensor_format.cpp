@@ -29,7 +29,7 @@ std::string py_format(double v, int precision, bool sci) {
 class Formatter {
  public:
   Formatter(const TensorText& t, const PrintOptions& o) : t_(t), precision_(o.precision) {
-    floating_ = is_floating(t.dtype);
+    floating_ = is_floating(t.dtype) || t.dtype == DType::F8E4M3 || t.dtype == DType::F8E5M2;
     if (!floating_) {
       for (int64_t v : t.ints) width_ = std::max(width_, int_str(v).size());
       return;
@@ -176,6 +176,9 @@ const char* torch_dtype_name(DType d) {
     case DType::I32: return "int32";
     case DType::I64: return "int64";
     case DType::Bool: return "bool";
+    case DType::I8: return "int8";
+    case DType::F8E4M3: return "float8_e4m3fn";
+    case DType::F8E5M2: return "float8_e5m2";
   }
   return "invalid";
 }

@@ -44,6 +44,8 @@ using S = std::vector<int64_t>;
 template <class T> double to_f64(T v) { return double(v); }
 template <> double to_f64(Half v) { return f16_to_f32(v.bits); }
 template <> double to_f64(BFloat16 v) { return bf16_to_f32(v.bits); }
+template <> double to_f64(Float8E4M3 v) { return f8_to_f32(v.bits, DType::F8E4M3); }
+template <> double to_f64(Float8E5M2 v) { return f8_to_f32(v.bits, DType::F8E5M2); }
 // Integers: NaN gives 0, values past int64 saturate, the rest wrap modulo 2^bits (a plain
 // conversion of an out-of-range double is undefined behaviour).
 template <class T> T from_f64(double v) {
@@ -53,6 +55,8 @@ template <class T> T from_f64(double v) {
 template <> bool from_f64(double v) { return v != 0.0; }
 template <> Half from_f64(double v) { return Half{f32_to_f16(float(v))}; }
 template <> BFloat16 from_f64(double v) { return BFloat16{f32_to_bf16(float(v))}; }
+template <> Float8E4M3 from_f64(double v) { return Float8E4M3{f8_from_f64(v, DType::F8E4M3)}; }  // one rounding
+template <> Float8E5M2 from_f64(double v) { return Float8E5M2{f8_from_f64(v, DType::F8E5M2)}; }
 // f32 -> half without the detour through double (which could double-round).
 // Integer to integer directly (modular, exact for every int64), not through a double. Integer to
 // floating as PyTorch converts: to f32/f64 in one rounding (i64 -> f32 through a double would
@@ -174,9 +178,9 @@ class CpuBackend final : public Backend {
       });
       return;
     }
-    dispatch_dtype(dst.dtype, [&](auto dtag) {
+    dispatch_storage_dtype(dst.dtype, [&](auto dtag) {
       using D = decltype(dtag);
-      dispatch_dtype(src.dtype, [&](auto stag) {
+      dispatch_storage_dtype(src.dtype, [&](auto stag) {
         using Src = decltype(stag);
         for_each_row<2>(dst.shape, {&dst.strides, &src.strides}, [&](auto off, int64_t n, auto st) {
           D* d = at<D>(dst, off[0]);
@@ -192,7 +196,7 @@ class CpuBackend final : public Backend {
   }
 
   void fill(const ExecContext&, const View& dst, double value) override {
-    dispatch_dtype(dst.dtype, [&](auto tag) {
+    dispatch_storage_dtype(dst.dtype, [&](auto tag) {
       using T = decltype(tag);
       T v = from_f64<T>(value);
       for_each_row<1>(dst.shape, {&dst.strides}, [&](auto off, int64_t n, auto st) {

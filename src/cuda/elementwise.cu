@@ -498,6 +498,9 @@ void launch_copy(const ExecContext& ctx, const View& dst, const View& src) {
       copy_same_kernel<B><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<B*>(dst.data), static_cast<const B*>(src.data), g, n);
     });
   } else {
+    if (is_storage_only(dst.dtype) || is_storage_only(src.dtype))
+      fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": a cast between ", dtype_name(src.dtype), " and ",
+           dtype_name(dst.dtype), " runs on the CPU for now (8-bit dtypes): cast a CPU copy, then move it");
     const bool contig = contiguous(dst) && contiguous(src) && aligned16(dst.data) && aligned16(src.data);
     dispatch_dtype(dst.dtype, [&](auto dtag) {
       using D = decltype(dtag);
@@ -519,6 +522,12 @@ void launch_fill(const ExecContext& ctx, const View& dst, double value) {
   const int64_t n = dst.numel();
   if (!n) return;
   auto g = make_geometry<1>(dst.shape, {&dst.strides});
+  if (is_storage_only(dst.dtype)) {  // the byte is made on the host, with the CPU's conversion
+    const uint8_t bits = dst.dtype == DType::I8 ? uint8_t(wrapping_from_double<int8_t>(value)) : f8_from_f64(value, dst.dtype);
+    fill_kernel<uint8_t><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<uint8_t*>(dst.data), g, n, bits);
+    NX_CUDA_LAUNCH_CHECK();
+    return;
+  }
   dispatch_dtype(dst.dtype, [&](auto tag) {
     using T = decltype(tag);
     T v;

@@ -22,6 +22,9 @@ const char* st_dtype_name(DType d) {
     case DType::I32: return "I32";
     case DType::I64: return "I64";
     case DType::Bool: return "BOOL";
+    case DType::I8: return "I8";
+    case DType::F8E4M3: return "F8_E4M3";
+    case DType::F8E5M2: return "F8_E5M2";
   }
   return "?";
 }
@@ -31,7 +34,8 @@ const char* st_dtype_name(DType d) {
 }
 
 DType parse_dtype(const std::string& s, const std::string& name, const std::string& path) {
-  for (DType d : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::Bool})
+  for (DType d : {DType::F32, DType::F64, DType::F16, DType::BF16, DType::I32, DType::I64, DType::Bool, DType::I8,
+                  DType::F8E4M3, DType::F8E5M2})
     if (s == st_dtype_name(d)) return d;
   corrupt(path, cat("tensor ", json::quote(name), " has unsupported dtype ", json::quote(s)));
 }

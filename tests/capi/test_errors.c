@@ -183,7 +183,7 @@ static void test_invalid_dtype_and_device_values(void** state) {
   const int64_t s2[1] = {2};
   const float data[2] = {1, 2};
   nx_tensor out;
-  const nx_dtype bad_dtypes[3] = {(nx_dtype)7, (nx_dtype)-1, (nx_dtype)99};
+  const nx_dtype bad_dtypes[3] = {(nx_dtype)10, (nx_dtype)-1, (nx_dtype)99};
   for (int k = 0; k < 3; ++k) {
     char val[16];
     snprintf(val, sizeof val, "%d", (int)bad_dtypes[k]);

@@ -1385,7 +1385,7 @@ add_errors("unsqueeze",
 add_errors("flatten",
            E("reversed", SHAPE, "start axis 1", "end axis 0", x=A23, start_axis=1, end_axis=0),
            E("bad_end", SHAPE, "axis 2", x=A23, end_axis=2, start_axis=0))
-add_errors("cast", *[E(f"bad_dtype_{d}", DTYPE, str(d), x=V3, dtype=d) for d in (7, -1, 99)])
+add_errors("cast", *[E(f"bad_dtype_{d}", DTYPE, str(d), x=V3, dtype=d) for d in (10, -1, 99)])
 add_errors("cat",
            E("shapes", SHAPE, "tensor 1", "[2,4]", "[2,3]", xs=[A23, A24], axis=0),
            E("scalars", SHAPE, "scalar", xs=[SCALAR, SCALAR], axis=0),
@@ -1475,7 +1475,8 @@ add_errors("embedding",
            E("negative_index", INVALID, "index -1", weight=X45, indices=t_idx(0, -1, 1)))
 add_errors("one_hot",
            E("float_indices", DTYPE, "integer", "f32", indices=Idx((2, 2), 2, dtype="f32"), num_classes=3, dtype="f32"),
-           E("bad_dtype", DTYPE, "dtype", "7", indices=t_idx(0, 1), num_classes=3, dtype=7),
+           E("bad_dtype", DTYPE, "dtype", "10", indices=t_idx(0, 1), num_classes=3, dtype=10),
+           E("storage_dtype", DTYPE, "i8", "storage", indices=t_idx(0, 1), num_classes=3, dtype=7),
            E("zero_classes", INVALID, "num_classes", "0", indices=t_idx(0, 2), num_classes=0, dtype="f32"),
            E("index_at_classes", INVALID, "index 1", "size 1", indices=t_idx(0, 1), num_classes=1, dtype="f32"),
            E("index_too_large", INVALID, "index 4", "size 4", indices=t_idx(0, 4, 1), num_classes=4, dtype="f32"),

@@ -185,6 +185,21 @@ def test_to_dtype():
     close(t.to(ng.float16), tt.to(torch.float16), 0)
 
 
+def test_8bit_storage_dtypes():
+    """int8 and the two FP8 formats hold data (nexus.h): casts round to nearest even and
+    saturate (tests/capi/test_dtypes_8bit.c has the exhaustive oracle); ops refuse them."""
+    from nexusgrad._dtypes import to_dtype
+    assert to_dtype("f8e4m3") is ng.float8_e4m3fn and to_dtype("float8_e5m2") is ng.float8_e5m2
+    assert to_dtype(np.int8) is ng.int8 and ng.int8.itemsize == 1 and not ng.float8_e4m3fn.is_floating_point
+    x = ng.tensor(np.array([0.3, -1.0, 500.0, 1.0625], dtype=np.float32))
+    q = x.to(ng.float8_e4m3fn)
+    assert q.dtype == ng.float8_e4m3fn
+    np.testing.assert_array_equal(host(q.to(ng.float32)), np.array([0.3125, -1.0, 448.0, 1.0], dtype=np.float32))
+    np.testing.assert_array_equal(host(x.to(ng.int8)), np.array([0, -1, -12, 1], dtype=np.int8))  # 500 wraps to -12
+    with pytest.raises(ng.DTypeError, match="cast it to a floating dtype"):
+        q + q
+
+
 def test_attributes():
     x = arr(2, 3, 4)
     t, tt = ng.tensor(x), torch.tensor(x)

@@ -26,7 +26,8 @@ if _nexus.nx_abi_version() != _nexus.NX_ABI_VERSION:  # the wrapper and the libr
 Error.message = property(lambda self: str(self.args[0]) if self.args else "",  # type: ignore[attr-defined]
                          doc="The engine's message (nx_last_error_message() at the time of the failure).")
 
-from ._dtypes import DType, float32, float64, float16, bfloat16, int32, int64, bool_  # noqa: E402
+from ._dtypes import (DType, float32, float64, float16, bfloat16, int32, int64, bool_,  # noqa: E402
+                      int8, float8_e4m3fn, float8_e5m2)
 from .tensor import (Tensor, device, tensor, as_tensor, from_numpy, from_dlpack, no_grad, enable_grad,  # noqa: E402
                      inference_mode, autocast, set_grad_enabled, is_grad_enabled, set_printoptions, manual_seed,
                      zeros, ones, full, rand, randn, arange, zeros_like, ones_like, full_like, rand_like, randn_like,
@@ -50,6 +51,7 @@ __version__ = _nexus.nx_version_string()
 __all__ = ["Error", "InvalidArgumentError", "ShapeError", "DTypeError", "DeviceError", "OutOfMemoryError",
            "CudaError", "FileError", "NotSupportedError", "StateError", "InternalError",
            "DType", "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool_",
+           "int8", "float8_e4m3fn", "float8_e5m2",
            "Tensor", "device", "tensor", "as_tensor", "from_numpy", "from_dlpack", "no_grad", "enable_grad",
            "inference_mode", "autocast", "set_grad_enabled", "is_grad_enabled", "set_printoptions", "manual_seed",
            "zeros", "ones", "full", "rand", "randn", "arange", "zeros_like", "ones_like", "full_like", "rand_like",

@@ -5,7 +5,8 @@ from typing import Any, Optional, Union
 
 from . import _nexus as _C
 
-__all__ = ["DType", "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool_",
+__all__ = ["DType", "float32", "float64", "float16", "bfloat16", "int32", "int64", "bool_", "int8", "float8_e4m3fn",
+           "float8_e5m2",
            "DTypeLike", "DeviceLike", "to_dtype", "to_device"]
 
 
@@ -36,9 +37,13 @@ bfloat16 = DType(_C.NX_BF16, "bfloat16", None, "bfloat16")
 int32 = DType(_C.NX_I32, "int32", "<i4", "int32")
 int64 = DType(_C.NX_I64, "int64", "<i8", "int64")
 bool_ = DType(_C.NX_BOOL, "bool", "|b1", "bool")
+# 8-bit storage dtypes (nexus.h): made, copied, cast and saved; ops refuse them (cast first)
+int8 = DType(_C.NX_I8, "int8", "|i1", "int8")
+float8_e4m3fn = DType(_C.NX_F8E4M3, "float8_e4m3fn", None, "float8_e4m3fn")
+float8_e5m2 = DType(_C.NX_F8E5M2, "float8_e5m2", None, "float8_e5m2")
 
-BY_VALUE = [None] * 7
-for _d in (float32, float64, float16, bfloat16, int32, int64, bool_):
+BY_VALUE = [None] * 10
+for _d in (float32, float64, float16, bfloat16, int32, int64, bool_, int8, float8_e4m3fn, float8_e5m2):
     BY_VALUE[_d.value] = _d
 
 _BY_NAME = {
@@ -49,6 +54,9 @@ _BY_NAME = {
     "int32": int32, "int": int32, "i32": int32,
     "int64": int64, "long": int64, "i64": int64,
     "bool": bool_,
+    "int8": int8, "i8": int8,
+    "float8_e4m3fn": float8_e4m3fn, "f8e4m3": float8_e4m3fn,
+    "float8_e5m2": float8_e5m2, "f8e5m2": float8_e5m2,
 }
 
 DTypeLike = Union[DType, str, Any]  # also NumPy dtypes/types and torch dtypes
@@ -82,7 +90,7 @@ def to_dtype(d: DTypeLike) -> DType:
         except Exception:
             pass
     raise _C.DTypeError(f"unsupported dtype {d!r} (expected one of float32, float64, float16, bfloat16, "
-                        "int32, int64, bool)")
+                        "int32, int64, bool, int8, float8_e4m3fn, float8_e5m2)")
 
 
 DeviceLike = Union[str, tuple, None]
