@@ -881,6 +881,52 @@ static void test_plan_prints_as_table_and_dot(void** state) {
   gpt_free(&g);
 }
 
+/* ---------------------------------------------------------------- repeated calls */
+/* exp(x) twice: the second reads the same x, unchanged, and is dropped from the plan. exp(t)
+ * twice with an in-place add to t between them: both stay (the input changed). */
+static nx_status repeated_step(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs, size_t ninputs,
+                               void* user) {
+  (void)noutputs, (void)ninputs, (void)user;
+  nx_tensor a = NULL, b = NULL, ab = NULL, t = NULL, c = NULL, d = NULL;
+  nx_status st = nx_exp(&a, inputs[0], NULL);
+  if (st == NX_OK) st = nx_exp(&b, inputs[0], NULL);
+  if (st == NX_OK) st = nx_mul(&ab, a, b, NULL);
+  if (st == NX_OK) st = nx_mul_scalar(&t, inputs[0], 0.5, NULL);
+  if (st == NX_OK) st = nx_exp(&c, t, NULL);
+  if (st == NX_OK) st = nx_add_(t, inputs[0], NULL);
+  if (st == NX_OK) st = nx_exp(&d, t, NULL);
+  if (st == NX_OK) st = nx_sub(&outputs[0], ab, c, NULL);
+  if (st == NX_OK) st = nx_add(&outputs[1], c, d, NULL);
+  nx_tensor_free(a), nx_tensor_free(b), nx_tensor_free(ab), nx_tensor_free(t), nx_tensor_free(c), nx_tensor_free(d);
+  return st;
+}
+static void test_repeated_calls_are_computed_once(void** state) {
+  (void)state;
+  nx_plan plan = NULL;
+  nx_plan_options o = NX_PLAN_OPTIONS_DEFAULT;
+  NX_OK_(nx_plan_create(&plan, repeated_step, NULL, 2, &o));
+  const int64_t shape[1] = {1000};
+  for (int run = 0; run < 4; ++run) { /* eager, capture, then replays, each on new values */
+    NX_OK_(nx_random_set_seed(70 + (uint64_t)run));
+    nx_tensor x = NULL, want[2], got[2];
+    NX_OK_(nx_tensor_randn(&x, shape, 1, NX_F32, test_device(), NULL));
+    NX_OK_(repeated_step(want, 2, &x, 1, NULL));
+    NX_OK_(nx_plan_run(plan, got, 2, &x, 1, NULL));
+    for (int k = 0; k < 2; ++k) {
+      float w[1000], g[1000];
+      NX_OK_(nx_tensor_copy_to_host(want[k], w, sizeof w, NULL));
+      NX_OK_(nx_tensor_copy_to_host(got[k], g, sizeof g, NULL));
+      if (memcmp(w, g, sizeof w) != 0) fail_msg("run %d, output %d: replay differs from eager", run, k);
+      nx_tensor_free(want[k]), nx_tensor_free(got[k]);
+    }
+    nx_tensor_free(x);
+  }
+  const char* text = NULL;
+  NX_OK_(nx_plan_to_string(plan, NX_PLAN_TABLE, &text));
+  if (!strstr(text, "1 repeated removed")) fail_msg("expected one repeated call removed:\n%.1500s", text);
+  nx_plan_free(plan);
+}
+
 int main(void) {
   if (test_device().type == NX_CUDA && nx_cuda_device_count() == 0) {
     printf("NEXUS_TEST_DEVICE=cuda but no CUDA device: skipped\n");
@@ -895,6 +941,7 @@ int main(void) {
       NX_TEST(test_fused_chains_equal_eager_bit_for_bit), NX_TEST(test_fused_call_buffers_do_not_share_arena_memory),
       NX_TEST(test_plan_prints_as_table_and_dot), NX_TEST(test_loss_scaled_replay_equals_eager_bit_for_bit),
       NX_TEST(test_loss_scaled_step_refusals), NX_TEST(test_sgd_momentum_replay_equals_eager_bit_for_bit),
+      NX_TEST(test_repeated_calls_are_computed_once),
   };
   /* NX_TEST_FILTER=pattern runs the matching tests only (compute-sanitizer's racecheck takes one
    * test at a time: scripts/gpu_run.sh sanitize with SAN_SPLIT=1) */
