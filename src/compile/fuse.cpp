@@ -45,8 +45,6 @@ bool disjoint(const View& a, const View& b) {
   return r >= n && r + n <= period;
 }
 
-using BufferId = std::pair<int, size_t>;
-BufferId id_of(const BufferRef& r) { return {int(r.kind), r.index}; }
 
 // A run of calls fused into one kernel. Its memory arguments are the distinct input views (read)
 // and the stored outputs (written), visited in that order.

@@ -6,9 +6,6 @@
 namespace nx::compile {
 namespace {
 
-using BufferId = std::pair<int, size_t>;
-BufferId id_of(const BufferRef& r) { return {int(r.kind), r.index}; }
-
 bool same_view(const View& a, const View& b) {
   return a.shape == b.shape && a.strides == b.strides && a.dtype == b.dtype;
 }

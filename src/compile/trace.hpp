@@ -38,6 +38,9 @@ struct BufferRef {
   size_t offset;
   bool written;
 };
+// Which buffer a ref lies in (kind and index; the offset within it left out).
+using BufferId = std::pair<int, size_t>;
+inline BufferId id_of(const BufferRef& r) { return {int(r.kind), r.index}; }
 
 // One recorded call. Its memory arguments are visited in a fixed order, each with its pointer
 // (which the compiler rewrites), whether the call writes it, and its view when it has one.

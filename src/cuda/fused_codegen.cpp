@@ -20,13 +20,11 @@ const char* const kUnaryEnum[] = {NX_UNARY_OPS(NX_ENUM_NAME)};
 const char* const kBinaryEnum[] = {NX_BINARY_OPS(NX_ENUM_NAME)};
 #undef NX_ENUM_NAME
 
+// The name fused_gen.cuh's load_/store_/round_ helpers carry for a dtype: its own (dtype_name).
 const char* suffix(DType d) {
-  switch (d) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    default: fail(NX_ERR_INTERNAL, "fused codegen: dtype ", dtype_name(d), " is not of the f32 family");
-  }
+  if (d != DType::F32 && d != DType::F16 && d != DType::BF16)
+    fail(NX_ERR_INTERNAL, "fused codegen: dtype ", dtype_name(d), " is not of the f32 family");
+  return dtype_name(d);
 }
 
 // 32-bit index arithmetic when every offset fits (a 64-bit division costs several times more).

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <mutex>
 #include <sstream>
 #include <vector>
@@ -80,7 +79,7 @@ const Nvrtc& nvrtc() {
   return n;
 }
 
-std::mutex g_mutex;  // guards the statistics and the loaded kernels
+std::mutex g_mutex;  // guards the statistics
 RuntimeCompileStats g_stats;
 
 // The flags elementwise.cu is compiled with (CMakeLists.txt): no FMA contraction, IEEE division
@@ -220,12 +219,6 @@ std::string compile_cubin(const std::string& source, int arch, bool* from_disk) 
 }
 
 const void* runtime_kernel(int device, const std::string& source, const char* name) {
-  static std::map<std::pair<int, std::string>, const void*> loaded;
-  {
-    std::lock_guard<std::mutex> lock(g_mutex);
-    auto it = loaded.find({device, source});
-    if (it != loaded.end()) return it->second;
-  }
   const void* kernel = nullptr;
   try {
     int major = 0, minor = 0;
@@ -245,8 +238,6 @@ const void* runtime_kernel(int device, const std::string& source, const char* na
     g_stats.failures++;
     g_stats.last_error = err.what();
   }
-  std::lock_guard<std::mutex> lock(g_mutex);
-  loaded[{device, source}] = kernel;  // a failure is remembered too: not retried at every launch
   return kernel;
 }
 

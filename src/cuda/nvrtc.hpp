@@ -1,7 +1,7 @@
 // Kernels compiled at run time with NVRTC (the generated fused kernels, fused_codegen.cpp).
 // NVRTC is opened with dlopen on first use, not linked: an embedding program that never fuses
 // never loads it, and a machine without it runs the interpreter kernel instead. Compiled cubins
-// are cached in memory (per device) and on disk, keyed by the source, the embedded headers, the
+// are cached on disk, keyed by the source, the embedded headers, the
 // options, NVRTC's version and the GPU architecture, so a second run of a program skips NVRTC.
 //
 // Disk cache: $NEXUS_KERNEL_CACHE if set (an empty value or "off" turns it off), else
@@ -39,8 +39,10 @@ bool nvrtc_available(std::string* why = nullptr);
 // Needs no GPU: the tests compile every generated kernel on CI's CPU-only machine.
 std::string compile_cubin(const std::string& source, int arch, bool* from_disk = nullptr);
 
-// The kernel `name` of source, loaded on device (a cudaKernel_t, launched with cudaLaunchKernel),
-// compiled on first use; nullptr when that fails (the reason goes to runtime_compile_stats()).
+// The kernel `name` of source, compiled (or read from the disk cache) and loaded on device: a
+// cudaKernel_t, launched with cudaLaunchKernel; nullptr when that fails (the reason goes to
+// runtime_compile_stats()). Each call loads a library, so callers keep what they get
+// (generated_kernel, fused_codegen.cpp, keeps one per program structure, failures included).
 const void* runtime_kernel(int device, const std::string& source, const char* name);
 
 }  // namespace nx::cuda
