@@ -8,6 +8,7 @@
 // latter as i % inner instead of through the strided geometry.
 #include <cmath>
 
+#include "core/f8_codec.hpp"
 #include "core/int_math.hpp"
 #include "core/cuda_iface.hpp"
 #include "cuda/float_ops.cuh"
@@ -49,9 +50,28 @@ __device__ __forceinline__ bool nonzero(S s) {
   if constexpr (std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>) return (s.bits & 0x7fffu) != 0;
   else return s != S(0);
 }
+// The 8-bit floats convert through a double with the host's codec (core/f8_codec.hpp), as the
+// CPU's cast does: decoding is exact, so the one rounding is the encode's.
+template <class T> constexpr bool kFloat8 = std::is_same_v<T, Float8E4M3> || std::is_same_v<T, Float8E5M2>;
+template <class S>
+__device__ __forceinline__ double elem_to_f64(S s) {
+  if constexpr (kFloat8<S>) return f8::decode(s.bits, std::is_same_v<S, Float8E4M3>);
+  else if constexpr (std::is_integral_v<S>) return double(s);
+  else return double(widen(s));
+}
+template <class D>
+__device__ __forceinline__ D elem_from_f64(double d) {
+  if constexpr (kFloat8<D>) return D{f8::encode(d, std::is_same_v<D, Float8E4M3>)};
+  else if constexpr (std::is_same_v<D, bool>) return d != 0.0;
+  else if constexpr (std::is_integral_v<D>) return wrapping_from_double<D>(d);
+  else if constexpr (std::is_same_v<D, double>) return d;
+  else return narrow<D>(float(d));  // exact: every 8-bit float is an f32, f16 and bf16 value
+}
 template <class D, class S>
 __device__ __forceinline__ D convert_elem(S s) {
-  if constexpr (kF32Family<D> && kF32Family<S>) {
+  if constexpr (kFloat8<D> || kFloat8<S>) {
+    return elem_from_f64<D>(elem_to_f64(s));
+  } else if constexpr (kF32Family<D> && kF32Family<S>) {
     return narrow<D>(float(widen(s)));
   } else if constexpr (std::is_same_v<D, bool>) {
     return nonzero(s);
@@ -498,13 +518,10 @@ void launch_copy(const ExecContext& ctx, const View& dst, const View& src) {
       copy_same_kernel<B><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(static_cast<B*>(dst.data), static_cast<const B*>(src.data), g, n);
     });
   } else {
-    if (is_storage_only(dst.dtype) || is_storage_only(src.dtype))
-      fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": a cast between ", dtype_name(src.dtype), " and ",
-           dtype_name(dst.dtype), " runs on the CPU for now (8-bit dtypes): cast a CPU copy, then move it");
     const bool contig = contiguous(dst) && contiguous(src) && aligned16(dst.data) && aligned16(src.data);
-    dispatch_dtype(dst.dtype, [&](auto dtag) {
+    dispatch_storage_dtype(dst.dtype, [&](auto dtag) {
       using D = decltype(dtag);
-      dispatch_dtype(src.dtype, [&](auto stag) {
+      dispatch_storage_dtype(src.dtype, [&](auto stag) {
         using S = decltype(stag);
         if (contig)
           cast_contig_kernel<D, S><<<blocks_for(n, 2 * cast_pack<D, S>()), kThreads, 0, stream_of(ctx)>>>(

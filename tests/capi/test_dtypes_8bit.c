@@ -57,12 +57,47 @@ static nx_tensor from(const void* data, int64_t n, nx_dtype dtype) {
   NX_OK_(nx_tensor_from_data(&t, data, &n, 1, dtype, CPU, NULL));
   return t;
 }
+static void bytes_of(nx_tensor t, void* out, size_t nbytes) { NX_OK_(nx_tensor_copy_to_host(t, out, nbytes, NULL)); }
+
+/* Where cast() runs: the CPU, or (test_cuda_casts_match_the_cpus) the GPU. */
+static nx_device g_cast_device = {NX_CPU, 0};
+
+/* x (a 1-d CPU tensor) cast to dtype on g_cast_device, returned on the CPU. On a GPU the cast also
+ * runs on a strided view (x broadcast to [n, 2], stride 0: the strided kernel), whose two columns
+ * must equal the contiguous kernel's result byte for byte. */
 static nx_tensor cast(nx_tensor x, nx_dtype dtype) {
   nx_tensor y;
-  NX_OK_(nx_cast(&y, x, dtype, NULL));
+  if (g_cast_device.type == NX_CPU) {
+    NX_OK_(nx_cast(&y, x, dtype, NULL));
+    return y;
+  }
+  int64_t n;
+  NX_OK_(nx_tensor_numel(x, &n));
+  nx_tensor xg, yg, col, wide, wide_cpu;
+  NX_OK_(nx_tensor_to(&xg, x, g_cast_device, NULL));
+  NX_OK_(nx_cast(&yg, xg, dtype, NULL));
+  NX_OK_(nx_tensor_to(&y, yg, CPU, NULL));
+  const int64_t col_shape[] = {n, 1}, wide_shape[] = {n, 2};
+  NX_OK_(nx_reshape(&col, xg, col_shape, 2, NULL));
+  NX_OK_(nx_expand(&wide, col, wide_shape, 2, NULL));
+  nx_tensor wide_cast;
+  NX_OK_(nx_cast(&wide_cast, wide, dtype, NULL));
+  NX_OK_(nx_tensor_to(&wide_cpu, wide_cast, CPU, NULL));
+  const size_t es = nx_dtype_size(dtype);
+  unsigned char* a = malloc((size_t)n * es);
+  unsigned char* b = malloc((size_t)n * 2 * es);
+  bytes_of(y, a, (size_t)n * es);
+  bytes_of(wide_cpu, b, (size_t)n * 2 * es);
+  for (int64_t i = 0; i < n; ++i)
+    for (int c = 0; c < 2; ++c)
+      if (memcmp(a + i * es, b + (2 * i + c) * es, es))
+        fail_msg("CUDA cast to %s: element %lld differs between the contiguous and the strided kernel",
+                 nx_dtype_name(dtype), (long long)i);
+  free(a), free(b);
+  nx_tensor_free(xg), nx_tensor_free(yg), nx_tensor_free(col), nx_tensor_free(wide), nx_tensor_free(wide_cast);
+  nx_tensor_free(wide_cpu);
   return y;
 }
-static void bytes_of(nx_tensor t, void* out, size_t nbytes) { NX_OK_(nx_tensor_copy_to_host(t, out, nbytes, NULL)); }
 
 static void test_sizes_and_names(void** state) {
   (void)state;
@@ -322,8 +357,8 @@ static void test_safetensors_dlpack_and_printing_keep_them(void** state) {
   nx_tensor_free(a), nx_tensor_free(b), nx_tensor_free(c);
 }
 
-/* With a GPU: the bytes move to CUDA and back unchanged, a CUDA fill writes the CPU's byte, and a
- * cast on CUDA says it runs on the CPU for now. */
+/* With a GPU: the bytes move to CUDA and back unchanged, a CUDA fill writes the CPU's byte, and an
+ * op that computes refuses them there too. */
 static void test_cuda_moves_and_fills_them(void** state) {
   (void)state;
   if (nx_cuda_device_count() == 0) {
@@ -340,7 +375,6 @@ static void test_cuda_moves_and_fills_them(void** state) {
   bytes_of(back, got, 256);
   assert_memory_equal(got, codes, 256);
   nx_tensor out = NULL;
-  EXPECT_ERR(NX_ERR_NOT_IMPLEMENTED, nx_cast(&out, g, NX_F32, NULL), "nx_cast", "CPU");
   EXPECT_ERR(NX_ERR_DTYPE, nx_add(&out, g, g, NULL), "nx_add", "f8e4m3");
   const int64_t n = 100;
   nx_tensor fg;
@@ -349,6 +383,20 @@ static void test_cuda_moves_and_fills_them(void** state) {
   bytes_of(fg, fb, 100);
   for (int i = 0; i < 100; ++i) assert_int_equal(fb[i], ref_encode(&E5M2, -3.3));
   nx_tensor_free(a), nx_tensor_free(g), nx_tensor_free(back), nx_tensor_free(fg);
+}
+
+/* With a GPU: the cast tests again, each cast made by the CUDA kernels (contiguous and strided)
+ * against the same oracles. */
+static void test_cuda_casts_match_the_oracles(void** state) {
+  if (nx_cuda_device_count() == 0) {
+    skip();
+    return;
+  }
+  g_cast_device = (nx_device){NX_CUDA, 0};
+  test_every_code_decodes_exactly(state);
+  test_casts_into_fp8_round_once_to_nearest_even_and_saturate(state);
+  test_int8_casts_truncate_and_wrap(state);
+  g_cast_device = CPU;
 }
 
 int main(void) {
@@ -361,6 +409,7 @@ int main(void) {
       cmocka_unit_test(test_computing_ops_refuse_them_by_name),
       cmocka_unit_test(test_safetensors_dlpack_and_printing_keep_them),
       cmocka_unit_test(test_cuda_moves_and_fills_them),
+      cmocka_unit_test(test_cuda_casts_match_the_oracles),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
