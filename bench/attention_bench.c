@@ -4,6 +4,7 @@
  * Inputs and upstream gradients are random; q/k/v gradients accumulate across iterations.
  *   attention_bench grid     : batch x seq = 16k tokens, hidden 2048, head_dim 64/128, causal or not
  *   attention_bench decode   : batch 8, 32 heads, head_dim 128, one query against an 8k cache
+ *                              (bf16, then the same cache in I8 and F8E4M3 with per-row scales)
  *   attention_bench memory   : peak device memory of forward+backward at 4k, 16k, 64k tokens
  *   attention_bench one D SEQ causal|full : one shape of the grid, one forward then one forward
  *                              and backward, for a profiler (ncu) to attach to */
@@ -76,6 +77,56 @@ static void grid(void) {
       }
 }
 
+/* The same decode against the cache quantized to 8 bits (nx_quantize_8bit, one scale per row):
+ * seconds per call, the bytes it must read (codes and scales), and its output's error against the
+ * bf16 decode's (max |difference| over max |bf16 output|). bf16_seconds is the bf16 decode above. */
+static void decode_8bit(nx_tensor q, nx_tensor k, nx_tensor v, double bf16_seconds) {
+  const nx_dtype codes[2] = {NX_I8, NX_F8E4M3};
+  int64_t shape[4];
+  CHECK(nx_tensor_shape(k, shape, 4));
+  const int64_t b = shape[0], n = shape[0] * shape[1] * shape[2] * shape[3];
+  int32_t* len = malloc(sizeof(int32_t) * (size_t)b);
+  for (int64_t i = 0; i < b; ++i) len[i] = (int32_t)shape[2];
+  nx_tensor lengths, ref, ref32;
+  CHECK(nx_tensor_from_data(&lengths, len, &b, 1, NX_I32, GPU, S));
+  CHECK(nx_flash_attention(&ref, q, k, v, 1, false, 0.0, S));
+  CHECK(nx_cast(&ref32, ref, NX_F32, S));
+  int64_t qn;
+  CHECK(nx_tensor_numel(ref32, &qn));
+  float* want = malloc(sizeof(float) * (size_t)qn);
+  float* got = malloc(sizeof(float) * (size_t)qn);
+  CHECK(nx_tensor_copy_to_host(ref32, want, sizeof(float) * (size_t)qn, S));
+  for (int c = 0; c < 2; ++c) {
+    nx_tensor kq, ks, vq, vs, o, o32;
+    CHECK(nx_quantize_8bit(&kq, &ks, k, codes[c], 3, S));
+    CHECK(nx_quantize_8bit(&vq, &vs, v, codes[c], 3, S));
+    const int iters = 20;
+    double t0 = 0;
+    for (int i = -1; i < iters; ++i) {
+      if (i == 0) { CHECK(nx_stream_synchronize(S)); t0 = ex_now(); }
+      CHECK(nx_attention_decode_8bit(&o, q, kq, ks, vq, vs, lengths, 1, false, 0.0, S));
+      if (i < iters - 1) nx_tensor_free(o);
+    }
+    CHECK(nx_stream_synchronize(S));
+    const double t = (ex_now() - t0) / iters;
+    CHECK(nx_cast(&o32, o, NX_F32, S));
+    CHECK(nx_tensor_copy_to_host(o32, got, sizeof(float) * (size_t)qn, S));
+    double diff = 0, top = 0;
+    for (int64_t i = 0; i < qn; ++i) {
+      diff = fmax(diff, fabs((double)got[i] - (double)want[i]));
+      top = fmax(top, fabs((double)want[i]));
+    }
+    printf("{\"name\": \"decode8_%s_b8_h32_d128_8k\", \"seconds\": %.9g, \"bytes\": %.17g, \"bf16_seconds\": %.9g, "
+           "\"error_vs_bf16\": %.6g}\n", nx_dtype_name(codes[c]), t, (double)n * 2.0 + (double)(n / shape[3]) * 8.0,
+           bf16_seconds, diff / top);
+    fflush(stdout);
+    nx_tensor_free(kq), nx_tensor_free(ks), nx_tensor_free(vq), nx_tensor_free(vs), nx_tensor_free(o);
+    nx_tensor_free(o32);
+  }
+  free(len), free(want), free(got);
+  nx_tensor_free(lengths), nx_tensor_free(ref), nx_tensor_free(ref32);
+}
+
 static void decode(void) {
   const int64_t b = 8, h = 32, d = 128, cache = 8192;
   nx_tensor q = rnd(b, h, 1, d, 0), k = rnd(b, h, cache, d, 0), v = rnd(b, h, cache, d, 0), c;
@@ -91,6 +142,7 @@ static void decode(void) {
   double bytes = 2.0 * (double)(b * h * cache * d) * 2.0;  /* K and V, bf16 */
   printf("{\"name\": \"decode_b8_h32_d128_8k\", \"seconds\": %.9g, \"bytes\": %.17g, \"copy_bytes_per_s\": %.17g}\n", t,
          bytes, 2.0 * (double)(b * h * cache * d) * 2.0 / copy);
+  decode_8bit(q, k, v, t);
   nx_tensor_free(q); nx_tensor_free(k); nx_tensor_free(v);
 }
 

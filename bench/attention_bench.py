@@ -229,11 +229,23 @@ def c_bench(binary, what):
             print(f"memory seq {r['seq']:>6}: inputs {r['inputs_bytes'] / 2**20:8.1f} MiB, peak fwd+bwd "
                   f"{r['peak_bytes'] / 2**20:8.1f} MiB (a materialized f32 score matrix would be "
                   f"{r['scores_matrix_bytes_if_materialized'] / 2**20:10.1f} MiB)")
+        elif r["name"].startswith("decode8_"):
+            bw = r["bytes"] / r["seconds"]
+            print(f"decode 8-bit cache ({r['name'].split('_')[1]}, per-row scales): {r['seconds'] * 1e6:.1f} us, "
+                  f"{bw / 1e9:.0f} GB/s, {r['bf16_seconds'] / r['seconds']:.3f}x our bf16 decode in tokens/s; "
+                  f"output error against the bf16 decode {r['error_vs_bf16']:.2e} (max |diff| / max |out|)")
         elif r["name"].startswith("decode"):
             bw = r["bytes"] / r["seconds"]
             print(f"decode b8 h32 d128 cache 8k: {r['seconds'] * 1e6:.1f} us, {bw / 1e9:.0f} GB/s, "
                   f"{bw / r['copy_bytes_per_s']:.3f} of copy bandwidth ({r['copy_bytes_per_s'] / 1e9:.0f} GB/s)")
-            rows += sdpa_decode(r["seconds"], r["bytes"])
+    for r in [r for r in rows if r["name"].startswith("decode_b8")]:
+        sdpa = sdpa_decode(r["seconds"], r["bytes"])
+        rows += sdpa
+        # the 8-bit cache against SDPA's bf16 decode: tokens/s at the same batch and context
+        for r8 in [x for x in rows if x["name"].startswith("decode8_")]:
+            ratios = ", ".join(f"{s['name'][len('decode_sdpa_'):]} {s['seconds'] / r8['seconds']:.3f}x" for s in sdpa)
+            print(f"  8-bit cache {r8['name'].split('_')[1]} against torch SDPA's bf16 decode, tokens/s: {ratios}")
+            r8["over_sdpa"] = {s["name"]: s["seconds"] / r8["seconds"] for s in sdpa}
     sys.stdout.flush()
     return rows
 

@@ -565,6 +565,38 @@ NX_API nx_status nx_adam_step_multi(const nx_tensor* params, const nx_tensor* gr
 
 /* END GENERATED OPS */
 
+/* ---------------------------------------------------------------- 8-bit quantization, 8-bit KV cache */
+/* Hand-written, outside the op registry: they take the 8-bit storage dtypes, which every
+ * registry op refuses, and the op harness's oracle (torch 1.13) has no FP8; their oracle is
+ * tests/capi/test_kv_cache_8bit.c (docs/attention_8bit.md). Inference only: an input that
+ * requires grad while grad mode is on is refused (NX_ERR_NOT_IMPLEMENTED). The value a code c
+ * with scale s represents is c * s (I8: c an integer in [-127, 127]). */
+/* Quantizes x (f32, f64, f16, bf16) to dtype (NX_I8, NX_F8E4M3, NX_F8E5M2) with one absmax scale
+ * per index of x's first keep_dims dimensions: *scale (f32) has shape x.shape[:keep_dims] ([1]
+ * for keep_dims 0: one scale for the tensor), scale = max|x| / qmax over the other dimensions
+ * (qmax 127, 448, 57344; 1 where that is 0), computed in f32; *out (x's shape, dtype) holds
+ * x / scale rounded to nearest even: I8 clamped to [-127, 127] (NaN to 0), FP8 saturating. */
+NX_API nx_status nx_quantize_8bit(nx_tensor* out, nx_tensor* scale, nx_tensor x, nx_dtype dtype,
+                                  int64_t keep_dims, nx_stream stream);
+/* The append of a generation step: writes x [B, Hkv, T, D] (floating) into rows
+ * [pos[b], pos[b] + T) of sequence b of cache [B, Hkv, Tmax, D] (8-bit, contiguous) and of its
+ * scales scale [B, Hkv, Tmax] (f32, contiguous), quantizing each row with its own absmax scale
+ * (as nx_quantize_8bit with keep_dims 3), so a row already stored is never rescaled. pos is i32
+ * [B] and read on the device; rows that would land outside [0, Tmax) are not written. */
+NX_API nx_status nx_kv_cache_append_8bit(nx_tensor cache, nx_tensor scale, nx_tensor x, nx_tensor pos,
+                                         nx_stream stream);
+/* Attention of q [B, H, Tq, D] (f32, f16, bf16) against a cache held in 8 bits: k_cache and
+ * v_cache [B, Hkv, Tmax, D] (NX_I8, NX_F8E4M3 or NX_F8E5M2, one dtype, contiguous) with f32
+ * scales k_scale, v_scale [B, Hkv, Tmax] (one per cached row), and lengths (i32 [B], read on the
+ * device and clamped to [0, Tmax]): the valid rows of each sequence, so sequences of different
+ * lengths share one cache. Query i of sequence b sits at position lengths[b] - Tq + i; causal,
+ * alibi and scale (<= 0: 1/sqrt(D)) as nx_flash_attention; H a multiple of Hkv. *out has q's
+ * dtype and shape; a query with no visible key gives 0. D <= 256 (CUDA: 64, 128 or 256). */
+NX_API nx_status nx_attention_decode_8bit(nx_tensor* out, nx_tensor q, nx_tensor k_cache,
+                                          nx_tensor k_scale, nx_tensor v_cache, nx_tensor v_scale,
+                                          nx_tensor lengths, bool causal, bool alibi, double scale,
+                                          nx_stream stream);
+
 /* ---------------------------------------------------------------- autodiff */
 /* Marks a floating-point tensor as a leaf whose gradient backward accumulates. */
 NX_API nx_status nx_tensor_set_requires_grad(nx_tensor t, bool requires_grad);

@@ -63,3 +63,23 @@ NX_F8_HD inline uint8_t encode(double x, bool e4m3) {
 }
 
 }  // namespace nx::f8
+
+namespace nx::q8 {
+// The 8-bit quantizer's arithmetic, shared by the CPU and CUDA kernels so both give the same bytes
+// (ops.yaml, kernel quantize_rows_8bit). kind: 0 I8, 1 F8E4M3, 2 F8E5M2.
+NX_F8_HD inline float qmax(int kind) { return kind == 0 ? 127.f : (kind == 1 ? 448.f : 57344.f); }
+// The scale of a row of absolute maximum absmax: absmax / qmax, 1 where that is not positive (an
+// all-zero row, or a maximum so small the quotient underflows).
+NX_F8_HD inline float row_scale(float absmax, int kind) {
+  const float s = absmax / qmax(kind);
+  return s > 0.f ? s : 1.f;
+}
+// The code of x / scale (the f32 quotient): I8 rounds to nearest even and clamps to [-127, 127]
+// (NaN gives 0); FP8 rounds once, saturating (f8::encode).
+NX_F8_HD inline uint8_t encode(float quotient, int kind) {
+  if (kind != 0) return f8::encode(double(quotient), kind == 1);
+  if (isnan(quotient)) return 0;
+  const float r = fminf(fmaxf(rintf(quotient), -127.f), 127.f);
+  return uint8_t(int8_t(r));
+}
+}  // namespace nx::q8

@@ -18,6 +18,10 @@ void attention_forward_cpu(const AttentionParams& p, const View& q, const View& 
                            const View& lse);
 void attention_backward_cpu(const AttentionParams& p, const View& q, const View& k, const View& v, const View& out,
                             const View& dout, const View& lse, const View& dq, const View& dk, const View& dv);
+// quantize_8bit.cpp
+void quantize_rows_8bit_cpu(const View& dst, const View& scale, const View& src, const View& pos);
+void attention_decode_8bit_cpu(const AttentionParams& p, const View& q, const View& k, const View& k_scale,
+                               const View& v, const View& v_scale, const View& lengths, const View& out);
 // fused.cpp
 void norm_forward_cpu(const NormParams& p, const View& y, const View& sum_out, const View& x, const View& residual,
                       const View& w, const View& b, const View& mean, const View& rstd);
@@ -133,6 +137,15 @@ class CpuBackend final : public Backend {
                           const View& out, const View& dout, const View& lse, const View& dq, const View& dk,
                           const View& dv) override {
     attention_backward_cpu(p, q, k, v, out, dout, lse, dq, dk, dv);
+  }
+  void quantize_rows_8bit(const ExecContext&, const View& dst, const View& scale, const View& src,
+                          const View& pos) override {
+    quantize_rows_8bit_cpu(dst, scale, src, pos);
+  }
+  void attention_decode_8bit(const ExecContext&, const AttentionParams& p, const View& q, const View& k,
+                             const View& k_scale, const View& v, const View& v_scale, const View& lengths,
+                             const View& out) override {
+    attention_decode_8bit_cpu(p, q, k, k_scale, v, v_scale, lengths, out);
   }
   void norm_forward(const ExecContext&, const NormParams& p, const View& y, const View& s, const View& x, const View& r,
                     const View& w, const View& b, const View& mean, const View& rstd) override {

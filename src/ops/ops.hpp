@@ -140,6 +140,18 @@ Tensor one_hot(const Tensor& indices, int64_t num_classes, DType dtype);
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, bool alibi, double scale);
 std::vector<double> alibi_slopes(int64_t heads);
 
+// ---- 8-bit quantization and the 8-bit KV cache (quantize.cpp; docs/attention_8bit.md). Inference
+// only: no graph is recorded.
+// x quantized to dtype (I8, F8E4M3, F8E5M2) with one absmax scale per index of its first
+// keep_dims dimensions: {data of x's shape, f32 scale of shape x.shape[:keep_dims] ([1] for 0)}.
+std::vector<Tensor> quantize_8bit(const Tensor& x, DType dtype, int64_t keep_dims);
+// Writes x [B, Hkv, T, D] into rows [pos[b], pos[b] + T) of cache [B, Hkv, Tmax, D] (8-bit) and
+// scale [B, Hkv, Tmax], one absmax scale per row; rows past Tmax are dropped.
+void kv_cache_append_8bit(const Tensor& cache, const Tensor& scale, const Tensor& x, const Tensor& pos);
+// softmax(q k^T * scale) v against an 8-bit cache with per-row scales and per-sequence lengths.
+Tensor attention_decode_8bit(const Tensor& q, const Tensor& k_cache, const Tensor& k_scale, const Tensor& v_cache,
+                             const Tensor& v_scale, const Tensor& lengths, bool causal, bool alibi, double scale);
+
 // ---- losses (loss.cpp)
 enum class Reduction { Mean = NX_REDUCTION_MEAN, Sum = NX_REDUCTION_SUM, None = NX_REDUCTION_NONE };
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,

@@ -1,0 +1,101 @@
+// CPU kernels of the 8-bit KV cache (docs/attention_8bit.md): the row quantizer (quantize and
+// cache append) and decode attention against an 8-bit cache. Scalar reference code: the CUDA
+// kernels' oracle in the tests, and correct (not fast) for a CPU user.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/backend.hpp"
+#include "core/f8_codec.hpp"
+
+namespace nx::cpu {
+namespace {
+
+int kind_of(DType d) { return d == DType::I8 ? 0 : (d == DType::F8E4M3 ? 1 : 2); }
+
+float load_float(const View& v, int64_t i) {
+  switch (v.dtype) {
+    case DType::F64: return float(static_cast<const double*>(v.data)[i]);
+    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(v.data)[i]);
+    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(v.data)[i]);
+    default: return static_cast<const float*>(v.data)[i];
+  }
+}
+void store_float(const View& v, int64_t i, float x) {
+  switch (v.dtype) {
+    case DType::F16: static_cast<uint16_t*>(v.data)[i] = f32_to_f16(x); break;
+    case DType::BF16: static_cast<uint16_t*>(v.data)[i] = f32_to_bf16(x); break;
+    default: static_cast<float*>(v.data)[i] = x;
+  }
+}
+float decode_code(uint8_t c, int kind) { return kind == 0 ? float(int8_t(c)) : f8::decode(c, kind == 1); }
+
+}  // namespace
+
+void quantize_rows_8bit_cpu(const View& dst, const View& scale, const View& src, const View& pos) {
+  const int kind = kind_of(dst.dtype);
+  const int64_t cols = src.shape.back(), rows = cols ? src.numel() / cols : 0;
+  const bool append = pos.data != nullptr;
+  const int64_t heads = append ? src.shape[1] : 1, t_src = append ? src.shape[2] : rows,
+                t_dst = append ? dst.shape[2] : rows;
+  uint8_t* out = static_cast<uint8_t*>(dst.data);
+  float* scales = static_cast<float*>(scale.data);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t to = r;
+    if (append) {
+      const int64_t bh = r / t_src, t = r % t_src, b = bh / heads;
+      const int64_t row = int64_t(static_cast<const int32_t*>(pos.data)[b]) + t;
+      if (row < 0 || row >= t_dst) continue;
+      to = bh * t_dst + row;
+    }
+    float absmax = 0.f;
+    for (int64_t c = 0; c < cols; ++c) absmax = std::fmax(absmax, std::fabs(load_float(src, r * cols + c)));
+    const float s = q8::row_scale(absmax, kind);
+    for (int64_t c = 0; c < cols; ++c) out[to * cols + c] = q8::encode(load_float(src, r * cols + c) / s, kind);
+    scales[to] = s;
+  }
+}
+
+void attention_decode_8bit_cpu(const AttentionParams& p, const View& q, const View& k, const View& k_scale,
+                               const View& v, const View& v_scale, const View& lengths, const View& out) {
+  const int kind = kind_of(k.dtype);
+  const uint8_t* kc = static_cast<const uint8_t*>(k.data);
+  const uint8_t* vc = static_cast<const uint8_t*>(v.data);
+  const float* ks = static_cast<const float*>(k_scale.data);
+  const float* vs = static_cast<const float*>(v_scale.data);
+  const int32_t* len = static_cast<const int32_t*>(lengths.data);
+  const int64_t group = p.heads / p.kv_heads, D = p.dim;
+  std::vector<double> scores(static_cast<size_t>(p.tk)), acc(static_cast<size_t>(D));
+  std::vector<float> qrow(static_cast<size_t>(D));
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t n = std::clamp<int64_t>(len[b], 0, p.tk);
+    for (int64_t h = 0; h < p.heads; ++h) {
+      const int64_t kv = (b * p.kv_heads + h / group) * p.tk;  // first cache row of (b, hk)
+      for (int64_t i = 0; i < p.tq; ++i) {
+        const int64_t qi = (b * p.heads + h) * p.tq + i, qpos = n - p.tq + i;
+        for (int64_t d = 0; d < D; ++d) qrow[size_t(d)] = load_float(q, qi * D + d);
+        const int64_t visible = p.causal ? std::min(n, std::max<int64_t>(qpos + 1, 0)) : n;
+        double m = -INFINITY;
+        for (int64_t j = 0; j < visible; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < D; ++d) dot += double(qrow[size_t(d)]) * decode_code(kc[(kv + j) * D + d], kind);
+          double s = dot * ks[kv + j] * p.scale;
+          if (!p.alibi_slopes.empty()) s -= p.alibi_slopes[size_t(h)] * double(qpos - j);
+          scores[size_t(j)] = s;
+          m = std::max(m, s);
+        }
+        std::fill(acc.begin(), acc.end(), 0.0);
+        double l = 0;
+        for (int64_t j = 0; j < visible; ++j) {
+          const double w = std::exp(scores[size_t(j)] - m);
+          l += w;
+          const double wv = w * vs[kv + j];
+          for (int64_t d = 0; d < D; ++d) acc[size_t(d)] += wv * decode_code(vc[(kv + j) * D + d], kind);
+        }
+        for (int64_t d = 0; d < D; ++d) store_float(out, qi * D + d, l > 0 ? float(acc[size_t(d)] / l) : 0.f);
+      }
+    }
+  }
+}
+
+}  // namespace nx::cpu
