@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "cuda/decode_merge.cuh"
 #include "cuda/kernels.cuh"
 
 namespace nx::cuda {
@@ -313,33 +314,9 @@ __global__ void __launch_bounds__(128) decode_half_kernel(Params p, const T* __r
       }
     }
   }
-  // merge the ROWS row-groups of the block through shared memory
-  __shared__ float sm[NQ][ROWS], sl[NQ][ROWS], sacc[NQ][ROWS][D];
-  const int grp = warp * RPW + sub;
-#pragma unroll
-  for (int i = 0; i < NQ; ++i) {
-    if (li == 0) { sm[i][grp] = m[i]; sl[i][grp] = l[i]; }
-#pragma unroll
-    for (int x = 0; x < 8; ++x) sacc[i][grp][li * 8 + x] = acc[i][x];
-  }
-  __syncthreads();
-  for (int i = 0; i < NQ && i < p.tq; ++i) {
-    float M = -INFINITY;
-    for (int r = 0; r < ROWS; ++r) M = fmaxf(M, sm[i][r]);
-    const float base = M == -INFINITY ? 0.f : M;
-    const int64_t slot = (bh * p.tq + i) * splits + split;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-      float a = 0.f;
-      for (int r = 0; r < ROWS; ++r) a += sacc[i][r][d] * exp2f(sm[i][r] - base);
-      part_acc[slot * D + d] = a;
-    }
-    if (threadIdx.x == 0) {
-      float L = 0.f;
-      for (int r = 0; r < ROWS; ++r) L += sl[i][r] * exp2f(sm[i][r] - base);
-      part_ml[slot * 2] = M / log2e;  // natural units for decode_combine
-      part_ml[slot * 2 + 1] = L;
-    }
-  }
+  // merge the ROWS row groups of the block into one partial per query (natural units for decode_combine)
+  merge_split_partials<NQ, ROWS, D, 8>(m, l, acc, warp * RPW + sub, li, int(min(int64_t(NQ), p.tq)), bh * p.tq, splits,
+                                       split, log2e, part_acc, part_ml);
 }
 
 template <class T, class A>

@@ -14,6 +14,7 @@
 #include <cstdlib>
 
 #include "core/f8_codec.hpp"
+#include "cuda/decode_merge.cuh"
 #include "cuda/kernels.cuh"
 
 namespace nx::cuda {
@@ -184,36 +185,9 @@ __global__ void __launch_bounds__(128) decode_8bit_kernel(DecodeArgs a, const T*
       }
     }
   }
-  // merge the ROWS row groups of the block through shared memory
-  __shared__ float sm[NQ][ROWS], sl[NQ][ROWS], sacc[NQ][ROWS][D];
-  const int grp = warp * RPW + sub;
-#pragma unroll
-  for (int i = 0; i < NQ; ++i) {
-    if (li == 0) {
-      sm[i][grp] = m[i];
-      sl[i][grp] = l[i];
-    }
-#pragma unroll
-    for (int x = 0; x < 16; ++x) sacc[i][grp][li * 16 + x] = acc[i][x];
-  }
-  __syncthreads();
-  for (int i = 0; i < NQ && i < a.nq; ++i) {
-    float M = -INFINITY;
-    for (int r = 0; r < ROWS; ++r) M = fmaxf(M, sm[i][r]);
-    const float base = M == -INFINITY ? 0.f : M;
-    const int64_t slot = (bh * a.tq + a.q_first + i) * splits + split;
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-      float sum = 0.f;
-      for (int r = 0; r < ROWS; ++r) sum += sacc[i][r][d] * exp2f(sm[i][r] - base);
-      part_acc[slot * D + d] = sum;
-    }
-    if (threadIdx.x == 0) {
-      float L = 0.f;
-      for (int r = 0; r < ROWS; ++r) L += sl[i][r] * exp2f(sm[i][r] - base);
-      part_ml[slot * 2] = M;
-      part_ml[slot * 2 + 1] = L;
-    }
-  }
+  // merge the ROWS row groups of the block into one partial per query (log2 units)
+  merge_split_partials<NQ, ROWS, D, 16>(m, l, acc, warp * RPW + sub, li, int(a.nq), bh * a.tq + a.q_first, splits,
+                                        split, 1.f, part_acc, part_ml);
 }
 
 // One block per query row: the splits' partials merged (log2 units), divided by the sum.
