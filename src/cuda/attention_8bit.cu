@@ -208,10 +208,15 @@ __global__ void decode_8bit_combine(const float* part_acc, const float* part_ml,
   }
 }
 
-// Key splits per (batch, head): about 32 blocks per SM of 512 keys at least, as the bf16 path
-// (attention.cu, decode_splits); NEXUS_DECODE_SPLITS=n forces n for benchmarks.
+// Key splits per (batch, head): about 32 blocks per SM, each split at least 1024 keys (the bytes
+// of the bf16 path's 512: a block must stream long enough to amortize its start and its merge);
+// NEXUS_DECODE_SPLITS=n forces n for benchmarks.
 int decode_8bit_splits(int64_t bh, int64_t tmax) {
-  const int64_t most = std::max<int64_t>(1, (tmax + 511) / 512);
+  static const int min_keys = [] {
+    const char* s = std::getenv("NEXUS_DECODE8_MIN_KEYS");
+    return s && std::atoi(s) > 0 ? std::atoi(s) : 1024;
+  }();
+  const int64_t most = std::max<int64_t>(1, (tmax + min_keys - 1) / min_keys);
   if (const char* forced = std::getenv("NEXUS_DECODE_SPLITS"); forced && std::atoi(forced) > 0)
     return int(std::min<int64_t>(std::atoi(forced), std::max<int64_t>(1, tmax)));
   const int64_t want = (32 * int64_t(sm_count()) + bh - 1) / bh;
@@ -262,12 +267,22 @@ void launch_attention_decode_8bit(const ExecContext& ctx, const AttentionParams&
       fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": CUDA needs 16-byte aligned q and caches (a view at an odd offset?)");
   Scratch part_acc(ctx, size_t(rows * splits * p.dim) * sizeof(float));
   Scratch part_ml(ctx, size_t(rows * splits * 2) * sizeof(float));
+  // NEXUS_DECODE8_UNROLL=4|16: rows in flight per lane for one query of an I8 cache (tuning knob; 8 otherwise)
+  static const int unroll = [] {
+    const char* s = std::getenv("NEXUS_DECODE8_UNROLL");
+    return s ? std::atoi(s) : 8;
+  }();
   auto launch = [&](auto t_tag, auto kind_tag, auto d_tag, auto nq_tag) {
     using T = decltype(t_tag);
     constexpr int kKind = decltype(kind_tag)::value, D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value;
     for (a.q_first = 0; a.q_first < p.tq; a.q_first += NQ) {
       a.nq = std::min<int64_t>(NQ, p.tq - a.q_first);
-      decode_8bit_kernel<T, kKind, D, NQ, 8><<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
+      auto kernel = decode_8bit_kernel<T, kKind, D, NQ, 8>;
+      if constexpr (NQ == 1 && kKind == 0) {
+        if (unroll == 16) kernel = decode_8bit_kernel<T, kKind, D, NQ, 16>;
+        if (unroll == 4) kernel = decode_8bit_kernel<T, kKind, D, NQ, 4>;
+      }
+      kernel<<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
           a, static_cast<const T*>(q.data), static_cast<const uint8_t*>(k.data),
           static_cast<const float*>(k_scale.data), static_cast<const uint8_t*>(v.data),
           static_cast<const float*>(v_scale.data), static_cast<const int32_t*>(lengths.data),
