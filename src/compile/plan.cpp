@@ -1,6 +1,7 @@
 #include "compile/plan.hpp"
 
 #include "compile/fuse.hpp"
+#include "compile/epilogue.hpp"
 #include "compile/repeated.hpp"
 
 #include <algorithm>
@@ -53,6 +54,7 @@ class CompiledStep {
   std::vector<Call*> list_;                // what a replay runs: the kept calls, fused
   FusionResult fusion_;
   size_t repeated_ = 0;  // repeated elementwise calls dropped (compile/repeated.hpp)
+  size_t folded_casts_ = 0;  // casts written by the norm before them (compile/epilogue.hpp)
   std::vector<size_t> place_;              // per allocation: arena offset (temporaries in use)
   std::vector<std::pair<size_t, size_t>> uses_;  // per allocation: first and last position in list_ using it
   std::vector<bool> in_arena_;             // per allocation: a temporary that some call of list_ uses
@@ -141,6 +143,9 @@ void CompiledStep::compile() {
   // NEXUS_PLAN_REPEATED=0 keeps repeated calls (for measuring what dropping them gives)
   static const char* repeated_env = std::getenv("NEXUS_PLAN_REPEATED");
   if (!(repeated_env && std::string(repeated_env) == "0")) repeated_ = drop_repeated_calls(trace_, list_);
+  // NEXUS_PLAN_NORM_CASTS=0 keeps the casts after norms as calls of their own (for measuring)
+  static const char* norm_casts_env = std::getenv("NEXUS_PLAN_NORM_CASTS");
+  if (!(norm_casts_env && std::string(norm_casts_env) == "0")) folded_casts_ = fold_casts_into_norms(trace_, list_);
   if (fuse_) {
     fusion_ = fuse_elementwise(trace_, list_);
     prepare_fused_kernels(fusion_, device_);
@@ -440,7 +445,7 @@ std::string CompiledStep::table() const {
   fill_stats(&s);
   std::ostringstream os;
   os << "plan on " << device_str(device_) << ": " << s.ops << " ops (" << s.ops_eliminated << " dead removed, "
-     << repeated_ << " repeated removed, "
+     << repeated_ << " repeated removed, " << folded_casts_ << " casts folded into norms, "
      << s.fused_ops << " fused into " << s.fused_groups << " kernels"
      << (device_.is_cpu() ? "" : cat(", ", fusion_.generated, " of them generated")) << "), " << s.uploads
      << " constant uploads; arena " << arena_bytes_ << " bytes (the eager run's step allocations peaked at "

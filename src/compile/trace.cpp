@@ -76,6 +76,13 @@ class KernelCall final : public Call {
     }
     return false;
   }
+  View* norm_output() override {
+    if constexpr (std::tuple_size_v<std::tuple<std::decay_t<A>...>> == 9) {
+      if constexpr (std::is_same_v<std::decay_t<std::tuple_element_t<0, std::tuple<A...>>>, NormParams>)
+        if (std::strcmp(name_, "norm_forward") == 0) return &std::get<1>(args_);
+    }
+    return nullptr;
+  }
   std::string scalars() const override {
     std::ostringstream os;
     std::apply([&](const auto&... a) { (print_scalar(os, a), ...); }, args_);

@@ -55,6 +55,8 @@ class Call {
   virtual std::string scalars() const { return ""; }
   // Fills *out and says true when the call is an elementwise unary, binary or copy kernel.
   virtual bool elementwise(ElementwiseCall*) { return false; }
+  // A norm_forward call's output view y (its first memory argument, refs[0]); null for others.
+  virtual View* norm_output() { return nullptr; }
   // An upload of host bytes gives them a device copy (owned by the caller's list), so that a
   // replay, and a CUDA graph, copies device to device; other calls do nothing.
   virtual void make_device_constant(Backend&, const ExecContext&, std::vector<void*>*) {}

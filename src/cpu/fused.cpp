@@ -67,12 +67,21 @@ void norm_forward_t(const NormParams& p, const View& y, const View& sum_out, con
       ss += d * d;
     }
     const double rs = 1.0 / std::sqrt(ss / double(cols) + p.eps);
-    T* yr = mp<T>(y) + r * cols;
-    for (int64_t j = 0; j < cols; ++j) {
+    auto value = [&](int64_t j) {
       double v = (ld(xr[j]) - mu) * rs;
       if (wp) v *= ld(wp[j]);
       if (bp) v += ld(bp[j]);
-      st(yr + j, v);
+      return v;
+    };
+    if (y.dtype == x.dtype) {
+      T* yr = mp<T>(y) + r * cols;
+      for (int64_t j = 0; j < cols; ++j) st(yr + j, value(j));
+    } else {  // f32 x, y bf16/f16 (a compiled step's cast epilogue): the f32 result, rounded once more
+      uint16_t* yr = mp<uint16_t>(y) + r * cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        const float f = float(value(j));
+        yr[j] = y.dtype == DType::BF16 ? f32_to_bf16(f) : f32_to_f16(f);
+      }
     }
     if (mean.data) mp<A>(mean)[r] = A(mu);
     mp<A>(rstd)[r] = A(rs);

@@ -100,7 +100,7 @@ __device__ __forceinline__ void dequantize16(const uint4& raw, float (&f)[16]) {
 // Block = (b, h, split) of 4 warps; a key row is LPR = D/16 lanes; partial (m, l, acc) per
 // query of the block's split go to decode_8bit_combine. Scores are in log2 units. A launch takes
 // the queries [q_first, q_first + nq) (nq <= NQ; more queries take more launches).
-template <class T, int kKind, int D, int NQ, int U>
+template <class T, int kKind, int D, int NQ, int U, bool PIPE = false>
 __global__ void __launch_bounds__(128) decode_8bit_kernel(DecodeArgs a, const T* __restrict__ q,
                                                           const uint8_t* __restrict__ k, const float* __restrict__ ks,
                                                           const uint8_t* __restrict__ v, const float* __restrict__ vs,
@@ -135,18 +135,22 @@ __global__ void __launch_bounds__(128) decode_8bit_kernel(DecodeArgs a, const T*
     m[i] = -INFINITY;
     l[i] = 0.f;
   }
-  for (int64_t j0 = j_begin + warp * RPW + sub; j0 < j_end; j0 += int64_t(ROWS) * U) {
-    uint4 kr[U], vr[U];
-    float ksc[U], vsc[U];
+  struct Rows {  // U cache rows of K and V per lane (16 codes each) and their scales
+    uint4 k[U], v[U];
+    float ks[U], vs[U];
+  };
+  auto load = [&](Rows& r, int64_t j0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t j = j0 + int64_t(u) * ROWS;
       const bool ok = j < j_end;
-      kr[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(kh + j * D)) : make_uint4(0, 0, 0, 0);
-      vr[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(vh + j * D)) : make_uint4(0, 0, 0, 0);
-      ksc[u] = ok ? __ldcs(ksh + j) : 0.f;
-      vsc[u] = ok ? __ldcs(vsh + j) : 0.f;
+      r.k[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(kh + j * D)) : make_uint4(0, 0, 0, 0);
+      r.v[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(vh + j * D)) : make_uint4(0, 0, 0, 0);
+      r.ks[u] = ok ? __ldcs(ksh + j) : 0.f;
+      r.vs[u] = ok ? __ldcs(vsh + j) : 0.f;
     }
+  };
+  auto consume = [&](const Rows& r, int64_t j0) {
 #pragma unroll
     for (int i = 0; i < NQ; ++i) {
       if (i >= a.nq) break;
@@ -155,14 +159,14 @@ __global__ void __launch_bounds__(128) decode_8bit_kernel(DecodeArgs a, const T*
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         float kf[16];
-        dequantize16<kKind>(kr[u], kf);
+        dequantize16<kKind>(r.k[u], kf);
         float dot = 0.f;
 #pragma unroll
         for (int x = 0; x < 16; ++x) dot = fmaf(qf[i][x], kf[x], dot);
 #pragma unroll
         for (int o = LPR / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(group_mask, dot, o);
         const int64_t j = j0 + int64_t(u) * ROWS;
-        dot *= ksc[u];
+        dot *= r.ks[u];
         if (a.alibi) dot -= slope * float(qpos - j);
         s[u] = (j >= j_end || (a.causal && j > qpos)) ? -INFINITY : dot;
         mx = fmaxf(mx, s[u]);
@@ -177,12 +181,30 @@ __global__ void __launch_bounds__(128) decode_8bit_kernel(DecodeArgs a, const T*
       for (int u = 0; u < U; ++u) {
         const float w = exp2f(s[u] - mx);
         l[i] += w;
-        const float wv = w * vsc[u];
+        const float wv = w * r.vs[u];
         float vf[16];
-        dequantize16<kKind>(vr[u], vf);
+        dequantize16<kKind>(r.v[u], vf);
 #pragma unroll
         for (int x = 0; x < 16; ++x) acc[i][x] = fmaf(wv, vf[x], acc[i][x]);
       }
+    }
+  };
+  constexpr int64_t kStep = int64_t(ROWS) * U;
+  if constexpr (PIPE) {  // the next U rows are loading while these are used
+    Rows r0, r1;
+    int64_t j0 = j_begin + warp * RPW + sub;
+    load(r0, j0);
+    for (; j0 < j_end; j0 += 2 * kStep) {
+      load(r1, j0 + kStep);
+      consume(r0, j0);
+      load(r0, j0 + 2 * kStep);
+      if (j0 + kStep < j_end) consume(r1, j0 + kStep);
+    }
+  } else {
+    for (int64_t j0 = j_begin + warp * RPW + sub; j0 < j_end; j0 += kStep) {
+      Rows r;
+      load(r, j0);
+      consume(r, j0);
     }
   }
   // merge the ROWS row groups of the block into one partial per query (log2 units)
@@ -267,7 +289,8 @@ void launch_attention_decode_8bit(const ExecContext& ctx, const AttentionParams&
       fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": CUDA needs 16-byte aligned q and caches (a view at an odd offset?)");
   Scratch part_acc(ctx, size_t(rows * splits * p.dim) * sizeof(float));
   Scratch part_ml(ctx, size_t(rows * splits * 2) * sizeof(float));
-  // NEXUS_DECODE8_UNROLL=4|16: rows in flight per lane for one query of an I8 cache (tuning knob; 8 otherwise)
+  // NEXUS_DECODE8_UNROLL=4|16 (-4|-2: pipelined): rows in flight per lane for one query of an I8 cache with
+  // head_dim 128 (a tuning knob; 8 otherwise)
   static const int unroll = [] {
     const char* s = std::getenv("NEXUS_DECODE8_UNROLL");
     return s ? std::atoi(s) : 8;
@@ -278,9 +301,11 @@ void launch_attention_decode_8bit(const ExecContext& ctx, const AttentionParams&
     for (a.q_first = 0; a.q_first < p.tq; a.q_first += NQ) {
       a.nq = std::min<int64_t>(NQ, p.tq - a.q_first);
       auto kernel = decode_8bit_kernel<T, kKind, D, NQ, 8>;
-      if constexpr (NQ == 1 && kKind == 0) {
+      if constexpr (NQ == 1 && kKind == 0 && D == 128) {
         if (unroll == 16) kernel = decode_8bit_kernel<T, kKind, D, NQ, 16>;
         if (unroll == 4) kernel = decode_8bit_kernel<T, kKind, D, NQ, 4>;
+        if (unroll == -4) kernel = decode_8bit_kernel<T, kKind, D, NQ, 4, true>;  // 4 rows, pipelined
+        if (unroll == -2) kernel = decode_8bit_kernel<T, kKind, D, NQ, 2, true>;
       }
       kernel<<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
           a, static_cast<const T*>(q.data), static_cast<const uint8_t*>(k.data),

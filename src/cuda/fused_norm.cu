@@ -39,8 +39,10 @@ __device__ __forceinline__ void load_row(Pack<T> (&v)[P], const T* row, int nvec
 
 // Forward over rows held in registers; RES: s = x + residual (rounded to T) is written and
 // normalized. P packs per thread cover cols = nvec * N.
-template <class T, int P, bool RES>
-__global__ void __launch_bounds__(kRegThreads) norm_fwd_regs(NormParams p, T* y, T* s, const T* x, const T* res,
+// Y: y's element type, T's, or bf16/f16 for f32 rows (a compiled step's cast epilogue,
+// compile/epilogue.hpp): the f32 result rounded once more, as the cast after it did.
+template <class T, int P, bool RES, class Y = T>
+__global__ void __launch_bounds__(kRegThreads) norm_fwd_regs(NormParams p, Y* y, T* s, const T* x, const T* res,
                                                               const T* w, const T* b, typename AccT<T>::type* mean,
                                                               typename AccT<T>::type* rstd) {
   using A = typename AccT<T>::type;
@@ -107,7 +109,14 @@ __global__ void __launch_bounds__(kRegThreads) norm_fwd_regs(NormParams p, T* y,
         if (b) o += to_acc<A>(bp.v[e]);
         out.v[e] = from_acc<T>(o);
       }
-      st_stream(y + row * cols + int64_t(i) * N, out);
+      if constexpr (std::is_same_v<Y, T>) {
+        st_stream(y + row * cols + int64_t(i) * N, out);
+      } else {
+        struct alignas(sizeof(Y) * N) Narrow { Y v[N]; } n;
+#pragma unroll
+        for (int e = 0; e < N; ++e) n.v[e] = from_acc<Y>(float(out.v[e]));
+        *reinterpret_cast<Narrow*>(y + row * cols + int64_t(i) * N) = n;
+      }
     }
     if (threadIdx.x == 0) {
       if (mean) mean[row] = mu;
@@ -360,6 +369,40 @@ template <class T> constexpr int bwd_max() { return sizeof(T) == 2 ? 2 : 4; }
 void launch_norm_forward(const ExecContext& ctx, const NormParams& p, const View& y, const View& sum_out, const View& x,
                          const View& residual, const View& w, const View& b, const View& mean, const View& rstd) {
   if (p.rows > 2147483647) fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": more than 2^31 rows");
+  if (y.dtype != x.dtype) {  // f32 rows, bf16/f16 y: the cast epilogue of a compiled step
+    if (x.dtype != DType::F32 || (y.dtype != DType::BF16 && y.dtype != DType::F16))
+      fail(NX_ERR_INTERNAL, current_api(), ": a norm of ", dtype_name(x.dtype), " rows cannot write ", dtype_name(y.dtype));
+    constexpr int N = Pack<float>::N;
+    const RegShape rsh = reg_shape(p.cols / N, kFwdTarget, fwd_max<float>(residual.data != nullptr));
+    const bool fast = p.cols % N == 0 && rsh.packs && aligned16(y.data) && aligned16(x.data) && aligned16(sum_out.data) &&
+                      aligned16(residual.data) && aligned16(w.data) && aligned16(b.data);
+    if (!fast) {  // the other shapes: the f32 rows, then the cast (what the step did before folding)
+      Scratch f32(ctx, size_t(p.rows * p.cols) * sizeof(float));
+      View yf{f32.ptr, y.shape, y.strides, DType::F32};
+      launch_norm_forward(ctx, p, yf, sum_out, x, residual, w, b, mean, rstd);
+      launch_copy(ctx, y, yf);
+      return;
+    }
+    auto go = [&](auto ytag, auto kernel) {
+      using Y = decltype(ytag);
+      const int64_t grid = persistent_grid(kernel, rsh.threads, p.rows);
+      kernel<<<unsigned(grid), rsh.threads, 0, stream_of(ctx)>>>(
+          p, static_cast<Y*>(y.data), static_cast<float*>(sum_out.data), static_cast<const float*>(x.data),
+          static_cast<const float*>(residual.data), static_cast<const float*>(w.data), static_cast<const float*>(b.data),
+          static_cast<float*>(mean.data), static_cast<float*>(rstd.data));
+    };
+    auto by_res = [&](auto ytag) {
+      using Y = decltype(ytag);
+      if (residual.data)
+        with_packs<fwd_max<float>(true)>(rsh.packs, [&](auto pc) { go(ytag, norm_fwd_regs<float, decltype(pc)::value, true, Y>); });
+      else
+        with_packs<fwd_max<float>(false)>(rsh.packs, [&](auto pc) { go(ytag, norm_fwd_regs<float, decltype(pc)::value, false, Y>); });
+    };
+    if (y.dtype == DType::BF16) by_res(BFloat16{});
+    else by_res(Half{});
+    NX_CUDA_LAUNCH_CHECK();
+    return;
+  }
   dispatch_float(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     using A = typename AccT<T>::type;

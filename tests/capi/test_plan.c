@@ -927,6 +927,64 @@ static void test_repeated_calls_are_computed_once(void** state) {
   nx_plan_free(plan);
 }
 
+/* Two RMSNorms whose f32 outputs are cast to bf16 (as autocast casts a linear's input): the first
+ * output's only reader is its cast, so the compiled step's norm writes bf16 itself (a cast folded
+ * into the norm); the second output is also read in f32, so its cast stays. user: the second
+ * norm's width (256 takes CUDA's vectorized rows, 100 its other path). */
+static nx_status norm_cast_step(nx_tensor* outputs, size_t noutputs, const nx_tensor* inputs, size_t ninputs,
+                                void* user) {
+  (void)noutputs, (void)ninputs, (void)user;
+  nx_tensor y1 = NULL, y1b = NULL, y2 = NULL, y2b = NULL;
+  nx_status st = nx_rms_norm(&y1, inputs[0], inputs[1], 1e-5, NULL);
+  if (st == NX_OK) st = nx_cast(&y1b, y1, NX_BF16, NULL);
+  if (st == NX_OK) st = nx_mul_scalar(&outputs[0], y1b, 2.0, NULL);
+  if (st == NX_OK) st = nx_rms_norm(&y2, inputs[2], NULL, 1e-5, NULL);
+  if (st == NX_OK) st = nx_cast(&y2b, y2, NX_BF16, NULL);
+  if (st == NX_OK) st = nx_add_scalar(&outputs[1], y2, 1.0, NULL);
+  if (st == NX_OK) st = nx_cast(&outputs[2], y2b, NX_F32, NULL);
+  nx_tensor_free(y1), nx_tensor_free(y1b), nx_tensor_free(y2), nx_tensor_free(y2b);
+  return st;
+}
+static void test_norm_writes_the_cast_of_its_output(void** state) {
+  (void)state;
+  const int64_t widths[2] = {256, 100};  /* both of CUDA's paths for the folded norm */
+  for (int wi = 0; wi < 2; ++wi) {
+    nx_plan plan = NULL;
+    nx_plan_options o = NX_PLAN_OPTIONS_DEFAULT;
+    NX_OK_(nx_plan_create(&plan, norm_cast_step, NULL, 3, &o));
+    const int64_t xs[2] = {64, widths[wi]}, ws[1] = {widths[wi]}, x2s[2] = {16, 48};
+    for (int run = 0; run < 4; ++run) {
+      NX_OK_(nx_random_set_seed(90 + (uint64_t)run));
+      nx_tensor in[3], want[3], got[3];
+      NX_OK_(nx_tensor_randn(&in[0], xs, 2, NX_F32, test_device(), NULL));
+      NX_OK_(nx_tensor_randn(&in[1], ws, 1, NX_F32, test_device(), NULL));
+      NX_OK_(nx_tensor_randn(&in[2], x2s, 2, NX_F32, test_device(), NULL));
+      NX_OK_(norm_cast_step(want, 3, in, 3, NULL));
+      NX_OK_(nx_plan_run(plan, got, 3, in, 3, NULL));
+      for (int k = 0; k < 3; ++k) {
+        int64_t n;
+        nx_dtype dt;
+        NX_OK_(nx_tensor_numel(want[k], &n));
+        NX_OK_(nx_tensor_dtype(want[k], &dt));
+        n *= (int64_t)nx_dtype_size(dt);
+        char* w = malloc((size_t)n);
+        char* g = malloc((size_t)n);
+        NX_OK_(nx_tensor_copy_to_host(want[k], w, (size_t)n, NULL));
+        NX_OK_(nx_tensor_copy_to_host(got[k], g, (size_t)n, NULL));
+        if (memcmp(w, g, (size_t)n) != 0) fail_msg("width %lld, run %d, output %d: replay differs from eager",
+                                                  (long long)widths[wi], run, k);
+        free(w), free(g);
+        nx_tensor_free(want[k]), nx_tensor_free(got[k]);
+      }
+      for (int k = 0; k < 3; ++k) nx_tensor_free(in[k]);
+    }
+    const char* text = NULL;
+    NX_OK_(nx_plan_to_string(plan, NX_PLAN_TABLE, &text));
+    if (!strstr(text, "1 casts folded into norms")) fail_msg("expected one cast folded into its norm:\n%.1500s", text);
+    nx_plan_free(plan);
+  }
+}
+
 int main(void) {
   if (test_device().type == NX_CUDA && nx_cuda_device_count() == 0) {
     printf("NEXUS_TEST_DEVICE=cuda but no CUDA device: skipped\n");
@@ -941,7 +999,7 @@ int main(void) {
       NX_TEST(test_fused_chains_equal_eager_bit_for_bit), NX_TEST(test_fused_call_buffers_do_not_share_arena_memory),
       NX_TEST(test_plan_prints_as_table_and_dot), NX_TEST(test_loss_scaled_replay_equals_eager_bit_for_bit),
       NX_TEST(test_loss_scaled_step_refusals), NX_TEST(test_sgd_momentum_replay_equals_eager_bit_for_bit),
-      NX_TEST(test_repeated_calls_are_computed_once),
+      NX_TEST(test_repeated_calls_are_computed_once), NX_TEST(test_norm_writes_the_cast_of_its_output),
   };
   /* NX_TEST_FILTER=pattern runs the matching tests only (compute-sanitizer's racecheck takes one
    * test at a time: scripts/gpu_run.sh sanitize with SAN_SPLIT=1) */
