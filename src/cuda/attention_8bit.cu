@@ -100,8 +100,9 @@ __device__ __forceinline__ void dequantize16(const uint4& raw, float (&f)[16]) {
 // Block = (b, h, split) of 4 warps; a key row is LPR = D/16 lanes; partial (m, l, acc) per
 // query of the block's split go to decode_8bit_combine. Scores are in log2 units. A launch takes
 // the queries [q_first, q_first + nq) (nq <= NQ; more queries take more launches).
-template <class T, int kKind, int D, int NQ, int U, bool PIPE = false>
-__global__ void __launch_bounds__(128) decode_8bit_kernel(DecodeArgs a, const T* __restrict__ q,
+// MINB: blocks per SM the registers must allow (the occupancy the kernel is compiled for).
+template <class T, int kKind, int D, int NQ, int U, bool PIPE, int MINB>
+__global__ void __launch_bounds__(128, MINB) decode_8bit_kernel(DecodeArgs a, const T* __restrict__ q,
                                                           const uint8_t* __restrict__ k, const float* __restrict__ ks,
                                                           const uint8_t* __restrict__ v, const float* __restrict__ vs,
                                                           const int32_t* __restrict__ lengths,
@@ -289,8 +290,8 @@ void launch_attention_decode_8bit(const ExecContext& ctx, const AttentionParams&
       fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": CUDA needs 16-byte aligned q and caches (a view at an odd offset?)");
   Scratch part_acc(ctx, size_t(rows * splits * p.dim) * sizeof(float));
   Scratch part_ml(ctx, size_t(rows * splits * 2) * sizeof(float));
-  // NEXUS_DECODE8_UNROLL=4|16 (-4|-2: pipelined): rows in flight per lane for one query of an I8 cache with
-  // head_dim 128 (a tuning knob; 8 otherwise)
+  // NEXUS_DECODE8_UNROLL=4|16|45 (-4|-2|-25: pipelined; 45, -25: 5 blocks per SM): rows in flight per lane
+  // for one query of an I8 cache with head_dim 128 (a tuning knob; 8 otherwise)
   static const int unroll = [] {
     const char* s = std::getenv("NEXUS_DECODE8_UNROLL");
     return s ? std::atoi(s) : 8;
@@ -300,12 +301,14 @@ void launch_attention_decode_8bit(const ExecContext& ctx, const AttentionParams&
     constexpr int kKind = decltype(kind_tag)::value, D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value;
     for (a.q_first = 0; a.q_first < p.tq; a.q_first += NQ) {
       a.nq = std::min<int64_t>(NQ, p.tq - a.q_first);
-      auto kernel = decode_8bit_kernel<T, kKind, D, NQ, 8>;
+      auto kernel = decode_8bit_kernel<T, kKind, D, NQ, NQ == 1 ? 8 : 4, false, NQ == 1 ? 3 : 1>;
       if constexpr (NQ == 1 && kKind == 0 && D == 128) {
-        if (unroll == 16) kernel = decode_8bit_kernel<T, kKind, D, NQ, 16>;
-        if (unroll == 4) kernel = decode_8bit_kernel<T, kKind, D, NQ, 4>;
-        if (unroll == -4) kernel = decode_8bit_kernel<T, kKind, D, NQ, 4, true>;  // 4 rows, pipelined
-        if (unroll == -2) kernel = decode_8bit_kernel<T, kKind, D, NQ, 2, true>;
+        if (unroll == 16) kernel = decode_8bit_kernel<T, kKind, D, NQ, 16, false, 2>;
+        if (unroll == 4) kernel = decode_8bit_kernel<T, kKind, D, NQ, 4, false, 4>;
+        if (unroll == 45) kernel = decode_8bit_kernel<T, kKind, D, NQ, 4, false, 5>;  // 5 blocks per SM
+        if (unroll == -4) kernel = decode_8bit_kernel<T, kKind, D, NQ, 4, true, 3>;   // pipelined
+        if (unroll == -2) kernel = decode_8bit_kernel<T, kKind, D, NQ, 2, true, 4>;
+        if (unroll == -25) kernel = decode_8bit_kernel<T, kKind, D, NQ, 2, true, 5>;
       }
       kernel<<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
           a, static_cast<const T*>(q.data), static_cast<const uint8_t*>(k.data),
