@@ -236,7 +236,8 @@ __global__ void decode_kernel(Params p, const T* q, const T* k, const T* v, A* p
 // every lane keeps U rows of K and of V in flight before using any, so the loop streams the cache
 // at memory speed. Scores are in log2 units (q pre-scaled by scale * log2 e); each step folds U
 // keys into the running (max, sum, acc) with one rescale. Partials go to decode_combine.
-// MINB: blocks per SM the registers must allow (one query: 4, as the compiler chose without a bound).
+// MINB: blocks per SM the registers must allow (one query: 4, as the compiler chose without a bound;
+// 5 spilled and ran 30% slower on the H200, session 14).
 template <class T, int D, int NQ, int U, int MINB = (NQ == 1 ? 4 : NQ == 2 ? 2 : 1)>
 __global__ void __launch_bounds__(128, MINB) decode_half_kernel(Params p, const T* __restrict__ q, const T* __restrict__ k,
                                                           const T* __restrict__ v, float* __restrict__ part_acc,
@@ -553,16 +554,9 @@ bool decode_half_typed(const ExecContext& ctx, const Params& p, const View& q, c
   const int splits = decode_splits(p.batch * p.heads, p.tk);
   Scratch part_acc(ctx, size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(float));
   Scratch part_ml(ctx, size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(float));
-  // NEXUS_DECODE_MINB=5: the one-query kernel held to 5 blocks per SM (a tuning knob)
-  static const int min_blocks = [] {
-    const char* s = std::getenv("NEXUS_DECODE_MINB");
-    return s ? std::atoi(s) : 1;
-  }();
   auto go = [&](auto d_tag, auto nq_tag) {
     constexpr int D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value;
     auto kernel = decode_half_kernel<T, D, NQ, 8>;
-    if constexpr (NQ == 1 && D == 128)
-      if (min_blocks == 5) kernel = decode_half_kernel<T, D, NQ, 8, 5>;
     kernel<<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
         p, static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
         static_cast<float*>(part_acc.ptr), static_cast<float*>(part_ml.ptr), splits);

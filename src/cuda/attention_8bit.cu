@@ -101,7 +101,7 @@ __device__ __forceinline__ void dequantize16(const uint4& raw, float (&f)[16]) {
 // query of the block's split go to decode_8bit_combine. Scores are in log2 units. A launch takes
 // the queries [q_first, q_first + nq) (nq <= NQ; more queries take more launches).
 // MINB: blocks per SM the registers must allow (the occupancy the kernel is compiled for).
-template <class T, int kKind, int D, int NQ, int U, bool PIPE, int MINB>
+template <class T, int kKind, int D, int NQ, int U, int MINB>
 __global__ void __launch_bounds__(128, MINB) decode_8bit_kernel(DecodeArgs a, const T* __restrict__ q,
                                                           const uint8_t* __restrict__ k, const float* __restrict__ ks,
                                                           const uint8_t* __restrict__ v, const float* __restrict__ vs,
@@ -190,23 +190,10 @@ __global__ void __launch_bounds__(128, MINB) decode_8bit_kernel(DecodeArgs a, co
       }
     }
   };
-  constexpr int64_t kStep = int64_t(ROWS) * U;
-  if constexpr (PIPE) {  // the next U rows are loading while these are used
-    Rows r0, r1;
-    int64_t j0 = j_begin + warp * RPW + sub;
-    load(r0, j0);
-    for (; j0 < j_end; j0 += 2 * kStep) {
-      load(r1, j0 + kStep);
-      consume(r0, j0);
-      load(r0, j0 + 2 * kStep);
-      if (j0 + kStep < j_end) consume(r1, j0 + kStep);
-    }
-  } else {
-    for (int64_t j0 = j_begin + warp * RPW + sub; j0 < j_end; j0 += kStep) {
-      Rows r;
-      load(r, j0);
-      consume(r, j0);
-    }
+  for (int64_t j0 = j_begin + warp * RPW + sub; j0 < j_end; j0 += int64_t(ROWS) * U) {
+    Rows r;
+    load(r, j0);
+    consume(r, j0);
   }
   // merge the ROWS row groups of the block into one partial per query (log2 units)
   merge_split_partials<NQ, ROWS, D, 16>(m, l, acc, warp * RPW + sub, li, int(a.nq), bh * a.tq + a.q_first, splits,
@@ -231,13 +218,14 @@ __global__ void decode_8bit_combine(const float* part_acc, const float* part_ml,
   }
 }
 
-// Key splits per (batch, head): about 32 blocks per SM, each split at least 1024 keys (the bytes
-// of the bf16 path's 512: a block must stream long enough to amortize its start and its merge);
-// NEXUS_DECODE_SPLITS=n forces n for benchmarks.
+// Key splits per (batch, head): about 32 blocks per SM, each split at least 2048 keys (a block must
+// stream long enough to amortize its start and its merge: on the H200, batch 8 x 32 heads, 8k
+// cache, 4 splits ran 2-4% faster than 6 or 8 and 10% faster than 16; docs/benchmarks.md, session
+// 14); NEXUS_DECODE_SPLITS=n forces n for benchmarks.
 int decode_8bit_splits(int64_t bh, int64_t tmax) {
   static const int min_keys = [] {
     const char* s = std::getenv("NEXUS_DECODE8_MIN_KEYS");
-    return s && std::atoi(s) > 0 ? std::atoi(s) : 1024;
+    return s && std::atoi(s) > 0 ? std::atoi(s) : 2048;
   }();
   const int64_t most = std::max<int64_t>(1, (tmax + min_keys - 1) / min_keys);
   if (const char* forced = std::getenv("NEXUS_DECODE_SPLITS"); forced && std::atoi(forced) > 0)
@@ -290,26 +278,22 @@ void launch_attention_decode_8bit(const ExecContext& ctx, const AttentionParams&
       fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": CUDA needs 16-byte aligned q and caches (a view at an odd offset?)");
   Scratch part_acc(ctx, size_t(rows * splits * p.dim) * sizeof(float));
   Scratch part_ml(ctx, size_t(rows * splits * 2) * sizeof(float));
-  // NEXUS_DECODE8_UNROLL=4|16|45 (-4|-2|-25: pipelined; 45, -25: 5 blocks per SM): rows in flight per lane
-  // for one query of an I8 cache with head_dim 128 (a tuning knob; 8 otherwise)
-  static const int unroll = [] {
+  // NEXUS_DECODE8_UNROLL=8: 8 rows in flight per lane for one query (3 blocks per SM) instead of 4 (4
+  // blocks), for measuring; docs/benchmarks.md, session 14
+  static const bool unroll8 = [] {
     const char* s = std::getenv("NEXUS_DECODE8_UNROLL");
-    return s ? std::atoi(s) : 8;
+    return s && std::atoi(s) == 8;
   }();
   auto launch = [&](auto t_tag, auto kind_tag, auto d_tag, auto nq_tag) {
     using T = decltype(t_tag);
     constexpr int kKind = decltype(kind_tag)::value, D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value;
     for (a.q_first = 0; a.q_first < p.tq; a.q_first += NQ) {
       a.nq = std::min<int64_t>(NQ, p.tq - a.q_first);
-      auto kernel = decode_8bit_kernel<T, kKind, D, NQ, NQ == 1 ? 8 : 4, false, NQ == 1 ? 3 : 1>;
-      if constexpr (NQ == 1 && kKind == 0 && D == 128) {
-        if (unroll == 16) kernel = decode_8bit_kernel<T, kKind, D, NQ, 16, false, 2>;
-        if (unroll == 4) kernel = decode_8bit_kernel<T, kKind, D, NQ, 4, false, 4>;
-        if (unroll == 45) kernel = decode_8bit_kernel<T, kKind, D, NQ, 4, false, 5>;  // 5 blocks per SM
-        if (unroll == -4) kernel = decode_8bit_kernel<T, kKind, D, NQ, 4, true, 3>;   // pipelined
-        if (unroll == -2) kernel = decode_8bit_kernel<T, kKind, D, NQ, 2, true, 4>;
-        if (unroll == -25) kernel = decode_8bit_kernel<T, kKind, D, NQ, 2, true, 5>;
-      }
+      // 4 rows in flight per lane: 4 blocks per SM for one query (the registers allow 3 with 8 rows,
+      // which measured 2-3% slower), 1 for several queries (their q and accumulators fill the rest)
+      auto kernel = decode_8bit_kernel<T, kKind, D, NQ, 4, NQ == 1 ? 4 : 1>;
+      if constexpr (NQ == 1)
+        if (unroll8) kernel = decode_8bit_kernel<T, kKind, D, NQ, 8, 3>;
       kernel<<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
           a, static_cast<const T*>(q.data), static_cast<const uint8_t*>(k.data),
           static_cast<const float*>(k_scale.data), static_cast<const uint8_t*>(v.data),
