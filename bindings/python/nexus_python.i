@@ -625,8 +625,9 @@ NX_PY_OUT_VALUE(const char*, NULL, (tmp$argnum ? PyUnicode_DecodeUTF8(tmp$argnum
 %apply double* out { double* total_norm };
 /* nx_grad_scaler_step(scaler, opt, stream) -> whether it stepped */
 %apply bool* out { bool* stepped };
-/* nx_add_rms_norm / nx_add_layer_norm return (out, sum_out) */
+/* nx_add_rms_norm / nx_add_layer_norm return (out, sum_out); nx_quantize_8bit (out, scale) */
 %apply nx_tensor* out { nx_tensor* sum_out };
+%apply nx_tensor* out { nx_tensor* scale };
 
 %typemap(in, numinputs=0) nx_device* out (nx_device tmp) {
   tmp.type = NX_CPU;

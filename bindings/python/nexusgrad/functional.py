@@ -29,6 +29,7 @@ __all__ = [
     "max", "min", "var", "std", "argmax", "argmin",
     # linear algebra, softmax
     "mm", "bmm", "flash_attention", "scaled_dot_product_attention",
+    "quantize_8bit", "kv_cache_append_8bit", "attention_decode_8bit",
     # shape
     "reshape", "view", "swapaxes", "permute", "narrow", "slice", "expand", "squeeze",
     "cast", "cat", "concat", "concatenate", "stack", "split", "chunk",
@@ -272,6 +273,31 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, is_c
     """torch.nn.functional.scaled_dot_product_attention without a mask or dropout (flash_attention).
     With is_causal and fewer queries than keys, queries are aligned to the last keys (KV cache)."""
     return flash_attention(query, key, value, causal=is_causal, scale=scale)
+
+
+# ---------------------------------------------------------------- 8-bit KV cache (inference only)
+def quantize_8bit(input: Tensor, dtype: Any, keep_dims: int) -> Tuple[Tensor, Tensor]:
+    """(codes, scale): input quantized to int8, float8_e4m3fn or float8_e5m2 with one f32 absmax
+    scale per index of its first keep_dims dimensions (scale shape input.shape[:keep_dims], [1] for
+    0); codes * scale approximates input (nx_quantize_8bit)."""
+    out, scale = _C.nx_quantize_8bit(input._h, to_dtype(dtype).value, int(keep_dims), _S)
+    return _wrap(out), _wrap(scale)
+
+
+def kv_cache_append_8bit(cache: Tensor, scale: Tensor, x: Tensor, pos: Tensor) -> None:
+    """Writes x [B, Hkv, T, D] into rows pos[b] .. pos[b] + T of the 8-bit cache [B, Hkv, Tmax, D]
+    and its per-row scales [B, Hkv, Tmax], in place (pos: int32 [B]; rows past Tmax are dropped)."""
+    _C.nx_kv_cache_append_8bit(cache._h, scale._h, x._h, pos._h, _S)
+
+
+def attention_decode_8bit(q: Tensor, k_cache: Tensor, k_scale: Tensor, v_cache: Tensor, v_scale: Tensor,
+                          lengths: Tensor, causal: bool = False, alibi: bool = False,
+                          scale: Optional[float] = None) -> Tensor:
+    """flash_attention of q [B, H, Tq, D] against an 8-bit cache with per-row scales; lengths
+    (int32 [B]) gives each sequence's valid rows, and query i of sequence b sits at position
+    lengths[b] - Tq + i (nx_attention_decode_8bit)."""
+    return _wrap(_C.nx_attention_decode_8bit(q._h, k_cache._h, k_scale._h, v_cache._h, v_scale._h, lengths._h,
+                                             bool(causal), bool(alibi), 0.0 if scale is None else float(scale), _S))
 
 
 # ---------------------------------------------------------------- shape
