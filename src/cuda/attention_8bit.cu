@@ -188,12 +188,7 @@ __global__ void __launch_bounds__(128, MINB) decode_8bit_kernel(DecodeArgs a, co
         s[u] = (j >= j_end || (a.causal && j > qpos)) ? -INFINITY : dot;
         mx = fmaxf(mx, s[u]);
       }
-      if (mx == -INFINITY) continue;  // nothing visible yet (uniform within the row's lanes)
-      const float corr = exp2f(m[i] - mx);
-      m[i] = mx;
-      l[i] *= corr;
-#pragma unroll
-      for (int x = 0; x < 16; ++x) acc[i][x] *= corr;
+      if (!rescale_running(m[i], l[i], acc[i], mx)) continue;  // nothing visible yet (uniform in the row's lanes)
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const float w = exp2f(s[u] - mx);

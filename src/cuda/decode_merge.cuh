@@ -1,4 +1,4 @@
-// The end of a flash-decoding split kernel, shared by the bf16/f16 one (attention.cu) and the 8-bit
+// The online-softmax step and the end of a flash-decoding split kernel, shared by the bf16/f16 one (attention.cu) and the 8-bit
 // one (attention_8bit.cu): the block's row groups each hold a running (max m, sum l, acc) per
 // query in log2 units, over PER_LANE of the D dimensions per lane; they are merged through shared
 // memory into one partial per query, written to part_acc [slot][D] and part_ml [slot][2] with
@@ -8,6 +8,20 @@
 #include <cstdint>
 
 namespace nx::cuda {
+
+// One step of the online softmax of a flash-decoding row group: the running (m, l, acc) rescaled
+// to the new maximum mx of the keys just scored (log2 units). False when no key is visible yet
+// (mx is -inf), in which case nothing changes and the keys are skipped.
+template <int PER_LANE>
+__device__ __forceinline__ bool rescale_running(float& m, float& l, float (&acc)[PER_LANE], float mx) {
+  if (mx == -INFINITY) return false;
+  const float corr = exp2f(m - mx);
+  m = mx;
+  l *= corr;
+#pragma unroll
+  for (int x = 0; x < PER_LANE; ++x) acc[x] *= corr;
+  return true;
+}
 
 template <int NQ, int ROWS, int D, int PER_LANE>
 __device__ __forceinline__ void merge_split_partials(const float (&m)[NQ], const float (&l)[NQ],
