@@ -100,19 +100,8 @@ __device__ __forceinline__ void dequantize16(const uint4& raw, float (&f)[16]) {
 // Block = (b, h, split) of 4 warps; a key row is LPR = D/16 lanes; partial (m, l, acc) per
 // query of the block's split go to decode_8bit_combine. Scores are in log2 units. A launch takes
 // the queries [q_first, q_first + nq) (nq <= NQ; more queries take more launches).
-// 16 bytes read once: not kept in L1, and L2 asked to fetch the 256-byte block around them (a
-// warp's rows are contiguous, so the next rows' bytes arrive with these).
-__device__ __forceinline__ uint4 ld_once_256(const void* p) {
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-      : "l"(p));
-  return r;
-}
-
-// MINB: blocks per SM the registers must allow (the occupancy the kernel is compiled for). HINT:
-// the cache rows are read with ld_once_256 instead of streaming loads.
-template <class T, int kKind, int D, int NQ, int U, int MINB, bool HINT = false>
+// MINB: blocks per SM the registers must allow (the occupancy the kernel is compiled for).
+template <class T, int kKind, int D, int NQ, int U, int MINB>
 __global__ void __launch_bounds__(128, MINB) decode_8bit_kernel(DecodeArgs a, const T* __restrict__ q,
                                                           const uint8_t* __restrict__ k, const float* __restrict__ ks,
                                                           const uint8_t* __restrict__ v, const float* __restrict__ vs,
@@ -156,13 +145,8 @@ __global__ void __launch_bounds__(128, MINB) decode_8bit_kernel(DecodeArgs a, co
     for (int u = 0; u < U; ++u) {
       const int64_t j = j0 + int64_t(u) * ROWS;
       const bool ok = j < j_end;
-      if constexpr (HINT) {
-        r.k[u] = ok ? ld_once_256(kh + j * D) : make_uint4(0, 0, 0, 0);
-        r.v[u] = ok ? ld_once_256(vh + j * D) : make_uint4(0, 0, 0, 0);
-      } else {
-        r.k[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(kh + j * D)) : make_uint4(0, 0, 0, 0);
-        r.v[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(vh + j * D)) : make_uint4(0, 0, 0, 0);
-      }
+      r.k[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(kh + j * D)) : make_uint4(0, 0, 0, 0);
+      r.v[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(vh + j * D)) : make_uint4(0, 0, 0, 0);
       r.ks[u] = ok ? __ldcs(ksh + j) : 0.f;
       r.vs[u] = ok ? __ldcs(vsh + j) : 0.f;
     }
@@ -295,11 +279,6 @@ void launch_attention_decode_8bit(const ExecContext& ctx, const AttentionParams&
     const char* s = std::getenv("NEXUS_DECODE8_UNROLL");
     return s && std::atoi(s) == 8;
   }();
-  // NEXUS_DECODE8_LOAD=256: I8 rows read with the L2 256-byte prefetch hint (being measured)
-  static const bool hint = [] {
-    const char* s = std::getenv("NEXUS_DECODE8_LOAD");
-    return s && std::atoi(s) == 256;
-  }();
   auto launch = [&](auto t_tag, auto kind_tag, auto d_tag, auto nq_tag) {
     using T = decltype(t_tag);
     constexpr int kKind = decltype(kind_tag)::value, D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value;
@@ -308,11 +287,8 @@ void launch_attention_decode_8bit(const ExecContext& ctx, const AttentionParams&
       // 4 rows in flight per lane: 4 blocks per SM for one query (the registers allow 3 with 8 rows,
       // which measured 2-3% slower), 1 for several queries (their q and accumulators fill the rest)
       auto kernel = decode_8bit_kernel<T, kKind, D, NQ, 4, NQ == 1 ? 4 : 1>;
-      if constexpr (NQ == 1) {
+      if constexpr (NQ == 1)
         if (unroll8) kernel = decode_8bit_kernel<T, kKind, D, NQ, 8, 3>;
-        if constexpr (kKind == 0)
-          if (hint) kernel = decode_8bit_kernel<T, kKind, D, NQ, 4, 4, true>;
-      }
       kernel<<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
           a, static_cast<const T*>(q.data), static_cast<const uint8_t*>(k.data),
           static_cast<const float*>(k_scale.data), static_cast<const uint8_t*>(v.data),
