@@ -43,10 +43,7 @@ size_t fold_casts_into_norms(Trace& trace, std::vector<Call*>& list) {
     ++folded;
   }
   if (!folded) return 0;
-  std::vector<Call*> kept;
-  for (size_t i = 0; i < list.size(); ++i)
-    if (!drop[i]) kept.push_back(list[i]);
-  list = std::move(kept);
+  remove_calls(list, drop);
   return folded;
 }
 

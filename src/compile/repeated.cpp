@@ -70,10 +70,7 @@ size_t drop_repeated_calls(Trace& trace, std::vector<Call*>& list) {
   for (auto& req : trace.index_requirements)
     if (req.buffer.kind == BufferRef::Internal)
       if (auto it = replaced.find(req.buffer.index); it != replaced.end()) req.buffer.index = it->second;
-  std::vector<Call*> kept;
-  for (size_t i = 0; i < list.size(); ++i)
-    if (!drop[i]) kept.push_back(list[i]);
-  list = std::move(kept);
+  remove_calls(list, drop);
   return dropped;
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/backend.hpp"
@@ -161,6 +162,14 @@ class Trace final : public CaptureHooks {
   std::vector<uint64_t> random_deltas_;
   DynamicArray<uint64_t>* random_block_ = nullptr;  // the block of the latest draw
 };
+
+// Removes from list the calls whose drop flag (by position) is set, keeping the others' order.
+inline void remove_calls(std::vector<Call*>& list, const std::vector<bool>& drop) {
+  std::vector<Call*> kept;
+  for (size_t i = 0; i < list.size(); ++i)
+    if (!drop[i]) kept.push_back(list[i]);
+  list = std::move(kept);
+}
 
 // Installs a trace as this thread's hooks for its lifetime.
 class TraceScope {

@@ -551,8 +551,7 @@ bool decode_half_typed(const ExecContext& ctx, const Params& p, const View& q, c
   Scratch part_ml(ctx, size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(float));
   auto go = [&](auto d_tag, auto nq_tag) {
     constexpr int D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value;
-    auto kernel = decode_half_kernel<T, D, NQ, 8>;
-    kernel<<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
+    decode_half_kernel<T, D, NQ, 8><<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
         p, static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
         static_cast<float*>(part_acc.ptr), static_cast<float*>(part_ml.ptr), splits);
   };

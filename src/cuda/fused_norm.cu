@@ -366,65 +366,55 @@ template <class T> constexpr int bwd_max() { return sizeof(T) == 2 ? 2 : 4; }
 
 }  // namespace
 
+namespace {
+// The register-row kernel for T rows written as Y (T, or bf16/f16 for f32 rows); false when the
+// rows' width or alignment does not fit it.
+template <class T, class Y>
+bool norm_forward_regs(const ExecContext& ctx, const NormParams& p, const View& y, const View& sum_out, const View& x,
+                       const View& residual, const View& w, const View& b, const View& mean, const View& rstd) {
+  using A = typename AccT<T>::type;
+  constexpr int N = Pack<T>::N;
+  const RegShape rsh = reg_shape(p.cols / N, kFwdTarget, fwd_max<T>(residual.data != nullptr));
+  const bool fast = p.cols % N == 0 && rsh.packs && aligned16(y.data) && aligned16(x.data) && aligned16(sum_out.data) &&
+                    aligned16(residual.data) && aligned16(w.data) && aligned16(b.data);
+  if (!fast) return false;
+  auto go = [&](auto kernel) {
+    const int64_t grid = persistent_grid(kernel, rsh.threads, p.rows);
+    kernel<<<unsigned(grid), rsh.threads, 0, stream_of(ctx)>>>(
+        p, static_cast<Y*>(y.data), static_cast<T*>(sum_out.data), static_cast<const T*>(x.data),
+        static_cast<const T*>(residual.data), static_cast<const T*>(w.data), static_cast<const T*>(b.data),
+        static_cast<A*>(mean.data), static_cast<A*>(rstd.data));
+  };
+  if (residual.data)
+    with_packs<fwd_max<T>(true)>(rsh.packs, [&](auto pc) { go(norm_fwd_regs<T, decltype(pc)::value, true, Y>); });
+  else
+    with_packs<fwd_max<T>(false)>(rsh.packs, [&](auto pc) { go(norm_fwd_regs<T, decltype(pc)::value, false, Y>); });
+  NX_CUDA_LAUNCH_CHECK();
+  return true;
+}
+}  // namespace
+
 void launch_norm_forward(const ExecContext& ctx, const NormParams& p, const View& y, const View& sum_out, const View& x,
                          const View& residual, const View& w, const View& b, const View& mean, const View& rstd) {
   if (p.rows > 2147483647) fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": more than 2^31 rows");
   if (y.dtype != x.dtype) {  // f32 rows, bf16/f16 y: the cast epilogue of a compiled step
     if (x.dtype != DType::F32 || (y.dtype != DType::BF16 && y.dtype != DType::F16))
       fail(NX_ERR_INTERNAL, current_api(), ": a norm of ", dtype_name(x.dtype), " rows cannot write ", dtype_name(y.dtype));
-    constexpr int N = Pack<float>::N;
-    const RegShape rsh = reg_shape(p.cols / N, kFwdTarget, fwd_max<float>(residual.data != nullptr));
-    const bool fast = p.cols % N == 0 && rsh.packs && aligned16(y.data) && aligned16(x.data) && aligned16(sum_out.data) &&
-                      aligned16(residual.data) && aligned16(w.data) && aligned16(b.data);
-    if (!fast) {  // the other shapes: the f32 rows, then the cast (what the step did before folding)
+    const bool done = y.dtype == DType::BF16
+                          ? norm_forward_regs<float, BFloat16>(ctx, p, y, sum_out, x, residual, w, b, mean, rstd)
+                          : norm_forward_regs<float, Half>(ctx, p, y, sum_out, x, residual, w, b, mean, rstd);
+    if (!done) {  // the other shapes: the f32 rows, then the cast (what the step did before folding)
       Scratch f32(ctx, size_t(p.rows * p.cols) * sizeof(float));
       View yf{f32.ptr, y.shape, y.strides, DType::F32};
       launch_norm_forward(ctx, p, yf, sum_out, x, residual, w, b, mean, rstd);
       launch_copy(ctx, y, yf);
-      return;
     }
-    auto go = [&](auto ytag, auto kernel) {
-      using Y = decltype(ytag);
-      const int64_t grid = persistent_grid(kernel, rsh.threads, p.rows);
-      kernel<<<unsigned(grid), rsh.threads, 0, stream_of(ctx)>>>(
-          p, static_cast<Y*>(y.data), static_cast<float*>(sum_out.data), static_cast<const float*>(x.data),
-          static_cast<const float*>(residual.data), static_cast<const float*>(w.data), static_cast<const float*>(b.data),
-          static_cast<float*>(mean.data), static_cast<float*>(rstd.data));
-    };
-    auto by_res = [&](auto ytag) {
-      using Y = decltype(ytag);
-      if (residual.data)
-        with_packs<fwd_max<float>(true)>(rsh.packs, [&](auto pc) { go(ytag, norm_fwd_regs<float, decltype(pc)::value, true, Y>); });
-      else
-        with_packs<fwd_max<float>(false)>(rsh.packs, [&](auto pc) { go(ytag, norm_fwd_regs<float, decltype(pc)::value, false, Y>); });
-    };
-    if (y.dtype == DType::BF16) by_res(BFloat16{});
-    else by_res(Half{});
-    NX_CUDA_LAUNCH_CHECK();
     return;
   }
   dispatch_float(x.dtype, [&](auto tag) {
     using T = decltype(tag);
     using A = typename AccT<T>::type;
-    constexpr int N = Pack<T>::N;
-    const RegShape rsh = reg_shape(p.cols / N, kFwdTarget, fwd_max<T>(residual.data != nullptr));
-    const bool fast = p.cols % N == 0 && rsh.packs && aligned16(y.data) && aligned16(x.data) && aligned16(sum_out.data) &&
-                      aligned16(residual.data) && aligned16(w.data) && aligned16(b.data);
-    if (fast) {
-      auto go = [&](auto kernel) {
-          const int64_t grid = persistent_grid(kernel, rsh.threads, p.rows);
-          kernel<<<unsigned(grid), rsh.threads, 0, stream_of(ctx)>>>(
-              p, static_cast<T*>(y.data), static_cast<T*>(sum_out.data), static_cast<const T*>(x.data),
-              static_cast<const T*>(residual.data), static_cast<const T*>(w.data), static_cast<const T*>(b.data),
-              static_cast<A*>(mean.data), static_cast<A*>(rstd.data));
-      };
-      if (residual.data)
-        with_packs<fwd_max<T>(true)>(rsh.packs, [&](auto pc) { go(norm_fwd_regs<T, decltype(pc)::value, true>); });
-      else
-        with_packs<fwd_max<T>(false)>(rsh.packs, [&](auto pc) { go(norm_fwd_regs<T, decltype(pc)::value, false>); });
-      NX_CUDA_LAUNCH_CHECK();
-      return;
-    }
+    if (norm_forward_regs<T, T>(ctx, p, y, sum_out, x, residual, w, b, mean, rstd)) return;
     norm_fwd_kernel<T><<<unsigned(p.rows), row_threads(p.cols), 0, stream_of(ctx)>>>(
         p, static_cast<T*>(y.data), static_cast<T*>(sum_out.data), static_cast<const T*>(x.data),
         static_cast<const T*>(residual.data), static_cast<const T*>(w.data), static_cast<const T*>(b.data),
