@@ -1,7 +1,8 @@
 #include "compile/plan.hpp"
 
-#include "compile/fuse.hpp"
 #include "compile/epilogue.hpp"
+#include "compile/fuse.hpp"
+#include "compile/lanes.hpp"
 #include "compile/repeated.hpp"
 
 #include <algorithm>
@@ -44,6 +45,7 @@ class CompiledStep {
   void place(const std::vector<size_t>& order);  // first fit in this order into place_, arena_bytes_
   void find_in_place();
   void check_index_requirements();
+  void make_lanes();
   std::string label(const BufferRef& r) const;
   std::string arena_peak() const;  // what the arena holds at its fullest call
 
@@ -70,6 +72,7 @@ class CompiledStep {
   size_t arena_bytes_ = 0, eager_peak_ = 0, kept_bytes_ = 0;
   bool use_graph_, fuse_;
   void* graph_ = nullptr;
+  std::unique_ptr<Lanes> lanes_;  // the CPU's two-lane replay (compile/lanes.hpp); null elsewhere
   // Guards: what the capture assumed.
   uint64_t epoch_;
   bool deterministic_, grad_enabled_;
@@ -200,6 +203,33 @@ void CompiledStep::compile() {
       const ExecContext gctx{device_, stream};
       for (Call* call : list_) call->run(be, gctx);
     });
+  if (device_.is_cpu()) make_lanes();
+}
+
+// The memory each call touches, whole buffers (an arena slot, a kept buffer, a tensor made
+// before the step) at the addresses the replay uses, for the two-lane schedule's dependencies.
+// NEXUS_PLAN_LANES=0 replays in order; =alternate measures both (compile/lanes.hpp).
+void CompiledStep::make_lanes() {
+  static const char* env = std::getenv("NEXUS_PLAN_LANES");
+  const std::string mode = env ? env : "";
+  if (mode == "0") return;
+  std::vector<std::vector<MemRange>> ranges(list_.size());
+  std::vector<bool> alone(list_.size(), false);
+  for (size_t i = 0; i < list_.size(); ++i) {
+    Call& call = *list_[i];
+    size_t k = 0;
+    call.visit([&](void*& p, bool written, const View*) {
+      const BufferRef& r = call.refs.at(k++);
+      const size_t bytes = r.kind == BufferRef::External ? trace_.externals[r.index]->nbytes
+                                                         : trace_.allocations[r.index].bytes;
+      const uintptr_t base = reinterpret_cast<uintptr_t>(p) - r.offset;
+      ranges[i].push_back({base, base + std::max<size_t>(bytes, 1), written});
+    });
+    // Adam reads its step values and a scaler's skip flag through pointers that are not memory
+    // arguments: it runs with nothing beside it.
+    alone[i] = std::strcmp(call.name(), "adam_multi") == 0;
+  }
+  lanes_ = std::make_unique<Lanes>(list_, ranges, std::move(alone), mode == "alternate");
 }
 
 void CompiledStep::place_temporaries() {
@@ -378,6 +408,8 @@ std::vector<Tensor> CompiledStep::replay(const std::vector<Tensor>& inputs) {
   if (graph_) {
     profiler::DeviceScope profiled("CUDA graph", ctx.device, ctx.stream);
     cuda::graph_launch(graph_, ctx.stream);
+  } else if (lanes_ && &be == &trace_.inner) {  // not under a profiler, which sees one call at a time
+    lanes_->run(be, ctx);
   } else {
     for (Call* call : list_) call->run(be, ctx);
   }
@@ -451,18 +483,20 @@ std::string CompiledStep::table() const {
      << " constant uploads; arena " << arena_bytes_ << " bytes (the eager run's step allocations peaked at "
      << eager_peak_ << "), " << kept_bytes_ << " bytes kept after the step; CUDA graph: " << (graph_ ? "yes" : "no")
      << "\n";
+  if (lanes_) os << lanes_->summary() << "\n";
   for (size_t c : trace_.unwritten_reads)
     os << "warning: call " << c << " (" << trace_.calls[c]->name() << " from " << trace_.calls[c]->api
        << ") reads step memory that no kernel wrote before it\n";
   os << arena_peak();
-  os << "#     op                   fused  from C call                   buffers (w: written; arena@offset)\n";
+  os << "#     op                   fused  lane from C call                   buffers (w: written; arena@offset)\n";
   int64_t group = 0;
   for (size_t n = 0; n < list_.size(); ++n) {
     Call& call = *list_[n];
     const bool fused = std::strcmp(call.name(), "fused") == 0;
     char head[160], tag[24] = "-";
     if (fused) std::snprintf(tag, sizeof tag, "g%lld", (long long)group++);
-    std::snprintf(head, sizeof head, "%-5zu %-20s %-6s %-29s ", n, call.name(), tag, call.api.c_str());
+    const char lane = lanes_ ? lanes_->lane_of(n) : '-';
+    std::snprintf(head, sizeof head, "%-5zu %-20s %-6s %-4c %-29s ", n, call.name(), tag, lane, call.api.c_str());
     os << head;
     size_t k = 0;
     call.visit([&](void*&, bool written, const View* v) {

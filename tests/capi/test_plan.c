@@ -241,6 +241,58 @@ static void test_replay_equals_eager_bit_for_bit(void** state) {
   NX_OK_(nx_runtime_set_deterministic(false));
 }
 
+/* ---------------------------------------------------------------- two lanes (CPU) */
+/* The count of two-lane stages in the plan's "lanes:" line (compile/lanes.hpp); -1 when the line
+ * says the lanes are off. */
+static long two_lane_stages(nx_plan plan) {
+  const char* text = NULL;
+  NX_OK_(nx_plan_to_string(plan, NX_PLAN_TABLE, &text));
+  const char* line = strstr(text, "lanes: ");
+  if (!line) fail_msg("the table has no lanes line:\n%.1500s", text);
+  if (!strncmp(line, "lanes: off", 10)) return -1;
+  const char* of = strstr(line, " stages, ");
+  if (!of) fail_msg("unexpected lanes line: %.200s", line);
+  return strtol(of + 9, NULL, 10);
+}
+
+/* On the CPU with two threads the replay runs independent calls side by side (one thread each),
+ * scheduled from each call's measured time; with one thread it replays in order, and back at two
+ * it measures and schedules again. The losses equal eager's at every step throughout, and the
+ * parameters at the end: the lanes wait wherever the plan's memory says they must, and every
+ * CPU kernel's result is the same on one thread as on two. */
+static void test_cpu_lanes_equal_eager_and_follow_the_thread_count(void** state) {
+  (void)state;
+  if (test_device().type != NX_CPU) skip();
+  int32_t threads = 0;
+  NX_OK_(nx_cpu_get_num_threads(&threads));
+  NX_OK_(nx_runtime_set_deterministic(true));
+  const int64_t steps = 36, batch = 4;
+  Gpt eager, compiled;
+  gpt_init(&eager, test_device());
+  gpt_init(&compiled, test_device());
+  nx_plan plan = make_plan(&compiled);
+  for (int64_t s = 0; s < steps; ++s) {
+    const int32_t want_threads = s >= 12 && s < 24 ? 1 : 2;
+    NX_OK_(nx_cpu_set_num_threads(want_threads));
+    const double want = run_step(&eager, NULL, batch, s, steps);
+    const double got = run_step(&compiled, plan, batch, s, steps);
+    if (want != got)
+      fail_msg("step %lld (%d threads): eager loss %.17g, replayed %.17g", (long long)s, want_threads, want, got);
+    /* replays from step 2; three of them measure, the fourth on follows the schedule */
+    if (s == 11 || s == 35) {
+      const long stages = two_lane_stages(plan);
+      if (stages < 1) fail_msg("step %lld: no two-lane stage in the GPT's plan (%ld)", (long long)s, stages);
+    }
+    if (s == 23) assert_int_equal(two_lane_stages(plan), -1);
+  }
+  assert_same_params(&eager, &compiled);
+  NX_OK_(nx_cpu_set_num_threads(threads));
+  nx_plan_free(plan);
+  gpt_free(&eager);
+  gpt_free(&compiled);
+  NX_OK_(nx_runtime_set_deterministic(false));
+}
+
 /* ---------------------------------------------------------------- random draws (dropout) */
 /* Dropout's draws inside a plan: each replay takes the numbers from the generator that the eager
  * step would, and its kernels read where they start from memory the plan rewrites. A GPT with
@@ -1000,6 +1052,7 @@ int main(void) {
       NX_TEST(test_plan_prints_as_table_and_dot), NX_TEST(test_loss_scaled_replay_equals_eager_bit_for_bit),
       NX_TEST(test_loss_scaled_step_refusals), NX_TEST(test_sgd_momentum_replay_equals_eager_bit_for_bit),
       NX_TEST(test_repeated_calls_are_computed_once), NX_TEST(test_norm_writes_the_cast_of_its_output),
+      NX_TEST(test_cpu_lanes_equal_eager_and_follow_the_thread_count),
   };
   /* NX_TEST_FILTER=pattern runs the matching tests only (compute-sanitizer's racecheck takes one
    * test at a time: scripts/gpu_run.sh sanitize with SAN_SPLIT=1) */
