@@ -22,6 +22,8 @@ void attention_backward_cpu(const AttentionParams& p, const View& q, const View&
 void quantize_rows_8bit_cpu(const View& dst, const View& scale, const View& src, const View& pos);
 void attention_decode_8bit_cpu(const AttentionParams& p, const View& q, const View& k, const View& k_scale,
                                const View& v, const View& v_scale, const View& lengths, const View& out);
+void attention_forward_fp8_cpu(const AttentionParams& p, const View& q, const View& q_scale, const View& k,
+                               const View& k_scale, const View& v, const View& v_scale, const View& out);
 // fused.cpp
 void norm_forward_cpu(const NormParams& p, const View& y, const View& sum_out, const View& x, const View& residual,
                       const View& w, const View& b, const View& mean, const View& rstd);
@@ -146,6 +148,11 @@ class CpuBackend final : public Backend {
                              const View& k_scale, const View& v, const View& v_scale, const View& lengths,
                              const View& out) override {
     attention_decode_8bit_cpu(p, q, k, k_scale, v, v_scale, lengths, out);
+  }
+  void attention_forward_fp8(const ExecContext&, const AttentionParams& p, const View& q, const View& q_scale,
+                             const View& k, const View& k_scale, const View& v, const View& v_scale,
+                             const View& out) override {
+    attention_forward_fp8_cpu(p, q, q_scale, k, k_scale, v, v_scale, out);
   }
   void norm_forward(const ExecContext&, const NormParams& p, const View& y, const View& s, const View& x, const View& r,
                     const View& w, const View& b, const View& mean, const View& rstd) override {

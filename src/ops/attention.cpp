@@ -28,6 +28,29 @@ std::vector<double> alibi_slopes(int64_t heads) {
   return s;
 }
 
+// The sizes of q [B, H, Tq, D] against k, v [B, Hkv, Tk, D] (grouped-query heads), checked.
+AttentionParams attention_shapes(const Tensor& q, const Tensor& k, const Tensor& v, const char* k_name,
+                                 const char* v_name, const char* tk_name) {
+  if (q.dim() != 4 || k.dim() != 4)
+    fail(NX_ERR_SHAPE, current_api(), ": expected q [B, H, Tq, D] and ", k_name, ", ", v_name, " [B, Hkv, ", tk_name,
+         ", D], got ", shape_str(q.shape()), " and ", shape_str(k.shape()));
+  AttentionParams p;
+  p.batch = q.shape()[0];
+  p.heads = q.shape()[1];
+  p.tq = q.shape()[2];
+  p.dim = q.shape()[3];
+  p.kv_heads = k.shape()[1];
+  p.tk = k.shape()[2];
+  if (k.shape()[0] != p.batch || k.shape()[3] != p.dim || p.kv_heads == 0 || p.heads % p.kv_heads)
+    fail(NX_ERR_SHAPE, current_api(), ": ", k_name, " must be [", p.batch, ", Hkv, ", tk_name, ", ", p.dim, "] with ",
+         p.heads, " heads a multiple of Hkv; got ", shape_str(k.shape()));
+  if (v.shape() != k.shape())
+    fail(NX_ERR_SHAPE, current_api(), ": ", v_name, " must be ", shape_str(k.shape()), " as ", k_name, ", got ",
+         shape_str(v.shape()));
+  if (p.dim == 0 || p.dim > 256) fail(NX_ERR_SHAPE, current_api(), ": head_dim must be in 1..256, got ", p.dim);
+  return p;
+}
+
 Tensor flash_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, bool causal, bool alibi,
                        double scale) {
   Tensor q = q_in, k = k_in, v = v_in;
@@ -38,21 +61,7 @@ Tensor flash_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype())
     fail(NX_ERR_DTYPE, current_api(), ": q, k and v must share a dtype, got ", dtype_name(q.dtype()), ", ",
          dtype_name(k.dtype()), ", ", dtype_name(v.dtype()));
-  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
-    fail(NX_ERR_SHAPE, current_api(), ": expected q [B, H, Tq, D] and k, v [B, Hkv, Tk, D], got ", shape_str(q.shape()),
-         ", ", shape_str(k.shape()), ", ", shape_str(v.shape()));
-  AttentionParams p;
-  p.batch = q.shape()[0];
-  p.heads = q.shape()[1];
-  p.tq = q.shape()[2];
-  p.dim = q.shape()[3];
-  p.kv_heads = k.shape()[1];
-  p.tk = k.shape()[2];
-  if (k.shape() != v.shape() || k.shape()[0] != p.batch || k.shape()[3] != p.dim || p.kv_heads == 0 ||
-      p.heads % p.kv_heads)
-    fail(NX_ERR_SHAPE, current_api(), ": k and v must be [", p.batch, ", Hkv, Tk, ", p.dim, "] with ", p.heads,
-         " heads a multiple of Hkv; got k ", shape_str(k.shape()), ", v ", shape_str(v.shape()));
-  if (p.dim == 0 || p.dim > 256) fail(NX_ERR_SHAPE, current_api(), ": head_dim must be in 1..256, got ", p.dim);
+  AttentionParams p = attention_shapes(q, k, v, "k", "v", "Tk");
   p.scale = scale > 0 ? scale : 1.0 / std::sqrt(double(p.dim));
   p.causal = causal;
   p.deterministic = deterministic();

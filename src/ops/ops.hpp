@@ -151,6 +151,13 @@ void kv_cache_append_8bit(const Tensor& cache, const Tensor& scale, const Tensor
 // softmax(q k^T * scale) v against an 8-bit cache with per-row scales and per-sequence lengths.
 Tensor attention_decode_8bit(const Tensor& q, const Tensor& k_cache, const Tensor& k_scale, const Tensor& v_cache,
                              const Tensor& v_scale, const Tensor& lengths, bool causal, bool alibi, double scale);
+// The sizes of q [B, H, Tq, D] against k, v [B, Hkv, Tk, D] (H a multiple of Hkv, D <= 256),
+// checked; errors name k and v as k_name, v_name and their length as tk_name.
+AttentionParams attention_shapes(const Tensor& q, const Tensor& k, const Tensor& v, const char* k_name,
+                                 const char* v_name, const char* tk_name);
+// nx_flash_attention_fp8: e4m3 q, k, v with f32 scale tensors (docs/attention_8bit.md).
+Tensor attention_fp8(const Tensor& q, const Tensor& q_scale, const Tensor& k, const Tensor& k_scale, const Tensor& v,
+                     const Tensor& v_scale, bool causal, bool alibi, double scale, DType out_dtype);
 
 // ---- losses (loss.cpp)
 enum class Reduction { Mean = NX_REDUCTION_MEAN, Sum = NX_REDUCTION_SUM, None = NX_REDUCTION_NONE };

@@ -106,24 +106,10 @@ Tensor attention_decode_8bit(const Tensor& q, const Tensor& k_cache, const Tenso
   check_same_device(q, v_cache, "q", "v_cache");
   check_same_device(q, v_scale, "q", "v_scale");
   check_same_device(q, lengths, "q", "lengths");
-  if (q.dim() != 4 || k_cache.dim() != 4)
-    fail(NX_ERR_SHAPE, current_api(), ": expected q [B, H, Tq, D] and k_cache, v_cache [B, Hkv, Tmax, D], got ",
-         shape_str(q.shape()), " and ", shape_str(k_cache.shape()));
-  AttentionParams p;
-  p.batch = q.shape()[0];
-  p.heads = q.shape()[1];
-  p.tq = q.shape()[2];
-  p.dim = q.shape()[3];
-  p.kv_heads = k_cache.shape()[1];
-  p.tk = k_cache.shape()[2];
-  if (k_cache.shape()[0] != p.batch || k_cache.shape()[3] != p.dim || p.kv_heads == 0 || p.heads % p.kv_heads)
-    fail(NX_ERR_SHAPE, current_api(), ": k_cache must be [", p.batch, ", Hkv, Tmax, ", p.dim, "] with ", p.heads,
-         " heads a multiple of Hkv; got ", shape_str(k_cache.shape()));
-  check_shape(v_cache, k_cache.shape(), "v_cache");
+  AttentionParams p = attention_shapes(q, k_cache, v_cache, "k_cache", "v_cache", "Tmax");
   check_shape(k_scale, {p.batch, p.kv_heads, p.tk}, "k_scale");
   check_shape(v_scale, {p.batch, p.kv_heads, p.tk}, "v_scale");
   check_shape(lengths, {p.batch}, "lengths");
-  if (p.dim == 0 || p.dim > 256) fail(NX_ERR_SHAPE, current_api(), ": head_dim must be in 1..256, got ", p.dim);
   if (!q.device().is_cpu() && p.dim != 64 && p.dim != 128 && p.dim != 256)
     fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": on CUDA head_dim must be 64, 128 or 256, got ", p.dim);
   check_contiguous(k_cache, "k_cache");
@@ -139,6 +125,47 @@ Tensor attention_decode_8bit(const Tensor& q, const Tensor& k_cache, const Tenso
     kernels(q.device()).attention_decode_8bit(p, View::of(contiguous(detach(q))), View::of(k_cache), View::of(k_scale),
                                               View::of(v_cache), View::of(v_scale), View::of(contiguous(lengths)),
                                               View::of(out));
+  }
+  return out;
+}
+
+
+// A scale tensor's shape is its granularity: [1] for the tensor, [B, heads] per head, and (when
+// per_row) [B, heads, rows] per row.
+static void check_scale_shape(const Tensor& s, int64_t batch, int64_t heads, int64_t rows, bool per_row,
+                              const char* what) {
+  check_dtype(s, DType::F32, what);
+  check_contiguous(s, what);
+  const Shape& sh = s.shape();
+  if (sh == Shape{1} || sh == Shape{batch, heads} || (per_row && sh == Shape{batch, heads, rows})) return;
+  fail(NX_ERR_SHAPE, current_api(), ": ", what, " must be [1] or ", shape_str({batch, heads}),
+       per_row ? cat(" or ", shape_str({batch, heads, rows})) : std::string(), ", got ", shape_str(sh));
+}
+
+Tensor attention_fp8(const Tensor& q, const Tensor& q_scale, const Tensor& k, const Tensor& k_scale, const Tensor& v,
+                     const Tensor& v_scale, bool causal, bool alibi, double scale, DType out_dtype) {
+  for (const auto& [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}}) {
+    if (t->dtype() != DType::F8E4M3)
+      fail(NX_ERR_DTYPE, current_api(), ": ", name, " must be f8e4m3, got ", dtype_name(t->dtype()));
+    check_contiguous(*t, name);
+    check_same_device(q, *t, "q", name);
+  }
+  for (const auto& [t, name] : {std::pair{&q_scale, "q_scale"}, {&k_scale, "k_scale"}, {&v_scale, "v_scale"}})
+    check_same_device(q, *t, "q", name);
+  if (out_dtype != DType::BF16 && out_dtype != DType::F16 && out_dtype != DType::F32)
+    fail(NX_ERR_DTYPE, current_api(), ": out_dtype must be bf16, f16 or f32, got ", dtype_name(out_dtype));
+  AttentionParams p = attention_shapes(q, k, v, "k", "v", "Tk");
+  check_scale_shape(q_scale, p.batch, p.heads, p.tq, true, "q_scale");
+  check_scale_shape(k_scale, p.batch, p.kv_heads, p.tk, true, "k_scale");
+  check_scale_shape(v_scale, p.batch, p.kv_heads, p.tk, false, "v_scale");
+  p.scale = scale > 0 ? scale : 1.0 / std::sqrt(double(p.dim));
+  p.causal = causal;
+  Tensor out = Tensor::empty(q.shape(), out_dtype, q.device());
+  if (alibi && out.numel()) p.alibi_slopes = alibi_slopes(p.heads);
+  if (out.numel()) {
+    GradModeGuard off(false);
+    kernels(q.device()).attention_forward_fp8(p, View::of(q), View::of(q_scale), View::of(k), View::of(k_scale),
+                                              View::of(v), View::of(v_scale), View::of(out));
   }
   return out;
 }

@@ -65,3 +65,29 @@ def test_decode_over_a_cache_filled_token_by_token(device):
     got = host(out)
     err = np.abs(got - want.numpy()).max() / np.abs(want.numpy()).max()
     assert err < 2e-5, err
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_fp8_forward_against_torch_attention_of_the_dequantized_inputs(device, causal):
+    """nexusgrad.flash_attention_fp8 against torch's softmax attention in f64 of the same e4m3
+    values: the difference is the rounding of the probabilities to e4m3 (about 2^-4 of each
+    weight, largely averaging out), so a loose bound, while a wrong scale or mask is far off."""
+    b, h, hkv, tq, tk, d = 2, 4, 2, 16, 48, 64
+    x = {"q": torch.randn(b, h, tq, d), "k": torch.randn(b, hkv, tk, d), "v": torch.randn(b, hkv, tk, d)}
+    codes, scales, values = {}, {}, {}
+    for name, keep in (("q", 3), ("k", 3), ("v", 2)):
+        codes[name], scales[name] = ng.quantize_8bit(ng_tensor(x[name].numpy(), device), ng.float8_e4m3fn, keep)
+        dequant = host(codes[name].to(dtype=ng.float32)).astype(np.float64)
+        values[name] = torch.from_numpy(dequant * host(scales[name]).astype(np.float64).reshape(
+            host(scales[name]).shape + (1,) * (4 - len(host(scales[name]).shape))))
+    out = ng.flash_attention_fp8(codes["q"], scales["q"], codes["k"], scales["k"], codes["v"], scales["v"],
+                                 causal=causal, out_dtype="float32")
+    k = values["k"].repeat_interleave(h // hkv, 1)
+    v = values["v"].repeat_interleave(h // hkv, 1)
+    scores = values["q"] @ k.transpose(-1, -2) / d ** 0.5
+    if causal:  # query i sits at position tk - tq + i
+        mask = torch.arange(tk)[None, :] > (tk - tq + torch.arange(tq))[:, None]
+        scores = scores.masked_fill(mask, float("-inf"))
+    want = (torch.softmax(scores, -1) @ v).numpy()
+    err = np.abs(host(out) - want).max() / np.abs(want).max()
+    assert err < 3e-2, err

@@ -246,7 +246,7 @@ def test_every_public_function_is_exercised():
                 "set_cpu_simd_level", "live_tensor_count", "version", "abi_version", "cuda", "scaled_dot_product_attention",
                 "flash_attention", "clip_grad_norm_",
                 # tested in test_kv_cache_8bit against torch
-                "quantize_8bit", "kv_cache_append_8bit", "attention_decode_8bit"}
+                "quantize_8bit", "kv_cache_append_8bit", "attention_decode_8bit", "flash_attention_fp8"}
     # Wrappers generated from src/ops/ops.yaml: their ops are checked against torch by the op harness
     # (tests/harness), which covers every op of the registry.
     covered |= set(ng._ops_gen.__all__)

@@ -29,7 +29,7 @@ __all__ = [
     "max", "min", "var", "std", "argmax", "argmin",
     # linear algebra, softmax
     "mm", "bmm", "flash_attention", "scaled_dot_product_attention",
-    "quantize_8bit", "kv_cache_append_8bit", "attention_decode_8bit",
+    "quantize_8bit", "kv_cache_append_8bit", "attention_decode_8bit", "flash_attention_fp8",
     # shape
     "reshape", "view", "swapaxes", "permute", "narrow", "slice", "expand", "squeeze",
     "cast", "cat", "concat", "concatenate", "stack", "split", "chunk",
@@ -298,6 +298,17 @@ def attention_decode_8bit(q: Tensor, k_cache: Tensor, k_scale: Tensor, v_cache: 
     lengths[b] - Tq + i (nx_attention_decode_8bit)."""
     return _wrap(_C.nx_attention_decode_8bit(q._h, k_cache._h, k_scale._h, v_cache._h, v_scale._h, lengths._h,
                                              bool(causal), bool(alibi), 0.0 if scale is None else float(scale), _S))
+
+
+def flash_attention_fp8(q: Tensor, q_scale: Tensor, k: Tensor, k_scale: Tensor, v: Tensor, v_scale: Tensor,
+                        causal: bool = False, alibi: bool = False, scale: Optional[float] = None,
+                        out_dtype: Any = "bfloat16") -> Tensor:
+    """Inference attention on float8_e4m3fn q [B, H, Tq, D], k, v [B, Hkv, Tk, D], each worth codes *
+    its f32 scale ([1], per head [B, heads], or per row [B, heads, T]; v: [1] or per head), with the
+    probabilities rounded to e4m3 as an FP8 P V product takes them (nx_flash_attention_fp8)."""
+    return _wrap(_C.nx_flash_attention_fp8(q._h, q_scale._h, k._h, k_scale._h, v._h, v_scale._h, bool(causal),
+                                           bool(alibi), 0.0 if scale is None else float(scale),
+                                           to_dtype(out_dtype).value, _S))
 
 
 # ---------------------------------------------------------------- shape
