@@ -48,7 +48,8 @@ Lanes::Lanes(std::vector<Call*> list, const std::vector<std::vector<MemRange>>& 
       done_(new std::atomic<uint64_t>[list_.size()]) {
   for (size_t i = 0; i < list_.size(); ++i) {
     done_[i].store(0);
-    for (size_t j = 0; j < i; ++j)
+    // Only the last kWindow calls can share a stage with call i; earlier ones are done before it.
+    for (size_t j = i > kWindow ? i - kWindow : 0; j < i; ++j)
       if (conflict(ranges[i], ranges[j])) deps_[i].push_back(j);
   }
 }

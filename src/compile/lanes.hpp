@@ -63,7 +63,7 @@ class Lanes {
   double simulate(size_t first, size_t n, std::vector<int>* lane_of) const;
 
   std::vector<Call*> list_;
-  std::vector<std::vector<size_t>> deps_;  // per call: the earlier calls it must follow
+  std::vector<std::vector<size_t>> deps_;  // per call: the earlier calls within a stage's reach it must follow
   std::vector<bool> alone_;
   std::vector<double> t_all_, t_one_;      // measured seconds per call: all threads, one thread
   double stage_cost_ = 0;                  // seconds to start and join a two-lane stage
