@@ -7,7 +7,9 @@
  *                              (bf16, then the same cache in I8 and F8E4M3 with per-row scales)
  *   attention_bench memory   : peak device memory of forward+backward at 4k, 16k, 64k tokens
  *   attention_bench one D SEQ causal|full : one shape of the grid, one forward then one forward
- *                              and backward, for a profiler (ncu) to attach to */
+ *                              and backward, for a profiler (ncu) to attach to
+ *   attention_bench deterministic : what deterministic mode (nx_runtime_set_deterministic) costs
+ *                              the backward, on grid shapes (issue 18: at most 10%) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +168,32 @@ static void memory(void) {
   }
 }
 
+/* Forward, and forward+backward with the default backward and in deterministic mode, alternated
+ * twice per shape; the backward's cost is fwd+bwd minus fwd. */
+static void deterministic(void) {
+  const int seqs[2] = {1024, 4096}, dims[2] = {64, 128};
+  for (int di = 0; di < 2; ++di)
+    for (int causal = 0; causal < 2; ++causal)
+      for (int si = 0; si < 2; ++si) {
+        int64_t d = dims[di], h = 2048 / d, t = seqs[si], b = 16384 / t;
+        nx_tensor q = rnd(b, h, t, d, 1), k = rnd(b, h, t, d, 1), v = rnd(b, h, t, d, 1);
+        double fwd = run(q, k, v, causal, 0, 5), both[2] = {1e30, 1e30};
+        for (int rep = 0; rep < 2; ++rep)
+          for (int det = 0; det < 2; ++det) {
+            CHECK(nx_runtime_set_deterministic(det != 0));
+            const double x = run(q, k, v, causal, 1, 3);
+            if (x < both[det]) both[det] = x;
+          }
+        CHECK(nx_runtime_set_deterministic(false));
+        printf("{\"name\": \"determinism_d%lld_s%lld_%s\", \"fwd_s\": %.9g, \"fwdbwd_s\": %.9g, "
+               "\"fwdbwd_deterministic_s\": %.9g, \"bwd_cost_ratio\": %.4f}\n",
+               (long long)d, (long long)t, causal ? "causal" : "full", fwd, both[0], both[1],
+               (both[1] - fwd) / (both[0] - fwd));
+        fflush(stdout);
+        nx_tensor_free(q); nx_tensor_free(k); nx_tensor_free(v);
+      }
+}
+
 static void one(int argc, char** argv) {
   if (argc < 5) { fprintf(stderr, "usage: attention_bench one D SEQ causal|full\n"); exit(2); }
   int64_t d = atoll(argv[2]), t = atoll(argv[3]), h = 2048 / d, b = 16384 / t;
@@ -188,6 +216,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "all") || !strcmp(what, "decode")) decode();
   if (!strcmp(what, "all") || !strcmp(what, "grid")) grid();
   if (!strcmp(what, "one")) one(argc, argv);
+  if (!strcmp(what, "deterministic")) deterministic();
   nx_stream_free(S);
   return 0;
 }
