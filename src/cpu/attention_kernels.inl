@@ -78,6 +78,30 @@ inline void axpy(T* y, T a, const T* x, int64_t n) {
   for (int64_t d = 0; d < n; ++d) y[d] += a * x[d];
 }
 
+// y[d] += w[c] * rows[c][d] for c = 0, 1, .. cols - 1 in that order (as cols axpy calls would
+// add them), with y held in registers across the rows, 32 columns at a time: an axpy per row
+// loads and stores y again, which made the attention kernels store-bound at small head_dim.
+template <class T>
+inline void accumulate_rows(T* y, const T* w, const T* rows, int64_t cols, int64_t D) {
+  constexpr int64_t R = 32;
+  int64_t d0 = 0;
+  for (; d0 + R <= D; d0 += R) {
+    T reg[R];
+#pragma omp simd
+    for (int64_t x = 0; x < R; ++x) reg[x] = y[d0 + x];
+    for (int64_t c = 0; c < cols; ++c) {
+      const T wc = w[c];
+      const T* r = rows + c * D + d0;
+#pragma omp simd
+      for (int64_t x = 0; x < R; ++x) reg[x] += wc * r[x];
+    }
+#pragma omp simd
+    for (int64_t x = 0; x < R; ++x) y[d0 + x] = reg[x];
+  }
+  if (d0 < D)
+    for (int64_t c = 0; c < cols; ++c) axpy(y + d0, w[c], rows + c * D + d0, D - d0);
+}
+
 template <class S>
 void attn_forward(const AttnArgs& p, const S* q, const S* k, const S* v, S* out, ComputeOf<S>* lse) {
   using T = ComputeOf<S>;
@@ -123,7 +147,7 @@ void attn_forward(const AttnArgs& p, const S* q, const S* k, const S* v, S* out,
           T* a = acc.p + r * D;
 #pragma omp simd
           for (int64_t d = 0; d < D; ++d) a[d] *= corr;
-          for (int64_t c = 0; c < cols; ++c) axpy(a, sr[c], v_rows + c * D, D);
+          accumulate_rows(a, sr, v_rows, cols, D);
           l[r] = l[r] * corr + sum;
           m[r] = mx;
         }
@@ -197,12 +221,11 @@ void attn_backward(const AttnArgs& p, const S* q, const S* k, const S* v, const 
               pr.p[c] = vexp(pr.p[c] - L);
               ds.p[c] = pr.p[c] * (ds.p[c] - di) * T(p.scale);
             }
-            T* dqi = dqh + i * D;
             for (int64_t c = 0; c < cols; ++c) {
               axpy(dvh + (j0 + c) * D, pr.p[c], doi, D);
               axpy(dkh + (j0 + c) * D, ds.p[c], qi, D);
-              axpy(dqi, ds.p[c], k_rows + c * D, D);
             }
+            accumulate_rows(dqh + i * D, ds.p, k_rows, cols, D);
           }
         }
         round_into(dq + base * D, dqh, p.tq * D);
