@@ -70,6 +70,8 @@ struct SimdTable {
   // blocks of 1024 summed in f32 and combined in f64; and out[j] = scale * exp(x[j] - shift).
   double (*sum_exp_f32)(const float* x, int64_t n, float shift);
   void (*scale_exp_f32)(float* out, const float* x, int64_t n, float shift, float scale);
+  // The largest of n f32 elements, NaNs skipped (std::max(m, x[i]) folded from -inf: exact).
+  float (*max_f32)(const float* x, int64_t n);
 };
 
 extern const SimdTable simd_scalar;

@@ -517,6 +517,22 @@ void scale_exp_f32(float* out, const float* x, int64_t n, float shift, float sca
   for (int64_t i = 0; i < n; ++i) out[i] = scale * exp_f32(x[i] - shift);
 }
 
+// Lanes of running maxima with std::max's rule (m < x ? x : m: a NaN x is skipped), then the
+// lanes folded with the same rule: max is exact, so any grouping gives the sequential result.
+float max_f32(const float* x, int64_t n) {
+  constexpr int64_t L = 16;
+  float lane[L];
+  for (int64_t j = 0; j < L; ++j) lane[j] = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+#pragma omp simd
+    for (int64_t j = 0; j < L; ++j) lane[j] = lane[j] < x[i + j] ? x[i + j] : lane[j];
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < L; ++j) m = m < lane[j] ? lane[j] : m;
+  for (; i < n; ++i) m = m < x[i] ? x[i] : m;
+  return m;
+}
+
 // ---------------------------------------------------------------- GEMM
 // Goto/BLIS structure: B packed in KC x NR panels, A in MR x KC panels, an MR x NR register
 // micro-kernel of two vectors per row. Vector width comes from NX_VEC_BYTES.
@@ -734,5 +750,6 @@ const SimdTable NX_SIMD_TABLE = {
     &NX_SIMD_NS::narrow_n<BFloat16>,
     &NX_SIMD_NS::sum_exp_f32,
     &NX_SIMD_NS::scale_exp_f32,
+    &NX_SIMD_NS::max_f32,
 };
 }  // namespace nx::cpu

@@ -952,6 +952,29 @@ TEST_P(SimdLevels, ExpF32NearOverflow) {
                     << first_bad;
 }
 
+// max_f32 (the cross-entropy's row max) equals std::max folded from -inf, bit for bit: random
+// rows of every length from 0 to 70 (every tail of 16 lanes), the max at the first and last
+// position, NaNs anywhere (skipped, as std::max(m, NaN) keeps m), +-inf, -0 and +0.
+TEST_P(SimdLevels, MaxF32IsStdMaxFold) {
+  std::mt19937 g(11);
+  std::uniform_real_distribution<float> u(-50.f, 50.f);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(), -0.f, 0.f};
+  for (int64_t n = 0; n <= 70; ++n)
+    for (int round = 0; round < 20; ++round) {
+      std::vector<float> x(static_cast<size_t>(n));
+      for (float& v : x) v = u(g);
+      if (n && round % 4 == 1) x[size_t(g() % n)] = specials[g() % 5];
+      if (n && round % 4 == 2) x[0] = 60.f;
+      if (n && round % 4 == 3) x[size_t(n - 1)] = 60.f;
+      float want = -std::numeric_limits<float>::infinity();
+      for (float v : x) want = std::max(want, v);
+      const float got = t_->max_f32(x.data(), n);
+      EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0) << "n " << n << " round " << round << ": " << got
+                                                          << ", std::max gives " << want;
+    }
+}
+
 // ---------------------------------------------------------------- f16 / bf16 runs
 // The tables' run conversions (widen_f16, widen_bf16, narrow_f16, narrow_bf16; the vector unit's
 // in the avx2 and avx512 builds) against core's scalar converters (core/dtype.hpp), bit for bit:
