@@ -57,27 +57,26 @@ Lanes::Lanes(std::vector<Call*> list, const std::vector<std::vector<MemRange>>& 
 Lanes::~Lanes() = default;
 
 void Lanes::run_sequential(Backend& backend, const ExecContext& ctx, std::vector<double>* seconds, bool one_thread) {
+  // The calling thread's count, set to one for the one-thread timing and put back however the
+  // run ends.
+  struct OneThread {
+    explicit OneThread(bool on) : previous(on ? max_threads() : 0) {
 #ifdef NEXUS_OPENMP
-  const int previous = omp_get_max_threads();
-  if (one_thread) omp_set_num_threads(1);
-#else
-  (void)one_thread;
+      if (previous) omp_set_num_threads(1);
 #endif
-  try {
-    for (size_t i = 0; i < list_.size(); ++i) {
-      const double t0 = seconds ? now() : 0;
-      list_[i]->run(backend, ctx);
-      if (seconds) (*seconds)[i] = std::min((*seconds)[i], now() - t0);
     }
-  } catch (...) {
+    ~OneThread() {
 #ifdef NEXUS_OPENMP
-    omp_set_num_threads(previous);
+      if (previous) omp_set_num_threads(previous);
 #endif
-    throw;
+    }
+    int previous;
+  } scope(one_thread);
+  for (size_t i = 0; i < list_.size(); ++i) {
+    const double t0 = seconds ? now() : 0;
+    list_[i]->run(backend, ctx);
+    if (seconds) (*seconds)[i] = std::min((*seconds)[i], now() - t0);
   }
-#ifdef NEXUS_OPENMP
-  omp_set_num_threads(previous);
-#endif
 }
 
 void Lanes::run(Backend& backend, const ExecContext& ctx) {
@@ -214,14 +213,7 @@ void Lanes::make_schedule() {
     stages_.push_back(std::move(s));
   }
   std::reverse(stages_.begin(), stages_.end());
-  if (std::getenv("LANES_DEBUG"))
-    for (const Stage& s : stages_) if (s.paired) {
-      std::fprintf(stderr, "stage [%zu,%zu):", s.first, s.last);
-      for (int l = 0; l < 2; ++l) { std::fprintf(stderr, " | lane%d:", l); for (size_t c : s.lane[l]) std::fprintf(stderr, " %zu:%s", c, list_[c]->name()); }
-      std::fprintf(stderr, "\n");
-    }
   estimate_ = best[n];
-
   sequential_ = 0;
   for (double t : t_all_) sequential_ += t;
 }

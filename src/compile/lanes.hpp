@@ -1,6 +1,6 @@
 // Two-lane replay of a CPU plan (docs/compiler.md, "Lanes"). A small step on a few cores spends
 // much of its time in kernels too small to keep every thread busy: a 512 x 128 x 128 GEMM runs
-// 1.1x faster on two threads than on one. Independent calls (a linear's dX and dW, q/k/v's
+// 1.0-1.3x faster on two threads than on one. Independent calls (a linear's dX and dW, q/k/v's
 // projections) can instead run side by side, one thread each. The replay measures every call
 // with all threads and with one, then splits the list into stages by dynamic programming over
 // those times: a stage is either one call on all threads, or a run of consecutive calls spread
@@ -37,10 +37,9 @@ class Lanes {
   Lanes(std::vector<Call*> list, const std::vector<std::vector<MemRange>>& ranges, std::vector<bool> alone,
         bool alternate);
   ~Lanes();
-  // One replay of the list: sequential while calibrating (the first run times each call on all
-  // threads, the second on one), then by the schedule made from those times; sequential when
-  // fewer than two threads are available or the thread count changed since calibration (which
-  // then starts again).
+  // One replay of the list: in order while calibrating (the first two runs time each call on all
+  // threads, the third on one), then by the schedule made from those times; in order when fewer
+  // than two threads are available. A changed thread count starts the calibration again.
   void run(Backend& backend, const ExecContext& ctx);
   // One line: stages, calls in two lanes, the schedule's estimate against the in-order time,
   // and the measured mean replay times.
@@ -77,7 +76,7 @@ class Lanes {
   } scheduled_, in_order_;
   bool alternate_;
   int threads_ = 0;                        // the thread count the schedule was made for
-  int calibrated_ = 0;                     // runs timed so far (2: scheduled)
+  int calibrated_ = 0;                     // runs timed so far (kTimedAll + 1: scheduled)
   std::unique_ptr<std::atomic<uint64_t>[]> done_;  // per call: the run number that finished it
   uint64_t run_number_ = 0;
 };

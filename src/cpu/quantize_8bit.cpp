@@ -1,6 +1,6 @@
 // CPU kernels of the 8-bit KV cache (docs/attention_8bit.md): the row quantizer (quantize and
-// cache append), decode attention against an 8-bit cache, and the FP8 forward. Scalar reference code: the CUDA
-// kernels' oracle in the tests, and correct (not fast) for a CPU user.
+// cache append), decode attention against an 8-bit cache, and the FP8 forward. Scalar reference
+// code: the CUDA kernels' oracle in the tests, and correct (not fast) for a CPU user.
 #include <algorithm>
 #include <cmath>
 #include <vector>
