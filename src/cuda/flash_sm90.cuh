@@ -88,6 +88,31 @@ __device__ __forceinline__ void bulk_reduce_add_f32(float* dst, const float* src
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory"); }
 __device__ __forceinline__ void bulk_wait_all() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 
+// Turn counters between blocks (the deterministic backward's fixed order of dQ additions): the
+// waiter acquires the counter, then orders its next bulk (async-proxy) operation after that; the
+// finisher waits for its bulk reduce to complete, orders it before the release, and counts.
+// A wait past 10 s means an order that cannot complete (the blocks not all resident, say, with
+// another process on the GPU): the block then adds out of turn, so the call stays correct and
+// finishes, only not bit-reproducible, instead of hanging the caller's process. (A trap here
+// made ptxas serialize the backward's wgmmas.)
+__device__ __forceinline__ void wait_turn(const int* counter, int turn) {
+  int now = 0;
+  uint64_t since = 0, t = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(since));
+  for (;;) {
+    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(now) : "l"(counter) : "memory");
+    if (now == turn) break;
+    asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+    if (t - since > 10000000000ull) break;
+  }
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+}
+__device__ __forceinline__ void pass_turn(int* counter) {
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+  asm volatile("fence.proxy.async.global;\n" ::: "memory");
+  asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(counter) : "memory");
+}
+
 // mbarriers: a phase completes when `count` arrivals have been made; waiters name the phase parity.
 __device__ __forceinline__ void mbar_init(uint64_t* bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_addr(bar)), "r"(count) : "memory");

@@ -719,14 +719,17 @@ bool attention_backward_tensor_core(const ExecContext& ctx, const AttentionParam
                                     const View& dq, const View& dk, const View& dv) {
   const bool half = q.dtype == DType::BF16 || q.dtype == DType::F16;
   if (!half || !mma_head_dim(a.dim) || a.heads > 128) return false;
-  // Deterministic: dQ by query blocks (two kernels, seven GEMMs per tile); else one kernel with
-  // f32 atomics for dQ (five GEMMs), whose sums may differ in the last bits from run to run.
+  // Hopper: the wgmma backward, in deterministic mode too (dQ's parts added in a fixed order).
+  // Elsewhere, deterministic: dQ by query blocks (two kernels, seven GEMMs per tile); else one
+  // kernel with f32 atomics for dQ (five GEMMs), whose sums may differ in the last bits.
+  if (a.tk < INT32_MAX && hopper_kernels_wanted() &&
+      attention_backward_wgmma(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv))
+    return true;
   dispatch_tc(a.dim, q.dtype == DType::BF16, [&](auto d_tag, auto bf16_tag) {
     constexpr int D = decltype(d_tag)::value;
     constexpr bool B16 = decltype(bf16_tag)::value;
     if (a.deterministic || a.tk >= INT32_MAX) launch_bwd_tc<D, B16>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
-    else if (!(hopper_kernels_wanted() && attention_backward_wgmma(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv)))
-      launch_bwd_fused_tc<D, B16>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
+    else launch_bwd_fused_tc<D, B16>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
   });
   return true;
 }

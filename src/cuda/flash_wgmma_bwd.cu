@@ -37,11 +37,48 @@ __host__ __device__ constexpr int dq_index(int wg, int warp, int n, int lane, in
   return (((wg * 4 + warp) * (bwd_dq_cols(D) / 8) + n) * 32 + lane) * 4 + e;
 }
 
-template <int D, bool BF16, bool ALIBI>
+// Deterministic mode adds each dQ tile's parts in a fixed order (docs/decisions.md, session 16).
+// A key block walks its query tiles rotated: a full-attention block kb of nkb starts at tile
+// kb * total / nkb, a causal one at its diagonal as always, so at one step the blocks of a
+// (batch, kv head) touch different tiles. A tile's parts are ordered by (the step at which a block
+// visits it, block index); a block adds its part when the tile's turn counter (one per warpgroup
+// half) has counted every earlier one. In lockstep the previous part landed a step or more ago,
+// so the wait is short; the order needs every block of the (batch, kv head) resident at once,
+// which the launcher checks (nkb <= multiprocessors, one block each).
+struct TileOrder {
+  int tq, tk, T, KB, nkb, group;
+  bool causal;
+  __device__ TileOrder(const TcParams& p, int keys, int rows)
+      : tq(int(p.tq)), tk(int(p.tk)), T(rows), KB(keys), nkb((tk + keys - 1) / keys), group(int(p.heads / p.kv_heads)),
+        causal(p.causal) {}
+  // as KeyBlockWalk: block kb's first query tile and tiles per head
+  __device__ int first_tile(int kb) const { return causal ? max(0, kb * KB - (tk - tq)) / T : 0; }
+  __device__ int per_head(int kb) const { return max(0, (tq + T - 1) / T - first_tile(kb)); }
+  // (int32: the launcher checks nkb * tiles * group < 2^31)
+  __device__ int rotation(int kb) const { return causal ? 0 : kb * per_head(kb) * group / nkb; }
+  // the step at which block kb adds to query tile qt of head hg (within the group); -1: never
+  __device__ int step(int kb, int hg, int qt) const {
+    const int first = first_tile(kb), n = per_head(kb), total = n * group;
+    if (n == 0 || qt < first) return -1;
+    return (hg * n + qt - first - rotation(kb) + total) % total;
+  }
+  // how many parts of tile (hg, qt) come before block kb's (called by a whole warp)
+  __device__ int turn(int kb, int hg, int qt) const {
+    const int mine = step(kb, hg, qt);
+    int before = 0;
+    for (int other = int(threadIdx.x % 32); other - int(threadIdx.x % 32) < nkb; other += 32) {
+      const int at = other < nkb ? step(other, hg, qt) : -1;
+      before += __popc(__ballot_sync(0xffffffffu, at >= 0 && (at < mine || (at == mine && other < kb))));
+    }
+    return before;
+  }
+};
+
+template <int D, bool BF16, bool ALIBI, bool DET>
 __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
     const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
     const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq_acc,
-    uint16_t* __restrict__ dk, uint16_t* __restrict__ dv) {
+    int* __restrict__ dq_turns, uint16_t* __restrict__ dk, uint16_t* __restrict__ dv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int KB = kBwdKeys, T = bwd_rows(D), NT = T / 8, DT = D / 8, S = kBwdStages;
   // the dQ tile [T][D] split between the warpgroups: rows when T = 128, columns when T = 64
@@ -59,10 +96,16 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + 2 * 2 * T);
   uint64_t* full = kv_full + 1;
   uint64_t* empty = full + S;
+  // DET, per warpgroup: [the tile whose add is in flight (-1: none), this tile's turn], kept here
+  // rather than in registers, which the wgmma accumulators need
+  int* dq_slots = reinterpret_cast<int*>(empty + S);
   const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq;
   const KeyBlockWalk walk(p, KB, T);
   const int b = walk.b, hk = walk.hk, k0 = walk.k0, total = walk.total;
+  const int rotation = DET ? TileOrder(p, KB, T).rotation(k0 / KB) : 0;
+  auto slot = [&](int i) { return i + rotation < total ? i + rotation : i + rotation - total; };  // step -> walk position
   if (threadIdx.x == 0) {
+    dq_slots[0] = dq_slots[2] = -1;
     mbar_init(kv_full, 128);  // one arrival per loader thread
     for (int s = 0; s < S; ++s) {
       mbar_init(full + s, 128);
@@ -79,9 +122,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     load_sw128<D, KB, 128>(vs, v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, tid);
     mbar_arrive_on_copies(kv_full);
     for (int i = 0; i < total; ++i) {
-      const int s = i % S, q0 = walk.q0(i, T);
+      const int s = i % S, q0 = walk.q0(slot(i), T);
       if (i >= S) mbar_wait(empty + s, (i / S - 1) & 1);  // tile i - S has left the stage
-      const int64_t base = (int64_t(b) * p.heads + walk.head(i)) * p.tq;
+      const int64_t base = (int64_t(b) * p.heads + walk.head(slot(i))) * p.tq;
       load_sw128<D, T, 128>(qbuf + s * kTileBytes, q + base * D, q0, p.tq, tid);
       load_sw128<D, T, 128>(dobuf + s * kTileBytes, dout + base * D, q0, p.tq, tid);
       mbar_arrive_on_copies(full + s);
@@ -109,8 +152,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   // third of the compute warps' stall cycles waited on L1TEX, docs/decisions.md session 11).
   auto load_stat = [&](int i) {
     if (i >= total || threadIdx.x >= 2 * T) return 0.f;
-    const int r = threadIdx.x % T, q0 = walk.q0(i, T);
-    const int64_t at = (int64_t(b) * p.heads + walk.head(i)) * p.tq + q0 + r;
+    const int r = threadIdx.x % T, q0 = walk.q0(slot(i), T);
+    const int64_t at = (int64_t(b) * p.heads + walk.head(slot(i))) * p.tq + q0 + r;
     const bool ok = q0 + r < tq;  // rows past the end: weight 0
     return threadIdx.x < T ? (ok ? lse[at] : INFINITY) : (ok ? delta[at] : 0.f);
   };
@@ -121,8 +164,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   named_sync(1, kBwdCompute);
   mbar_wait(kv_full, 0);
 
+  const bool issuer = threadIdx.x % 128 == 0;  // issues this warpgroup's bulk adds of dQ
   for (int i = 0; i < total; ++i) {
-    const int s = i % S, h = walk.head(i), q0 = walk.q0(i, T);
+    const int s = i % S, h = walk.head(slot(i)), q0 = walk.q0(slot(i), T);
     const float next_stat = load_stat(i + 1);  // stored below, after the last read of its half
     mbar_wait(full + s, (i / S) & 1);
     fence_async_smem();
@@ -147,6 +191,17 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       mma_ss<T, BF16>(&dpt[0][0][0], sw128_desc(v_addr + a_off, 16, 1024), sw128_desc(do_addr + b_off, 16, 1024), kc > 0);
     }
     wg_commit();
+    if constexpr (DET) {  // under the first GEMMs: this tile's turn, and the previous tile's add done
+      if (warp == 0) {
+        const int turn = TileOrder(p, KB, T).turn(k0 / KB, h - hk * int(p.heads / p.kv_heads), q0 / T);
+        if (lane == 0) {
+          dq_slots[wg * 2 + 1] = turn;
+          if (dq_slots[wg * 2] >= 0) pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
+          dq_slots[wg * 2] = -1;
+        }
+      }
+      __syncwarp();
+    }
     // P^T, with masks only on tiles that cross a sequence end or the diagonal
     const bool edge = q0 + T > tq || k0 + KB > tk || (p.causal && k0 + wg * 64 + 63 > offset + q0);
     const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
@@ -212,13 +267,18 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
           make_float4(dqa[0][n][0], dqa[0][n][1], dqa[0][n][2], dqa[0][n][3]);
     fence_async_smem();
     named_sync(2 + wg, 128);  // this warpgroup's half is staged
-    if (threadIdx.x % 128 == 0) {
+    if (issuer) {
       constexpr int kHalf = T * D / 2;
-      const int64_t tile = (int64_t(b) * p.heads + h) * ((tq + T - 1) / T) + q0 / T;
-      bulk_reduce_add_f32(dq_acc + tile * T * D + wg * kHalf, dqs + wg * kHalf, uint32_t(kHalf * 4));
+      const int tile = (b * int(p.heads) + h) * ((tq + T - 1) / T) + q0 / T;  // < 2^31: the launcher checks
+      if constexpr (DET) {
+        wait_turn(dq_turns + tile * 2 + wg, dq_slots[wg * 2 + 1]);
+        dq_slots[wg * 2] = tile;
+      }
+      bulk_reduce_add_f32(dq_acc + int64_t(tile) * T * D + wg * kHalf, dqs + wg * kHalf, uint32_t(kHalf * 4));
     }
   }
-  if (threadIdx.x % 128 == 0) bulk_wait_all();
+  if (issuer) bulk_wait_all();
+  if (DET && issuer && dq_slots[wg * 2] >= 0) pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (keys[r] >= tk) continue;
@@ -252,22 +312,25 @@ __global__ void dq_from_fragments(const float4* __restrict__ acc, uint16_t* __re
   }
 }
 
-template <int D, bool BF16>
+template <int D, bool BF16, bool DET>
 void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
                       const View& dout, const float* lse, const float* delta, const View& dq, const View& dk,
                       const View& dv) {
   TcParams p = tc_params(a);
   constexpr int T = bwd_rows(D), S = kBwdStages;
-  const int64_t units = a.batch * a.heads * ((a.tq + T - 1) / T) * T * D / 4;
-  Scratch acc(ctx, size_t(units) * 16);
-  NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, size_t(units) * 16, stream_of(ctx)));
+  const int64_t tiles = a.batch * a.heads * ((a.tq + T - 1) / T), units = tiles * T * D / 4;
+  // dq_acc, then (deterministic) two turn counters per tile; zeroed together
+  const size_t acc_bytes = size_t(units) * 16, bytes = acc_bytes + (DET ? size_t(tiles) * 2 * sizeof(int) : 0);
+  Scratch acc(ctx, bytes);
+  NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, bytes, stream_of(ctx)));
+  int* turns = DET ? reinterpret_cast<int*>(static_cast<uint8_t*>(acc.ptr) + acc_bytes) : nullptr;
   const size_t smem = 1024 + size_t(2 * kBwdKeys + 2 * S * T) * D * 2 + 2 * size_t(kBwdKeys) * T * 2 +
-                      size_t(T) * D * 4 + 2 * 2 * T * sizeof(float) + (1 + 2 * S) * 8;
-  auto kernel = a.alibi_slopes.empty() ? flash_bwd_wgmma<D, BF16, false> : flash_bwd_wgmma<D, BF16, true>;
+                      size_t(T) * D * 4 + 2 * 2 * T * sizeof(float) + (1 + 2 * S) * 8 + 4 * sizeof(int);
+  auto kernel = a.alibi_slopes.empty() ? flash_bwd_wgmma<D, BF16, false, DET> : flash_bwd_wgmma<D, BF16, true, DET>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
   kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdKeys - 1) / kBwdKeys)), kBwdThreads, smem, stream_of(ctx)>>>(
-      p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<float*>(acc.ptr), static_cast<uint16_t*>(dk.data),
+      p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<float*>(acc.ptr), turns, static_cast<uint16_t*>(dk.data),
       static_cast<uint16_t*>(dv.data));
   NX_CUDA_LAUNCH_CHECK();
   dq_from_fragments<D, BF16><<<unsigned(std::min<int64_t>((units + 255) / 256, 65535)), 256, 0, stream_of(ctx)>>>(
@@ -277,17 +340,30 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
 
 }  // namespace
 
-// The wgmma backward (dQ with f32 atomics, so not deterministic); false where it does not apply.
+// The wgmma backward; false where it does not apply. dQ's parts are added by f32 bulk reduce-adds:
+// in any order by default, in a fixed one (TileOrder) in deterministic mode, which needs every key
+// block of a (batch, kv head) resident at once: at most one per multiprocessor.
 bool attention_backward_wgmma(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k,
                               const View& v, const View& dout, const float* lse, const float* delta, const View& dq,
                               const View& dk, const View& dv) {
 #if defined(NEXUS_HAVE_SM90A)
   if (compute_capability() != 90 || (a.dim != 64 && a.dim != 128)) return false;
+  if (a.batch * a.heads * (a.tq / 64 + 1) * 2 >= INT32_MAX) return false;  // tile and counter indices in int
+  if (a.deterministic && ((a.tk + kBwdKeys - 1) / kBwdKeys > sm_count() ||  // all of a (batch, kv head) resident
+                          int64_t(sm_count()) * a.heads * (a.tq / 64 + 1) >= INT32_MAX))
+    return false;
   const bool bf16 = q.dtype == DType::BF16;
-  if (a.dim == 64) bf16 ? launch_bwd_wgmma<64, true>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv)
-                        : launch_bwd_wgmma<64, false>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
-  else bf16 ? launch_bwd_wgmma<128, true>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv)
-            : launch_bwd_wgmma<128, false>(ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
+  auto go = [&](auto d_tag, auto bf16_tag, auto det_tag) {
+    launch_bwd_wgmma<decltype(d_tag)::value, decltype(bf16_tag)::value, decltype(det_tag)::value>(
+        ctx, a, q, k, v, dout, lse, delta, dq, dk, dv);
+  };
+  auto with_det = [&](auto d_tag, auto bf16_tag) {
+    a.deterministic ? go(d_tag, bf16_tag, std::true_type{}) : go(d_tag, bf16_tag, std::false_type{});
+  };
+  auto with_dtype = [&](auto d_tag) {
+    bf16 ? with_det(d_tag, std::true_type{}) : with_det(d_tag, std::false_type{});
+  };
+  a.dim == 64 ? with_dtype(std::integral_constant<int, 64>{}) : with_dtype(std::integral_constant<int, 128>{});
   return true;
 #else
   return false;

@@ -78,32 +78,47 @@ INSTANTIATE_TEST_SUITE_P(Grid, CudaAttention, ::testing::Values(
     // few-query decode against a long cache (split keys): 3 and 2 queries, head_dim 64 and 256
     AttnCase{2, 8, 2, 3, 3000, 64, true, true, DType::BF16}, AttnCase{1, 2, 2, 2, 1000, 256, false, false, DType::F16}));
 
-// The default backward adds dQ with f32 atomics; deterministic mode takes the two-kernel path,
-// which must repeat bit for bit and agree with the atomic one up to rounding.
-class CudaAttentionModes : public ::testing::TestWithParam<int64_t> {};  // head_dim
+// Deterministic mode: on Hopper the wgmma backward adds dQ's parts in a fixed order (turn counters
+// between key blocks), elsewhere and at head_dim 32 the two-kernel mma.sync path runs. Either must
+// repeat bit for bit, match the f64 reference, and agree with the default backward up to rounding.
+// The cases cover the orders the wgmma path builds: full (rotated walks), causal (diagonal walks),
+// causal with Tq < Tk (blocks that share a first tile), more key blocks than query tiles, GQA, ALiBi.
+class CudaAttentionModes : public ::testing::TestWithParam<AttnCase> {};
 
 TEST_P(CudaAttentionModes, DeterministicBackwardRepeatsAndAgrees) {
   NX_REQUIRE_GPU();
+  const AttnCase c = GetParam();
   manual_seed(8);
-  const int64_t d = GetParam();
-  auto make = [&](Shape s) { return to_device(cast(randn(s, DType::F32, kCpu), DType::BF16), kGpu); };
-  Tensor q = make({2, 8, 700, d}), k = make({2, 2, 700, d}), v = make({2, 2, 700, d}), gout = make({2, 8, 700, d});
+  auto make = [&](Shape s) { return cast(randn(s, DType::F32, kCpu), c.dt); };
+  Tensor q = make({c.b, c.h, c.tq, c.d}), k = make({c.b, c.hkv, c.tk, c.d}), v = make({c.b, c.hkv, c.tk, c.d});
+  Tensor gout = randn(q.shape(), DType::F32, kCpu);
+  const AttentionReference reference = f64_attention_reference(q, k, v, c.causal, c.alibi, gout);
   auto grads = [&](bool det) {
     set_deterministic(det);
-      Tensor ql = grad_leaf(q), kl = grad_leaf(k), vl = grad_leaf(v);
+    Tensor ql = grad_leaf(to_device(q, kGpu)), kl = grad_leaf(to_device(k, kGpu)), vl = grad_leaf(to_device(v, kGpu));
     BackwardOptions opt;
     opt.accumulate = false;
-    auto g = run_backward(flash_attention(ql, kl, vl, true, true, 0.0), gout, opt, {ql, kl, vl});
+    auto g = run_backward(flash_attention(ql, kl, vl, c.causal, c.alibi, 0.0), to_device(cast(gout, c.dt), kGpu), opt,
+                          {ql, kl, vl});
     set_deterministic(false);
     return g;
   };
-  auto a = grads(true), b = grads(true), fast = grads(false);
+  auto a = grads(true), fast = grads(false), b = grads(true), again = grads(true);
+  const double bound = c.dt == DType::BF16 ? 2e-2 : 4e-3;
   for (int i = 0; i < 3; ++i) {
+    const Tensor& ref = reference.grads[size_t(i)];
+    const double scale = std::max(1e-3, max_abs(ref));
     EXPECT_EQ(max_err(a[size_t(i)], b[size_t(i)]), 0.0) << "gradient " << i << " differs between deterministic runs";
-    EXPECT_LT(max_err(fast[size_t(i)], a[size_t(i)]) / std::max(1e-3, max_abs(a[size_t(i)])), 2e-2) << "gradient " << i;
+    EXPECT_EQ(max_err(a[size_t(i)], again[size_t(i)]), 0.0) << "gradient " << i << " differs between deterministic runs";
+    EXPECT_LT(max_err(a[size_t(i)], ref) / scale, 4 * bound) << "gradient " << i << " against the f64 reference";
+    EXPECT_LT(max_err(fast[size_t(i)], a[size_t(i)]) / scale, 4 * bound) << "gradient " << i;
   }
 }
-INSTANTIATE_TEST_SUITE_P(HeadDims, CudaAttentionModes, ::testing::Values(32, 128));
+INSTANTIATE_TEST_SUITE_P(Orders, CudaAttentionModes, ::testing::Values(
+    AttnCase{2, 8, 2, 700, 700, 32, true, true, DType::BF16}, AttnCase{2, 8, 2, 700, 700, 128, true, true, DType::BF16},
+    AttnCase{1, 4, 4, 1500, 1500, 64, false, false, DType::BF16}, AttnCase{1, 4, 4, 2048, 2048, 64, true, false, DType::F16},
+    AttnCase{2, 4, 2, 300, 1100, 128, true, false, DType::BF16}, AttnCase{1, 2, 1, 1024, 3000, 64, false, true, DType::BF16},
+    AttnCase{1, 4, 2, 1000, 1000, 128, false, true, DType::F16}));
 
 
 }  // namespace
