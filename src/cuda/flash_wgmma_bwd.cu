@@ -196,8 +196,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
         const int turn = TileOrder(p, KB, T).turn(k0 / KB, h - hk * int(p.heads / p.kv_heads), q0 / T);
         if (lane == 0) {
           dq_slots[wg * 2 + 1] = turn;
-          if (dq_slots[wg * 2] >= 0) pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
-          dq_slots[wg * 2] = -1;
+          if (dq_slots[wg * 2] >= 0 && p.experiment != 4 && p.experiment != 5 && p.experiment != 6) {
+            if (p.experiment == 2) asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(dq_turns + dq_slots[wg * 2] * 2 + wg) : "memory");
+            else pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
+          }
+          if (p.experiment != 5 && p.experiment != 6) dq_slots[wg * 2] = -1;
         }
       }
       __syncwarp();
@@ -243,7 +246,13 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
             dsa[n / 2][(n % 2) * 2 + r];
       }
     fence_async_smem();
-    if (threadIdx.x % 128 == 0) bulk_wait_read();  // the previous tile's dQ has left the staging buffer
+    if (threadIdx.x % 128 == 0) {
+      if (DET && (p.experiment == 5 || p.experiment == 6) && dq_slots[wg * 2] >= 0) {
+        pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
+        dq_slots[wg * 2] = -1;
+      }
+      bulk_wait_read();  // the previous tile's dQ has left the staging buffer
+    }
     store_stat(i + 1, next_stat);  // both warpgroups have read stats[(i + 1) % 2] for the last time (tile i - 1)
     named_sync(1, kBwdCompute);  // both halves of dS^T written (and each warpgroup's staging free)
     // dQ[dq_row0.., dq_col0..] = dS K over the block's 128 keys (A = dS M-major, B = K N-major)
@@ -271,7 +280,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       constexpr int kHalf = T * D / 2;
       const int tile = (b * int(p.heads) + h) * ((tq + T - 1) / T) + q0 / T;  // < 2^31: the launcher checks
       if constexpr (DET) {
-        wait_turn(dq_turns + tile * 2 + wg, dq_slots[wg * 2 + 1]);
+        if (p.experiment == 3 || p.experiment == 6) { while (*(volatile int*)(dq_turns + tile * 2 + wg) != dq_slots[wg * 2 + 1]) __nanosleep(100); wait_turn(dq_turns + tile * 2 + wg, dq_slots[wg * 2 + 1]); }
+        else if (p.experiment != 1 && p.experiment != 4) wait_turn(dq_turns + tile * 2 + wg, dq_slots[wg * 2 + 1]);
         dq_slots[wg * 2] = tile;
       }
       bulk_reduce_add_f32(dq_acc + int64_t(tile) * T * D + wg * kHalf, dqs + wg * kHalf, uint32_t(kHalf * 4));
@@ -317,6 +327,7 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
                       const View& dout, const float* lse, const float* delta, const View& dq, const View& dk,
                       const View& dv) {
   TcParams p = tc_params(a);
+  p.experiment = getenv("NEXUS_DET_EXPERIMENT") ? atoi(getenv("NEXUS_DET_EXPERIMENT")) : 0;
   constexpr int T = bwd_rows(D), S = kBwdStages;
   const int64_t tiles = a.batch * a.heads * ((a.tq + T - 1) / T), units = tiles * T * D / 4;
   // dq_acc, then (deterministic) two turn counters per tile; zeroed together
