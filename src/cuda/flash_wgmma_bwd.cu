@@ -38,39 +38,42 @@ __host__ __device__ constexpr int dq_index(int wg, int warp, int n, int lane, in
 }
 
 // Deterministic mode adds each dQ tile's parts in a fixed order (docs/decisions.md, session 16).
-// A key block walks its query tiles rotated: a full-attention block kb of nkb starts at tile
-// kb * total / nkb, a causal one at its diagonal as always, so at one step the blocks of a
-// (batch, kv head) touch different tiles. A tile's parts are ordered by (the step at which a block
-// visits it, block index); a block adds its part when the tile's turn counter (one per warpgroup
-// half) has counted every earlier one. In lockstep the previous part landed a step or more ago,
-// so the wait is short; the order needs every block of the (batch, kv head) resident at once,
-// which the launcher checks (nkb <= multiprocessors, one block each).
+// A key block walks its query tiles rotated: a full-attention block kb of nkb starts at position
+// kb * total / nkb of its walk, a causal one at its diagonal as always, so at one step the blocks
+// of a (batch, kv head) touch different tiles. A tile's parts are ordered by (the step at which a
+// block visits it, block index); a block adds its part when the tile's turn counter (one per
+// warpgroup half) has counted every earlier one. In lockstep the previous part landed a step or
+// more ago, so the wait is short; the order needs every block of the (batch, kv head) resident at
+// once, which the launcher checks (nkb <= multiprocessors, one block each).
+template <int T, int KB>
 struct TileOrder {
-  int tq, tk, T, KB, nkb, group;
+  int tq, tk, nkb, group;
   bool causal;
-  __device__ TileOrder(const TcParams& p, int keys, int rows)
-      : tq(int(p.tq)), tk(int(p.tk)), T(rows), KB(keys), nkb((tk + keys - 1) / keys), group(int(p.heads / p.kv_heads)),
-        causal(p.causal) {}
-  // as KeyBlockWalk: block kb's first query tile and tiles per head
+  __device__ TileOrder(const TcParams& p, int group)
+      : tq(int(p.tq)), tk(int(p.tk)), nkb((tk + KB - 1) / KB), group(group), causal(p.causal) {}
+  __device__ int tiles() const { return (tq + T - 1) / T; }
+  // as KeyBlockWalk: block kb's first query tile and its walk's start (int32: the launcher checks
+  // nkb * tiles * heads < 2^31)
   __device__ int first_tile(int kb) const { return causal ? max(0, kb * KB - (tk - tq)) / T : 0; }
-  __device__ int per_head(int kb) const { return max(0, (tq + T - 1) / T - first_tile(kb)); }
-  // (int32: the launcher checks nkb * tiles * group < 2^31)
-  __device__ int rotation(int kb) const { return causal ? 0 : kb * per_head(kb) * group / nkb; }
-  // the step at which block kb adds to query tile qt of head hg (within the group); -1: never
-  __device__ int step(int kb, int hg, int qt) const {
-    const int first = first_tile(kb), n = per_head(kb), total = n * group;
-    if (n == 0 || qt < first) return -1;
-    return (hg * n + qt - first - rotation(kb) + total) % total;
-  }
-  // how many parts of tile (hg, qt) come before block kb's (called by a whole warp)
+  __device__ int rotation(int kb) const { return causal ? 0 : kb * tiles() * group / nkb; }
+  // How many parts of tile qt of head hg (within the group) come before block kb's: the blocks
+  // that visit it at an earlier step, or at the same step with a lower index. In closed form, as
+  // this runs once per tile on the compute warps' path (checked against counting the steps
+  // directly over random shapes; docs/decisions.md).
   __device__ int turn(int kb, int hg, int qt) const {
-    const int mine = step(kb, hg, qt);
-    int before = 0;
-    for (int other = int(threadIdx.x % 32); other - int(threadIdx.x % 32) < nkb; other += 32) {
-      const int at = other < nkb ? step(other, hg, qt) : -1;
-      before += __popc(__ballot_sync(0xffffffffu, at >= 0 && (at < mine || (at == mine && other < kb))));
+    if (causal) {  // step = hg * (n - f) + qt - f: later first tiles come first
+      const int off = tk - tq, f = first_tile(kb);
+      auto starting_by = [&](int x) {  // blocks whose first tile is <= x
+        return x < 0 ? 0 : min(nkb, max(0, ((x + 1) * T + off + KB - 1) / KB));
+      };
+      return starting_by(qt) - starting_by(f) + kb - starting_by(f - 1);
     }
-    return before;
+    // full: step = (pos - rotation) mod total; rotations grow with the block index
+    const int total = group * tiles(), pos = hg * tiles() + qt, r = rotation(kb);
+    auto rotated_by = [&](int x) {  // blocks whose rotation is <= x
+      return x < 0 ? 0 : min(nkb, ((x + 1) * nkb + total - 1) / total);
+    };
+    return rotated_by(pos) - rotated_by(r) + kb - rotated_by(r - 1) + (r > pos ? nkb : 0);
   }
 };
 
@@ -102,7 +105,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq;
   const KeyBlockWalk walk(p, KB, T);
   const int b = walk.b, hk = walk.hk, k0 = walk.k0, total = walk.total;
-  const int rotation = DET ? TileOrder(p, KB, T).rotation(k0 / KB) : 0;
+  const int rotation = DET ? TileOrder<T, KB>(p, walk.group).rotation(k0 / KB) : 0;
   auto slot = [&](int i) { return i + rotation < total ? i + rotation : i + rotation - total; };  // step -> walk position
   if (threadIdx.x == 0) {
     dq_slots[0] = dq_slots[2] = -1;
@@ -191,20 +194,18 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       mma_ss<T, BF16>(&dpt[0][0][0], sw128_desc(v_addr + a_off, 16, 1024), sw128_desc(do_addr + b_off, 16, 1024), kc > 0);
     }
     wg_commit();
-    if constexpr (DET) {  // under the first GEMMs: this tile's turn, and the previous tile's add done
-      if (warp == 0) {
-        const int turn = TileOrder(p, KB, T).turn(k0 / KB, h - hk * int(p.heads / p.kv_heads), q0 / T);
-        if (lane == 0) {
-          dq_slots[wg * 2 + 1] = turn;
-          if (dq_slots[wg * 2] >= 0 && p.experiment != 4 && p.experiment != 5 && p.experiment != 6) {
-            if (p.experiment == 2) asm volatile("red.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(dq_turns + dq_slots[wg * 2] * 2 + wg) : "memory");
-            else pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
-          }
-          if (p.experiment != 5 && p.experiment != 6) dq_slots[wg * 2] = -1;
-        }
+    // DET: where the previous tile's add is awaited and its turn passed: mid-tile (before dQ's
+    // GEMM) at 128-row tiles, where the next block in a tile's order may come one step later;
+    // at the end of the tile at 64-row tiles (two steps or more), which hides the add's latency
+    const int pass_at = p.experiment == 5 ? 1 : p.experiment == 7 ? 0 : p.experiment == 8 ? 2 : T == 128 ? 1 : 2;
+    if (DET && issuer) {  // under the first GEMMs: this tile's turn
+      dq_slots[wg * 2 + 1] = TileOrder<T, KB>(p, walk.group).turn(k0 / KB, h - hk * walk.group, q0 / T);
+      if (pass_at == 0 && dq_slots[wg * 2] >= 0 && p.experiment != 4) {
+        pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
+        dq_slots[wg * 2] = -1;
       }
-      __syncwarp();
     }
+    __syncwarp();
     // P^T, with masks only on tiles that cross a sequence end or the diagonal
     const bool edge = q0 + T > tq || k0 + KB > tk || (p.causal && k0 + wg * 64 + 63 > offset + q0);
     const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
@@ -247,7 +248,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       }
     fence_async_smem();
     if (threadIdx.x % 128 == 0) {
-      if (DET && (p.experiment == 5 || p.experiment == 6) && dq_slots[wg * 2] >= 0) {
+      if (DET && pass_at == 1 && dq_slots[wg * 2] >= 0 && p.experiment != 4) {
         pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
         dq_slots[wg * 2] = -1;
       }
@@ -267,6 +268,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     }
     wg_commit();
     wg_wait<0>();  // every product of tile i is done: its stage may be refilled
+    if (DET && issuer && pass_at == 2 && dq_slots[wg * 2] >= 0 && p.experiment != 4) {
+      pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
+      dq_slots[wg * 2] = -1;
+    }
     fence_async_smem();
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + s);
@@ -280,8 +285,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       constexpr int kHalf = T * D / 2;
       const int tile = (b * int(p.heads) + h) * ((tq + T - 1) / T) + q0 / T;  // < 2^31: the launcher checks
       if constexpr (DET) {
-        if (p.experiment == 3 || p.experiment == 6) { while (*(volatile int*)(dq_turns + tile * 2 + wg) != dq_slots[wg * 2 + 1]) __nanosleep(100); wait_turn(dq_turns + tile * 2 + wg, dq_slots[wg * 2 + 1]); }
-        else if (p.experiment != 1 && p.experiment != 4) wait_turn(dq_turns + tile * 2 + wg, dq_slots[wg * 2 + 1]);
+        if (p.experiment != 1 && p.experiment != 4) wait_turn(dq_turns + tile * 2 + wg, dq_slots[wg * 2 + 1]);
         dq_slots[wg * 2] = tile;
       }
       bulk_reduce_add_f32(dq_acc + int64_t(tile) * T * D + wg * kHalf, dqs + wg * kHalf, uint32_t(kHalf * 4));
