@@ -1,4 +1,5 @@
 // Flash-attention backward on Hopper's warpgroup MMA (wgmma, sm_90a), bf16/f16, head_dim 64 or 128.
+#include "cuda/flash_order.hpp"
 #include "cuda/flash_sm90.cuh"
 
 namespace nx::cuda {
@@ -26,6 +27,10 @@ static_assert(kBwdThreads == kBwdCompute + 128, "two compute warpgroups and one 
 // written) and one may run into the next tile while the other still forms dQ.
 // Query rows per tile: 64 at head_dim 128 (registers: dK and dV alone take 128), 128 at head_dim
 // 64 (half the barriers and staging per FLOP).
+// Deterministic mode (DET) adds each dQ tile's parts in a fixed order (flash_order.hpp): the walk
+// starts at TileOrder::rotation, and before its bulk add a warpgroup waits until the tile's turn
+// counter shows every earlier part added; once its own add has landed it counts it. Everything
+// else is the default kernel.
 constexpr int kBwdKeys = 128;
 __host__ __device__ constexpr int bwd_rows(int d) { return d == 64 ? 128 : 64; }
 // dQ columns per warpgroup: the whole head at 128-row tiles, half of it at 64-row tiles.
@@ -36,46 +41,6 @@ template <int D>
 __host__ __device__ constexpr int dq_index(int wg, int warp, int n, int lane, int e) {
   return (((wg * 4 + warp) * (bwd_dq_cols(D) / 8) + n) * 32 + lane) * 4 + e;
 }
-
-// Deterministic mode adds each dQ tile's parts in a fixed order (docs/decisions.md, session 16).
-// A key block walks its query tiles rotated: a full-attention block kb of nkb starts at position
-// kb * total / nkb of its walk, a causal one at its diagonal as always, so at one step the blocks
-// of a (batch, kv head) touch different tiles. A tile's parts are ordered by (the step at which a
-// block visits it, block index); a block adds its part when the tile's turn counter (one per
-// warpgroup half) has counted every earlier one. In lockstep the previous part landed a step or
-// more ago, so the wait is short; the order needs every block of the (batch, kv head) resident at
-// once, which the launcher checks (nkb <= multiprocessors, one block each).
-template <int T, int KB>
-struct TileOrder {
-  int tq, tk, nkb, group;
-  bool causal;
-  __device__ TileOrder(const TcParams& p, int group)
-      : tq(int(p.tq)), tk(int(p.tk)), nkb((tk + KB - 1) / KB), group(group), causal(p.causal) {}
-  __device__ int tiles() const { return (tq + T - 1) / T; }
-  // as KeyBlockWalk: block kb's first query tile and its walk's start (int32: the launcher checks
-  // nkb * tiles * heads < 2^31)
-  __device__ int first_tile(int kb) const { return causal ? max(0, kb * KB - (tk - tq)) / T : 0; }
-  __device__ int rotation(int kb) const { return causal ? 0 : kb * tiles() * group / nkb; }
-  // How many parts of tile qt of head hg (within the group) come before block kb's: the blocks
-  // that visit it at an earlier step, or at the same step with a lower index. In closed form, as
-  // this runs once per tile on the compute warps' path (checked against counting the steps
-  // directly over random shapes; docs/decisions.md).
-  __device__ int turn(int kb, int hg, int qt) const {
-    if (causal) {  // step = hg * (n - f) + qt - f: later first tiles come first
-      const int off = tk - tq, f = first_tile(kb);
-      auto starting_by = [&](int x) {  // blocks whose first tile is <= x
-        return x < 0 ? 0 : min(nkb, max(0, ((x + 1) * T + off + KB - 1) / KB));
-      };
-      return starting_by(qt) - starting_by(f) + kb - starting_by(f - 1);
-    }
-    // full: step = (pos - rotation) mod total; rotations grow with the block index
-    const int total = group * tiles(), pos = hg * tiles() + qt, r = rotation(kb);
-    auto rotated_by = [&](int x) {  // blocks whose rotation is <= x
-      return x < 0 ? 0 : min(nkb, ((x + 1) * nkb + total - 1) / total);
-    };
-    return rotated_by(pos) - rotated_by(r) + kb - rotated_by(r - 1) + (r > pos ? nkb : 0);
-  }
-};
 
 template <int D, bool BF16, bool ALIBI, bool DET>
 __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
@@ -105,7 +70,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq;
   const KeyBlockWalk walk(p, KB, T);
   const int b = walk.b, hk = walk.hk, k0 = walk.k0, total = walk.total;
-  const int rotation = DET ? TileOrder<T, KB>(p, walk.group).rotation(k0 / KB) : 0;
+  const int rotation = DET ? TileOrder<T, KB>(tq, tk, walk.group, p.causal).rotation(k0 / KB) : 0;
   auto slot = [&](int i) { return i + rotation < total ? i + rotation : i + rotation - total; };  // step -> walk position
   if (threadIdx.x == 0) {
     dq_slots[0] = dq_slots[2] = -1;
@@ -199,7 +164,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     // at the end of the tile at 64-row tiles (two steps or more), which hides the add's latency
     const int pass_at = p.experiment == 5 ? 1 : p.experiment == 7 ? 0 : p.experiment == 8 ? 2 : T == 128 ? 1 : 2;
     if (DET && issuer) {  // under the first GEMMs: this tile's turn
-      dq_slots[wg * 2 + 1] = TileOrder<T, KB>(p, walk.group).turn(k0 / KB, h - hk * walk.group, q0 / T);
+      dq_slots[wg * 2 + 1] = TileOrder<T, KB>(tq, tk, walk.group, p.causal).turn(k0 / KB, h - hk * walk.group, q0 / T);
       if (pass_at == 0 && dq_slots[wg * 2] >= 0 && p.experiment != 4) {
         pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
         dq_slots[wg * 2] = -1;
