@@ -16,7 +16,6 @@ struct TcParams {
   int64_t heads, kv_heads, tq, tk;
   float scale;
   bool causal, alibi;
-  int experiment;  // EXPERIMENT (session 16): NEXUS_DET_EXPERIMENT
   float slopes[128];
 };
 

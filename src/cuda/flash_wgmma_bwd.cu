@@ -133,6 +133,16 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   mbar_wait(kv_full, 0);
 
   const bool issuer = threadIdx.x % 128 == 0;  // issues this warpgroup's bulk adds of dQ
+  // DET: the issuer's previous add has landed, so the next part of that tile's order may be added.
+  // Awaited mid-tile (before dQ's GEMM) at 128-row tiles, where the next block in a tile's order
+  // may come one step later; at the end of the tile at 64-row tiles (two steps or more), which
+  // hides more of the add's latency.
+  constexpr bool kPassMidTile = T == 128;
+  auto pass_previous = [&] {
+    if (dq_slots[wg * 2] < 0) return;
+    pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
+    dq_slots[wg * 2] = -1;
+  };
   for (int i = 0; i < total; ++i) {
     const int s = i % S, h = walk.head(slot(i)), q0 = walk.q0(slot(i), T);
     const float next_stat = load_stat(i + 1);  // stored below, after the last read of its half
@@ -159,17 +169,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       mma_ss<T, BF16>(&dpt[0][0][0], sw128_desc(v_addr + a_off, 16, 1024), sw128_desc(do_addr + b_off, 16, 1024), kc > 0);
     }
     wg_commit();
-    // DET: where the previous tile's add is awaited and its turn passed: mid-tile (before dQ's
-    // GEMM) at 128-row tiles, where the next block in a tile's order may come one step later;
-    // at the end of the tile at 64-row tiles (two steps or more), which hides the add's latency
-    const int pass_at = p.experiment == 5 ? 1 : p.experiment == 7 ? 0 : p.experiment == 8 ? 2 : T == 128 ? 1 : 2;
-    if (DET && issuer) {  // under the first GEMMs: this tile's turn
+    if (DET && issuer)  // under the first GEMMs: this tile's turn
       dq_slots[wg * 2 + 1] = TileOrder<T, KB>(tq, tk, walk.group, p.causal).turn(k0 / KB, h - hk * walk.group, q0 / T);
-      if (pass_at == 0 && dq_slots[wg * 2] >= 0 && p.experiment != 4) {
-        pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
-        dq_slots[wg * 2] = -1;
-      }
-    }
     __syncwarp();
     // P^T, with masks only on tiles that cross a sequence end or the diagonal
     const bool edge = q0 + T > tq || k0 + KB > tk || (p.causal && k0 + wg * 64 + 63 > offset + q0);
@@ -213,10 +214,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       }
     fence_async_smem();
     if (threadIdx.x % 128 == 0) {
-      if (DET && pass_at == 1 && dq_slots[wg * 2] >= 0 && p.experiment != 4) {
-        pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
-        dq_slots[wg * 2] = -1;
-      }
+      if (DET && kPassMidTile) pass_previous();
       bulk_wait_read();  // the previous tile's dQ has left the staging buffer
     }
     store_stat(i + 1, next_stat);  // both warpgroups have read stats[(i + 1) % 2] for the last time (tile i - 1)
@@ -233,10 +231,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     }
     wg_commit();
     wg_wait<0>();  // every product of tile i is done: its stage may be refilled
-    if (DET && issuer && pass_at == 2 && dq_slots[wg * 2] >= 0 && p.experiment != 4) {
-      pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
-      dq_slots[wg * 2] = -1;
-    }
+    if (DET && !kPassMidTile && issuer) pass_previous();
     fence_async_smem();
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + s);
@@ -250,14 +245,14 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       constexpr int kHalf = T * D / 2;
       const int tile = (b * int(p.heads) + h) * ((tq + T - 1) / T) + q0 / T;  // < 2^31: the launcher checks
       if constexpr (DET) {
-        if (p.experiment != 1 && p.experiment != 4) wait_turn(dq_turns + tile * 2 + wg, dq_slots[wg * 2 + 1]);
+        wait_turn(dq_turns + tile * 2 + wg, dq_slots[wg * 2 + 1]);
         dq_slots[wg * 2] = tile;
       }
       bulk_reduce_add_f32(dq_acc + int64_t(tile) * T * D + wg * kHalf, dqs + wg * kHalf, uint32_t(kHalf * 4));
     }
   }
   if (issuer) bulk_wait_all();
-  if (DET && issuer && dq_slots[wg * 2] >= 0) pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
+  if (DET && issuer) pass_previous();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (keys[r] >= tk) continue;
@@ -296,7 +291,6 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
                       const View& dout, const float* lse, const float* delta, const View& dq, const View& dk,
                       const View& dv) {
   TcParams p = tc_params(a);
-  p.experiment = getenv("NEXUS_DET_EXPERIMENT") ? atoi(getenv("NEXUS_DET_EXPERIMENT")) : 0;
   constexpr int T = bwd_rows(D), S = kBwdStages;
   const int64_t tiles = a.batch * a.heads * ((a.tq + T - 1) / T), units = tiles * T * D / 4;
   // dq_acc, then (deterministic) two turn counters per tile; zeroed together

@@ -11,7 +11,8 @@ NX_KERNELS(NX_LAUNCHER)
 // Hopper (sm_90a) flash-attention forward; false where the build or the device lacks it (flash_wgmma.cu).
 bool attention_wgmma(const ExecContext& ctx, const AttentionParams& p, const View& q, const View& k, const View& v,
                      const View& out, const View& lse);
-// Hopper (sm_90a) flash-attention backward (dQ by f32 atomics); false where it does not apply.
+// Hopper (sm_90a) flash-attention backward (dQ by f32 bulk reduce-adds, in a fixed order in
+// deterministic mode); false where it does not apply.
 bool attention_backward_wgmma(const ExecContext& ctx, const AttentionParams& p, const View& q, const View& k,
                               const View& v, const View& dout, const float* lse, const float* delta, const View& dq,
                               const View& dk, const View& dv);
