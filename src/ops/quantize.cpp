@@ -145,8 +145,7 @@ static void check_scale_shape(const Tensor& s, int64_t batch, int64_t heads, int
 Tensor attention_fp8(const Tensor& q, const Tensor& q_scale, const Tensor& k, const Tensor& k_scale, const Tensor& v,
                      const Tensor& v_scale, bool causal, bool alibi, double scale, DType out_dtype) {
   for (const auto& [t, name] : {std::pair{&q, "q"}, {&k, "k"}, {&v, "v"}}) {
-    if (t->dtype() != DType::F8E4M3)
-      fail(NX_ERR_DTYPE, current_api(), ": ", name, " must be f8e4m3, got ", dtype_name(t->dtype()));
+    check_dtype(*t, DType::F8E4M3, name);
     check_contiguous(*t, name);
     check_same_device(q, *t, "q", name);
   }
