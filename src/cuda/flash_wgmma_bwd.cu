@@ -28,10 +28,24 @@ static_assert(kBwdThreads == kBwdCompute + 128, "two compute warpgroups and one 
 // Query rows per tile: 64 at head_dim 128 (registers: dK and dV alone take 128), 128 at head_dim
 // 64 (half the barriers and staging per FLOP).
 // Deterministic mode (DET) adds each dQ tile's parts in a fixed order (flash_order.hpp): the walk
-// starts at TileOrder::rotation, and before its bulk add a warpgroup waits until the tile's turn
-// counter shows every earlier part added; once its own add has landed it counts it. Everything
-// else is the default kernel.
+// starts at TileOrder::rotation, and the adds move off the compute warps to one writer thread in
+// the loader warpgroup (whose loads then take two warps). The compute warpgroups stage dQ and
+// arrive on dq_full; the writer waits until the tile's turn counter shows every earlier part
+// added, adds the whole tile, frees the staging buffer (dq_empty) once the add has read it, and
+// counts its part once the add has landed. Waiting for the turn, for the add and the release
+// fence that publishes it cost the compute warps 13-29% when they did it themselves (session 16).
 constexpr int kBwdKeys = 128;
+// Threads of the loader warpgroup that load (the deterministic writer has one of the other two warps).
+template <bool DET>
+__host__ __device__ constexpr int bwd_loaders() { return DET ? 64 : 128; }
+// load_sw128's 128-thread split, done by LOADERS threads.
+template <int D, int ROWS, int LOADERS>
+__device__ __forceinline__ void load_tile(uint8_t* dst, const uint16_t* src, int64_t r0, int64_t n, int tid) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#pragma unroll
+  for (int v = tid; v < 128; v += LOADERS) load_sw128<D, ROWS, 128>(dst, src, r0, n, v);
+#endif
+}
 __host__ __device__ constexpr int bwd_rows(int d) { return d == 64 ? 128 : 64; }
 // dQ columns per warpgroup: the whole head at 128-row tiles, half of it at 64-row tiles.
 __host__ __device__ constexpr int bwd_dq_cols(int d) { return bwd_rows(d) == 128 ? d : d / 2; }
@@ -64,21 +78,22 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + 2 * 2 * T);
   uint64_t* full = kv_full + 1;
   uint64_t* empty = full + S;
-  // DET, per warpgroup: [the tile whose add is in flight (-1: none), this tile's turn], kept here
-  // rather than in registers, which the wgmma accumulators need
-  int* dq_slots = reinterpret_cast<int*>(empty + S);
+  uint64_t* dq_full = empty + S;    // DET: both warpgroups' halves of the tile are staged
+  uint64_t* dq_empty = dq_full + 1;  // DET: the writer's add has read the staging buffer
+  constexpr int kLoaders = bwd_loaders<DET>();
   const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq;
   const KeyBlockWalk walk(p, KB, T);
   const int b = walk.b, hk = walk.hk, k0 = walk.k0, total = walk.total;
   const int rotation = DET ? TileOrder<T, KB>(tq, tk, walk.group, p.causal).rotation(k0 / KB) : 0;
   auto slot = [&](int i) { return i + rotation < total ? i + rotation : i + rotation - total; };  // step -> walk position
   if (threadIdx.x == 0) {
-    dq_slots[0] = dq_slots[2] = -1;
-    mbar_init(kv_full, 128);  // one arrival per loader thread
+    mbar_init(kv_full, kLoaders);  // one arrival per loader thread
     for (int s = 0; s < S; ++s) {
-      mbar_init(full + s, 128);
+      mbar_init(full + s, kLoaders);
       mbar_init(empty + s, kBwdCompute / 32);  // one per compute warp
     }
+    mbar_init(dq_full, 2);  // one per compute warpgroup
+    mbar_init(dq_empty, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
@@ -86,15 +101,33 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   if (threadIdx.x >= kBwdCompute) {  // the loader warpgroup
     asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
     const int tid = threadIdx.x - kBwdCompute;
-    load_sw128<D, KB, 128>(ks, k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, tid);
-    load_sw128<D, KB, 128>(vs, v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, tid);
+    if constexpr (DET) {
+      if (tid == kLoaders) {  // the writer: tile i's dQ parts, in turn
+        const TileOrder<T, KB> order(tq, tk, walk.group, p.causal);
+        for (int i = 0; i < total; ++i) {
+          const int h = walk.head(slot(i)), qt = walk.q0(slot(i), T) / T;
+          const int tile = (b * int(p.heads) + h) * ((tq + T - 1) / T) + qt;  // < 2^31: the launcher checks
+          const int turn = order.turn(k0 / KB, h - hk * walk.group, qt);
+          mbar_wait(dq_full, i & 1);
+          wait_turn(dq_turns + tile, turn);
+          bulk_reduce_add_f32(dq_acc + int64_t(tile) * T * D, dqs, uint32_t(T * D * 4));
+          bulk_wait_read();
+          mbar_arrive(dq_empty);
+          pass_turn(dq_turns + tile);
+        }
+        return;
+      }
+      if (tid >= kLoaders) return;
+    }
+    load_tile<D, KB, kLoaders>(ks, k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, tid);
+    load_tile<D, KB, kLoaders>(vs, v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, tid);
     mbar_arrive_on_copies(kv_full);
     for (int i = 0; i < total; ++i) {
       const int s = i % S, q0 = walk.q0(slot(i), T);
       if (i >= S) mbar_wait(empty + s, (i / S - 1) & 1);  // tile i - S has left the stage
       const int64_t base = (int64_t(b) * p.heads + walk.head(slot(i))) * p.tq;
-      load_sw128<D, T, 128>(qbuf + s * kTileBytes, q + base * D, q0, p.tq, tid);
-      load_sw128<D, T, 128>(dobuf + s * kTileBytes, dout + base * D, q0, p.tq, tid);
+      load_tile<D, T, kLoaders>(qbuf + s * kTileBytes, q + base * D, q0, p.tq, tid);
+      load_tile<D, T, kLoaders>(dobuf + s * kTileBytes, dout + base * D, q0, p.tq, tid);
       mbar_arrive_on_copies(full + s);
     }
     cp_async_wait_all();  // nothing may stay in flight at exit
@@ -132,17 +165,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   named_sync(1, kBwdCompute);
   mbar_wait(kv_full, 0);
 
-  const bool issuer = threadIdx.x % 128 == 0;  // issues this warpgroup's bulk adds of dQ
-  // DET: the issuer's previous add has landed, so the next part of that tile's order may be added.
-  // Awaited mid-tile (before dQ's GEMM) at 128-row tiles, where the next block in a tile's order
-  // may come one step later; at the end of the tile at 64-row tiles (two steps or more), which
-  // hides more of the add's latency.
-  constexpr bool kPassMidTile = T == 128;
-  auto pass_previous = [&] {
-    if (dq_slots[wg * 2] < 0) return;
-    pass_turn(dq_turns + dq_slots[wg * 2] * 2 + wg);
-    dq_slots[wg * 2] = -1;
-  };
+  const bool issuer = threadIdx.x % 128 == 0;  // issues this warpgroup's bulk adds of dQ (DET: hands them over)
   for (int i = 0; i < total; ++i) {
     const int s = i % S, h = walk.head(slot(i)), q0 = walk.q0(slot(i), T);
     const float next_stat = load_stat(i + 1);  // stored below, after the last read of its half
@@ -169,9 +192,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       mma_ss<T, BF16>(&dpt[0][0][0], sw128_desc(v_addr + a_off, 16, 1024), sw128_desc(do_addr + b_off, 16, 1024), kc > 0);
     }
     wg_commit();
-    if (DET && issuer)  // under the first GEMMs: this tile's turn
-      dq_slots[wg * 2 + 1] = TileOrder<T, KB>(tq, tk, walk.group, p.causal).turn(k0 / KB, h - hk * walk.group, q0 / T);
-    __syncwarp();
     // P^T, with masks only on tiles that cross a sequence end or the diagonal
     const bool edge = q0 + T > tq || k0 + KB > tk || (p.causal && k0 + wg * 64 + 63 > offset + q0);
     const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
@@ -213,9 +233,12 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
             dsa[n / 2][(n % 2) * 2 + r];
       }
     fence_async_smem();
-    if (threadIdx.x % 128 == 0) {
-      if (DET && kPassMidTile) pass_previous();
-      bulk_wait_read();  // the previous tile's dQ has left the staging buffer
+    if (issuer) {  // the previous tile's dQ has left the staging buffer
+      if constexpr (DET) {
+        if (i > 0) mbar_wait(dq_empty, (i - 1) & 1);
+      } else {
+        bulk_wait_read();
+      }
     }
     store_stat(i + 1, next_stat);  // both warpgroups have read stats[(i + 1) % 2] for the last time (tile i - 1)
     named_sync(1, kBwdCompute);  // both halves of dS^T written (and each warpgroup's staging free)
@@ -231,7 +254,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     }
     wg_commit();
     wg_wait<0>();  // every product of tile i is done: its stage may be refilled
-    if (DET && !kPassMidTile && issuer) pass_previous();
     fence_async_smem();
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + s);
@@ -242,17 +264,16 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     fence_async_smem();
     named_sync(2 + wg, 128);  // this warpgroup's half is staged
     if (issuer) {
-      constexpr int kHalf = T * D / 2;
-      const int tile = (b * int(p.heads) + h) * ((tq + T - 1) / T) + q0 / T;  // < 2^31: the launcher checks
       if constexpr (DET) {
-        wait_turn(dq_turns + tile * 2 + wg, dq_slots[wg * 2 + 1]);
-        dq_slots[wg * 2] = tile;
+        mbar_arrive(dq_full);
+      } else {
+        constexpr int kHalf = T * D / 2;
+        const int tile = (b * int(p.heads) + h) * ((tq + T - 1) / T) + q0 / T;  // < 2^31: the launcher checks
+        bulk_reduce_add_f32(dq_acc + int64_t(tile) * T * D + wg * kHalf, dqs + wg * kHalf, uint32_t(kHalf * 4));
       }
-      bulk_reduce_add_f32(dq_acc + int64_t(tile) * T * D + wg * kHalf, dqs + wg * kHalf, uint32_t(kHalf * 4));
     }
   }
-  if (issuer) bulk_wait_all();
-  if (DET && issuer) pass_previous();
+  if (!DET && issuer) bulk_wait_all();
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (keys[r] >= tk) continue;
@@ -293,13 +314,13 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
   TcParams p = tc_params(a);
   constexpr int T = bwd_rows(D), S = kBwdStages;
   const int64_t tiles = a.batch * a.heads * ((a.tq + T - 1) / T), units = tiles * T * D / 4;
-  // dq_acc, then (deterministic) two turn counters per tile; zeroed together
-  const size_t acc_bytes = size_t(units) * 16, bytes = acc_bytes + (DET ? size_t(tiles) * 2 * sizeof(int) : 0);
+  // dq_acc, then (deterministic) a turn counter per tile; zeroed together
+  const size_t acc_bytes = size_t(units) * 16, bytes = acc_bytes + (DET ? size_t(tiles) * sizeof(int) : 0);
   Scratch acc(ctx, bytes);
   NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, bytes, stream_of(ctx)));
   int* turns = DET ? reinterpret_cast<int*>(static_cast<uint8_t*>(acc.ptr) + acc_bytes) : nullptr;
   const size_t smem = 1024 + size_t(2 * kBwdKeys + 2 * S * T) * D * 2 + 2 * size_t(kBwdKeys) * T * 2 +
-                      size_t(T) * D * 4 + 2 * 2 * T * sizeof(float) + (1 + 2 * S) * 8 + 4 * sizeof(int);
+                      size_t(T) * D * 4 + 2 * 2 * T * sizeof(float) + (1 + 2 * S + 2) * 8;
   auto kernel = a.alibi_slopes.empty() ? flash_bwd_wgmma<D, BF16, false, DET> : flash_bwd_wgmma<D, BF16, true, DET>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
