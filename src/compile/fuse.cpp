@@ -48,6 +48,8 @@ bool disjoint(const View& a, const View& b) {
 
 // A run of calls fused into one kernel. Its memory arguments are the distinct input views (read)
 // and the stored outputs (written), visited in that order.
+// With a reduction, the run's register reduce_reg_ is not stored but reduced as the reduce_rows
+// call after the run did (into reduce_dst_, written last).
 class FusedCall final : public Call {
  public:
   const char* name() const override { return "fused"; }
@@ -55,18 +57,30 @@ class FusedCall final : public Call {
     FusedProgram p = program_;
     for (int k = 0; k < p.ninputs; ++k) p.inputs[k].data = inputs_[size_t(k)].data;
     for (int k = 0; k < p.noutputs; ++k) p.outputs[k].data = outputs_[size_t(k)].data;
-    backend.fused_elementwise(ctx, p);
+    if (reduce_reg_ >= 0) backend.fused_reduce_rows(ctx, p, reduce_reg_, reduce_op_, reduce_dst_, rows_, cols_);
+    else backend.fused_elementwise(ctx, p);
   }
   void visit(const Visitor& f) override {
     for (View& v : inputs_) f(v.data, false, &v);
     for (View& v : outputs_) f(v.data, true, &v);
+    if (reduce_reg_ >= 0) f(reduce_dst_.data, true, &reduce_dst_);
   }
-  std::string scalars() const override { return " [" + ops_ + "]" + (generated_ ? " generated" : ""); }
+  std::string scalars() const override {
+    std::string s = " [" + ops_ + "]" + (generated_ ? " generated" : "");
+    if (reduce_reg_ >= 0)
+      s += " -> reduce_rows op=" + std::to_string(int(reduce_op_)) + " rows=" + std::to_string(rows_) +
+           " cols=" + std::to_string(cols_);
+    return s;
+  }
 
   FusedProgram program_;
   bool generated_ = false;  // CUDA: runs its own generated kernel (else the interpreter)
   std::vector<View> inputs_, outputs_;
   std::string ops_;
+  int reduce_reg_ = -1;  // >= 0: the register reduced instead of stored
+  ReduceOp reduce_op_ = ReduceOp::Sum;
+  View reduce_dst_;
+  int64_t rows_ = 0, cols_ = 0;
 };
 
 struct Member {
@@ -90,13 +104,17 @@ int64_t fuse_max_numel(Device device) {
   return int64_t(1) << 20;
 }
 
-bool fusible(Call* c, ElementwiseCall* ew, int64_t max_numel) {
+// cpu: a cast of a bool mask to a float type may join too (the CPU interpreter reads bool inputs;
+// the generated CUDA kernels do not).
+bool fusible(Call* c, ElementwiseCall* ew, int64_t max_numel, bool cpu) {
   if (!c->elementwise(ew) || ew->dst->numel() == 0 || ew->dst->numel() > max_numel ||
       ew->dst->shape.size() > size_t(kFuseMaxRank))
     return false;
   if (!f32_family(ew->dst->dtype)) return false;
-  for (int k = 0; k < ew->ninputs; ++k)
-    if (!f32_family(ew->in[k]->dtype) || ew->in[k]->shape != ew->dst->shape) return false;
+  for (int k = 0; k < ew->ninputs; ++k) {
+    const bool mask = cpu && ew->kind == FusedInstr::Copy && ew->in[k]->dtype == DType::Bool;
+    if ((!f32_family(ew->in[k]->dtype) && !mask) || ew->in[k]->shape != ew->dst->shape) return false;
+  }
   if (ew->kind == FusedInstr::Binary && is_comparison(BinaryOp(ew->op))) return false;
   return c->refs.size() == size_t(1 + ew->ninputs);
 }
@@ -115,12 +133,13 @@ class Fuser {
   FusionResult run() {
     for (size_t i = 0; i < list_.size(); ++i) {
       Member m{list_[i], {}};
-      const bool ok = fusible(m.call, &m.ew, max_numel_);
+      const bool ok = fusible(m.call, &m.ew, max_numel_, trace_.device().is_cpu());
       if (ok && !group_.empty() && joins(m)) {
         group_.push_back(m);
         positions_.push_back(i);
         continue;
       }
+      if (!group_.empty() && ends_in_reduction(i)) continue;
       flush();
       if (ok) {
         group_.push_back(m);
@@ -153,8 +172,68 @@ class Fuser {
     return true;
   }
 
+  // CPU: the reduce_rows call at list position i consumes the last member's result, which nothing
+  // else reads; the run becomes one call that reduces that result instead of storing it (the
+  // bits of reduce_rows: Backend::fused_reduce_rows). Needs every operand contiguous (each row of
+  // the reduction is then one range of elements) and room for one more output; a row of the
+  // reduction is held in a buffer per thread, so rows of more than 2^20 elements stay unfused.
+  bool ends_in_reduction(size_t i) {
+    const char* env = std::getenv("NEXUS_FUSE_REDUCE");  // "0": no reductions fused (read at each compile)
+    if (!trace_.device().is_cpu() || (env && std::string(env) == "0")) return false;
+    ReduceRowsCall rc;
+    if (!list_[i]->reduce_rows(&rc) || rc.op == ReduceOp::ArgMax || list_[i]->refs.size() != 2) return false;
+    const Member& last = group_.back();
+    const BufferRef& src = list_[i]->refs[1];
+    // the same elements in the same order (a reshape between them changes neither)
+    if (id_of(src) != id_of(last.call->refs[0]) || rc.src->data != last.ew.dst->data ||
+        rc.src->dtype != last.ew.dst->dtype || !contiguous_over_shape(*rc.src))
+      return false;
+    if (rc.rows * rc.cols != last.ew.dst->numel() || (rc.rows > 1 && rc.cols > (int64_t(1) << 20))) return false;
+    const BufferId dst = id_of(list_[i]->refs[0]);
+    for (const Member& g : group_)
+      for (const BufferRef& r : g.call->refs)
+        if (id_of(r) == dst) return false;  // rows are written while later rows are still read
+    for (const Member& g : group_) {
+      if (!contiguous_over_shape(*g.ew.dst)) return false;
+      for (int k = 0; k < g.ew.ninputs; ++k)
+        if (!contiguous_over_shape(*g.ew.in[k])) return false;
+    }
+    positions_.push_back(i);
+    int stored = 0;
+    for (size_t g = 0; g < group_.size(); ++g) stored += needed(group_[g].call->refs[0]);
+    if (needed(src) || stored >= kFuseMaxOutputs) {
+      positions_.pop_back();
+      return false;
+    }
+    reduction_ = rc;
+    reduce_call_ = list_[i];
+    build();
+    reduce_call_ = nullptr;
+    group_.clear();
+    positions_.clear();
+    return true;
+  }
+  // Over the group's shape: element e at offset e (dimensions of size 1 not stepped).
+  static bool contiguous_over_shape(const View& v) {
+    int64_t expect = 1;
+    for (size_t d = v.shape.size(); d-- > 0;) {
+      if (v.shape[d] != 1 && v.strides[d] != expect) return false;
+      expect *= v.shape[d];
+    }
+    return true;
+  }
+  // Whether a member's result must be stored: read outside the group's positions, or outliving the step.
+  bool needed(const BufferRef& r) const {
+    bool need = r.kind == BufferRef::External || trace_.allocations[r.index].died == Allocation::kAlive;
+    auto it = readers_.find(id_of(r));
+    if (it != readers_.end())
+      for (size_t pos : it->second) need = need || pos < positions_.front() || pos > positions_.back();
+    return need;
+  }
+
   void emit_unfused() {
     for (const Member& g : group_) out_.list.push_back(g.call);
+    if (reduce_call_) out_.list.push_back(reduce_call_);
   }
 
   void flush() {
@@ -174,14 +253,7 @@ class Fuser {
     std::ostringstream ops;
     std::vector<BufferRef> in_refs;
     bool contiguous = true;
-    auto contiguous_view = [&](const View& v) {
-      int64_t expect = 1;
-      for (int d = p.rank - 1; d >= 0; --d) {
-        if (v.shape[size_t(d)] != 1 && v.strides[size_t(d)] != expect) return false;
-        expect *= v.shape[size_t(d)];
-      }
-      return true;
-    };
+    auto contiguous_view = [](const View& v) { return contiguous_over_shape(v); };
     // The latest member that wrote this buffer through this view gives a register (>= 0); else a
     // load (-1 - input), or kNoRoom when the inputs are full. (Addresses alone can repeat: a freed
     // buffer's address is reused within a step.) kNoRoom is no register number: before it was
@@ -224,12 +296,7 @@ class Fuser {
     std::vector<BufferRef> out_refs;
     for (size_t g = 0; g < group_.size(); ++g) {
       const BufferRef& r = group_[g].call->refs[0];
-      bool needed = r.kind == BufferRef::External || trace_.allocations[r.index].died == Allocation::kAlive;
-      auto it = readers_.find(id_of(r));
-      if (it != readers_.end())
-        for (size_t pos : it->second)
-          needed = needed || pos < positions_.front() || pos > positions_.back();
-      if (!needed) continue;
+      if (!needed(r)) continue;
       if (fc->outputs_.size() >= size_t(kFuseMaxOutputs)) return emit_unfused();
       p.output_reg[fc->outputs_.size()] = int8_t(g);
       fc->outputs_.push_back(*group_[g].ew.dst);
@@ -245,6 +312,16 @@ class Fuser {
     for (int k = 0; k < p.noutputs; ++k) {
       p.outputs[k].dtype = fc->outputs_[size_t(k)].dtype;
       for (int d = 0; d < p.rank; ++d) p.outputs[k].strides[d] = fc->outputs_[size_t(k)].strides[size_t(d)];
+    }
+    if (reduce_call_) {
+      fc->reduce_reg_ = int(group_.size()) - 1;
+      fc->reduce_op_ = reduction_.op;
+      fc->reduce_dst_ = *reduction_.dst;
+      fc->rows_ = reduction_.rows;
+      fc->cols_ = reduction_.cols;
+      out_refs.push_back(reduce_call_->refs[0]);
+      out_.fused_calls++;
+      out_.reductions++;
     }
     fc->refs = in_refs;
     fc->refs.insert(fc->refs.end(), out_refs.begin(), out_refs.end());
@@ -264,6 +341,8 @@ class Fuser {
   std::map<BufferId, std::vector<size_t>> readers_;
   std::vector<Member> group_;
   std::vector<size_t> positions_;
+  Call* reduce_call_ = nullptr;  // while building a run that ends in this reduce_rows call
+  ReduceRowsCall reduction_{};
   FusionResult out_;
 };
 

@@ -17,6 +17,7 @@ struct FusionResult {
   std::vector<std::unique_ptr<Call>> owned;   // its fused calls
   int64_t fused_calls = 0, groups = 0;        // calls folded into groups, and the groups
   int64_t generated = 0;                      // CUDA: groups that run a generated kernel
+  int64_t reductions = 0;                     // CPU: groups that end in the reduction after them
 };
 
 // list: the kept calls of trace, in order. Only f32-family floating tensors are fused.

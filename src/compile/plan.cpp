@@ -479,7 +479,9 @@ std::string CompiledStep::table() const {
   os << "plan on " << device_str(device_) << ": " << s.ops << " ops (" << s.ops_eliminated << " dead removed, "
      << repeated_ << " repeated removed, " << folded_casts_ << " casts folded into norms, "
      << s.fused_ops << " fused into " << s.fused_groups << " kernels"
-     << (device_.is_cpu() ? "" : cat(", ", fusion_.generated, " of them generated")) << "), " << s.uploads
+     << (device_.is_cpu() ? cat(", ", fusion_.reductions, " of them ending in a reduction")
+                          : cat(", ", fusion_.generated, " of them generated"))
+     << "), " << s.uploads
      << " constant uploads; arena " << arena_bytes_ << " bytes (the eager run's step allocations peaked at "
      << eager_peak_ << "), " << kept_bytes_ << " bytes kept after the step; CUDA graph: " << (graph_ ? "yes" : "no")
      << "\n";

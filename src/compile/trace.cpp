@@ -76,6 +76,15 @@ class KernelCall final : public Call {
     }
     return false;
   }
+  bool reduce_rows(ReduceRowsCall* out) override {
+    if constexpr (std::is_same_v<std::tuple<std::decay_t<A>...>, std::tuple<ReduceOp, View, View, int64_t, int64_t>>) {
+      if (std::strcmp(name_, "reduce_rows") != 0) return false;
+      *out = ReduceRowsCall{std::get<0>(args_), &std::get<1>(args_), &std::get<2>(args_), std::get<3>(args_),
+                            std::get<4>(args_)};
+      return true;
+    }
+    return false;
+  }
   View* norm_output() override {
     if constexpr (std::tuple_size_v<std::tuple<std::decay_t<A>...>> == 9) {
       if constexpr (std::is_same_v<std::decay_t<std::tuple_element_t<0, std::tuple<A...>>>, NormParams>)
@@ -179,6 +188,10 @@ class RecordingBackend final : public Backend {
     // No op calls it: a compiled plan's replay does, on the device's own backend. A call reaching a
     // trace would go unrecorded, so the capture is refused.
     trace_.refuse(std::string(current_api()) + " runs a fused elementwise program inside the captured step");
+  }
+  void fused_reduce_rows(const ExecContext&, const FusedProgram&, int, ReduceOp, const View&, int64_t,
+                         int64_t) override {
+    trace_.refuse(std::string(current_api()) + " runs a fused reduction inside the captured step");
   }
   bool native_half_attention() const override { return inner_.native_half_attention(); }
   bool native_half_matmul() const override { return inner_.native_half_matmul(); }

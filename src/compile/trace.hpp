@@ -31,6 +31,15 @@ struct ElementwiseCall {
   int ninputs;
 };
 
+// A reduce_rows kernel call (dst [rows] = op over each row of the contiguous src [rows, cols]);
+// refs[0] is dst's, refs[1] src's.
+struct ReduceRowsCall {
+  ReduceOp op;
+  View* dst;
+  View* src;
+  int64_t rows, cols;
+};
+
 // Where a memory argument lies: in allocation `index` of the trace (Internal) or in external
 // buffer `index` (a storage that existed before the trace), `offset` bytes in.
 struct BufferRef {
@@ -56,6 +65,8 @@ class Call {
   virtual std::string scalars() const { return ""; }
   // Fills *out and says true when the call is an elementwise unary, binary or copy kernel.
   virtual bool elementwise(ElementwiseCall*) { return false; }
+  // Fills *out and says true when the call is a reduce_rows kernel.
+  virtual bool reduce_rows(ReduceRowsCall*) { return false; }
   // A norm_forward call's output view y (its first memory argument, refs[0]); null for others.
   virtual View* norm_output() { return nullptr; }
   // An upload of host bytes gives them a device copy (owned by the caller's list), so that a

@@ -120,6 +120,14 @@ class Backend {
   // calls it), over f32/f16/bf16: the bits of running its ops one by one, without storing the
   // intermediates that nothing else reads (docs/compiler.md, "Fusion").
   virtual void fused_elementwise(const ExecContext& ctx, const FusedProgram& program) = 0;
+  // The same chain with one more result, register reg of the program, reduced as reduce_rows
+  // reduces a contiguous [rows, cols] source (same bits) instead of stored. Only the CPU has it:
+  // the compiler fuses a chain into a reduction on the CPU only (docs/compiler.md).
+  virtual void fused_reduce_rows(const ExecContext&, const FusedProgram&, int reg, ReduceOp, const View& dst,
+                                 int64_t rows, int64_t cols) {
+    (void)reg, (void)dst, (void)rows, (void)cols;
+    fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": this device has no fused reductions");
+  }
   // Whether attention takes f16/bf16 directly (else the op casts to f32 around it).
   virtual bool native_half_attention() const { return false; }
   // Whether matmul takes f16/bf16 operands directly (accumulating in f32).

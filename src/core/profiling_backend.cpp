@@ -86,6 +86,12 @@ class ProfilingBackend final : public Backend {
     s.describe(ctx);
     inner_.fused_elementwise(ctx, program);
   }
+  void fused_reduce_rows(const ExecContext& ctx, const FusedProgram& program, int reg, ReduceOp op, const View& dst,
+                         int64_t rows, int64_t cols) override {
+    KernelScope s("fused_reduce_rows");
+    s.describe(ctx);
+    inner_.fused_reduce_rows(ctx, program, reg, op, dst, rows, cols);
+  }
   bool native_half_attention() const override { return inner_.native_half_attention(); }
   bool native_half_matmul() const override { return inner_.native_half_matmul(); }
 

@@ -42,6 +42,7 @@ void reduce_middle_cpu(ReduceOp op, const View& dst, const View& src, int64_t ou
 void softmax_rows_cpu(const View& dst, const View& src, int64_t rows, int64_t cols, bool log);
 // fused_elementwise.cpp
 void fused_elementwise_cpu(const FusedProgram& program);
+void fused_reduce_rows_cpu(const FusedProgram& p, int reg, ReduceOp op, const View& dst, int64_t rows, int64_t cols);
 
 namespace {
 
@@ -180,6 +181,10 @@ class CpuBackend final : public Backend {
     scale_multi_cpu(slots, dtype, factor);
   }
   void fused_elementwise(const ExecContext&, const FusedProgram& program) override { fused_elementwise_cpu(program); }
+  void fused_reduce_rows(const ExecContext&, const FusedProgram& program, int reg, ReduceOp op, const View& dst,
+                         int64_t rows, int64_t cols) override {
+    fused_reduce_rows_cpu(program, reg, op, dst, rows, cols);
+  }
   void upload(const ExecContext&, void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
   void copy_bytes(const ExecContext&, void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }
   void download(const ExecContext&, void* dst, const void* src, size_t n) override { if (n) std::memcpy(dst, src, n); }

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "core/fused_program.hpp"
 #include "core/strided.hpp"
@@ -86,6 +87,7 @@ float widen(DType dt, const void* base, int64_t i) {
   switch (dt) {
     case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
     case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case DType::Bool: return static_cast<const bool*>(base)[i] ? 1.f : 0.f;
     default: return static_cast<const float*>(base)[i];
   }
 }
@@ -248,6 +250,11 @@ class Interpreter {
           else for (int64_t i = 0; i < ncols_; ++i) d[i] = bf16_to_f32(x[i * s]);
           break;
         }
+        case DType::Bool: {  // a mask cast to a float type (CPU plans only; compile/fuse.cpp)
+          const bool* x = static_cast<const bool*>(op.data) + start;
+          for (int64_t i = 0; i < ncols_; ++i) d[i] = x[i * s] ? 1.f : 0.f;
+          break;
+        }
         default: {
           const float* x = static_cast<const float*>(op.data) + start;
           if (s == 1) copy_floats(d, x, ncols_);
@@ -287,17 +294,62 @@ class Interpreter {
   int64_t row0_ = 0, nrows_ = 0, col0_ = 0, ncols_ = 0;
 };
 
-}  // namespace
-
-void fused_elementwise_cpu(const FusedProgram& p) {
-  if (p.numel == 0) return;
+void check_dtypes(const FusedProgram& p) {
   auto check = [](DType dt) {
     if (dt != DType::F32 && dt != DType::F16 && dt != DType::BF16)
       fail(NX_ERR_DTYPE, current_api(), ": a fused elementwise chain on ", dtype_name(dt), " (f32, f16, bf16 only)");
   };
-  for (int k = 0; k < p.ninputs; ++k) check(p.inputs[k].dtype);
+  for (int k = 0; k < p.ninputs; ++k)
+    if (p.inputs[k].dtype != DType::Bool) check(p.inputs[k].dtype);  // bool: a mask read as 0 / 1
   for (int k = 0; k < p.noutputs; ++k) check(p.outputs[k].dtype);
   for (int g = 0; g < p.ninstrs; ++g) check(p.instrs[g].dtype);
+}
+
+}  // namespace
+
+// reduce.cpp
+void reduce_rows_produced_cpu(ReduceOp op, const View& dst, DType src_dtype, int64_t rows, int64_t cols,
+                              const std::function<bool(int64_t, int64_t, void*)>& produce);
+
+void fused_reduce_rows_cpu(const FusedProgram& p, int reg, ReduceOp op, const View& dst, int64_t rows,
+                           int64_t cols) {
+  check_dtypes(p);
+  if (!p.contiguous || p.noutputs >= kFuseMaxOutputs || reg < 0 || reg >= p.ninstrs || rows * cols != p.numel)
+    fail(NX_ERR_INTERNAL, current_api(), ": a fused reduction needs a contiguous chain with room for one more output");
+  if (p.numel == 0) return;
+  const DType dt = p.instrs[reg].dtype;
+  // Elements [first, first + n) of the chain, contiguous in every operand, as a one-dimensional
+  // program whose extra output is register reg, into buf.
+  auto produce = [&](int64_t first, int64_t n, void* buf) {
+    FusedProgram q = p;
+    q.rank = 1;
+    q.shape[0] = q.numel = n;
+    for (int k = 0; k < q.ninputs; ++k) {
+      q.inputs[k].data = static_cast<char*>(p.inputs[k].data) + first * int64_t(dtype_size(p.inputs[k].dtype));
+      q.inputs[k].strides[0] = 1;
+    }
+    for (int k = 0; k < q.noutputs; ++k) {
+      q.outputs[k].data = static_cast<char*>(p.outputs[k].data) + first * int64_t(dtype_size(p.outputs[k].dtype));
+      q.outputs[k].strides[0] = 1;
+    }
+    q.outputs[q.noutputs] = FusedOperand{};
+    q.outputs[q.noutputs].data = buf;
+    q.outputs[q.noutputs].dtype = dt;
+    q.outputs[q.noutputs].strides[0] = 1;
+    q.output_reg[q.noutputs] = int8_t(reg);
+    ++q.noutputs;
+    float* buffers = scratch();
+    if (!buffers) return false;
+    Interpreter it(q);
+    for (int64_t t = 0; t < it.tiles(); ++t) it.run_tile(t, buffers);
+    return true;
+  };
+  reduce_rows_produced_cpu(op, dst, dt, rows, cols, produce);
+}
+
+void fused_elementwise_cpu(const FusedProgram& p) {
+  if (p.numel == 0) return;
+  check_dtypes(p);
   const Interpreter shared(p);
   const int64_t tiles = shared.tiles();
   bool no_memory = false;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -159,6 +160,66 @@ void reduce_rows_cpu(ReduceOp op, const View& dst, const View& src, int64_t rows
     using T = decltype(tag);
     reduce_rows_t<T>(op, dst, static_cast<const T*>(src.data), rows, cols);
   });
+}
+
+// reduce_rows over values that produce(first, n, buf) writes (elements first.. of the [rows, cols]
+// source, as src_dtype) instead of reading them from memory: a fused elementwise chain ending in a
+// reduction (compile/fuse.cpp). The same cuts and the same span reductions as reduce_rows_t, so
+// the result has its bits; one row (or one chunk of a long row) at a time, in a buffer per
+// thread. produce returns false when it could not run (no exception may leave an OpenMP region).
+void reduce_rows_produced_cpu(ReduceOp op, const View& dst, DType src_dtype, int64_t rows, int64_t cols,
+                              const std::function<bool(int64_t, int64_t, void*)>& produce) {
+  bool failed = false;
+  dispatch_dtype(src_dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (kIntegral<T>) {
+      fail(NX_ERR_INTERNAL, current_api(), ": a fused chain reduced as ", dtype_name(src_dtype));
+    } else {
+      if (op == ReduceOp::ArgMax) fail(NX_ERR_INTERNAL, current_api(), ": argmax of a fused chain");
+      auto run = [&](std::vector<T>& buf, int64_t first, int64_t n) {
+        try {
+          if (buf.size() < size_t(n)) buf.resize(size_t(n));
+        } catch (...) {
+          return false;
+        }
+        return produce(first, n, buf.data());
+      };
+      if (op == ReduceOp::Sum && rows == 1 && cols >= 4 * kParallelGrain) {  // reduce_rows_t's chunked sum
+        const int64_t chunk = kParallelGrain, nchunks = (cols + chunk - 1) / chunk;
+        std::vector<double> part(static_cast<size_t>(nchunks));
+#pragma omp parallel
+        {
+          std::vector<T> buf;
+#pragma omp for schedule(static)
+          for (int64_t c = 0; c < nchunks; ++c) {
+            const int64_t n = std::min(chunk, cols - c * chunk);
+            if (run(buf, c * chunk, n)) part[size_t(c)] = sum_floating(buf.data(), n);
+            else {
+#pragma omp atomic write
+              failed = true;
+            }
+          }
+        }
+        double total = 0;
+        for (double v : part) total += v;
+        if (!failed) store(dst, 0, total);
+        return;
+      }
+#pragma omp parallel if (rows * cols >= kParallelGrain && rows > 1)
+      {
+        std::vector<T> buf;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; ++r) {
+          if (run(buf, r * cols, cols)) store(dst, r, reduce_span(op, buf.data(), cols));
+          else {
+#pragma omp atomic write
+            failed = true;
+          }
+        }
+      }
+    }
+  });
+  if (failed) fail(NX_ERR_OUT_OF_MEMORY, current_api(), ": no memory for a fused reduction's rows");
 }
 
 void reduce_middle_cpu(ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n, int64_t inner) {

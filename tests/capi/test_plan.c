@@ -896,6 +896,7 @@ static void test_fused_call_buffers_do_not_share_arena_memory(void** state) {
   nx_plan plan = NULL;
   nx_plan_options o = NX_PLAN_OPTIONS_DEFAULT;
   NX_OK_(nx_plan_create(&plan, arena_step, NULL, 1, &o));
+  setenv("NEXUS_FUSE_REDUCE", "0", 1); /* else the sum takes y from the run, and y is never stored */
   const int64_t shape[2] = {40, 300};
   for (int run = 0; run < 4; ++run) {
     rng_seed(900 + (uint64_t)run);
@@ -907,8 +908,73 @@ static void test_fused_call_buffers_do_not_share_arena_memory(void** state) {
     nx_tensor_free(got);
     nx_tensor_free(x);
   }
+  unsetenv("NEXUS_FUSE_REDUCE");
   const nx_plan_stats st = plan_stats(plan);
   assert_int_equal(st.fused_groups, 1);
+  nx_plan_free(plan);
+}
+
+/* Chains ending in the reductions that consume them (CPU): each becomes one call that reduces its
+ * last result instead of storing it, with reduce_rows's bits. Rows of 300 (several per thread),
+ * one row of 200000 (reduce_rows sums it in fixed chunks across threads), a bf16 chain's max over
+ * rows of 77, a one-op chain under a mean, a bool mask cast to f32 and counted per row (the
+ * cross-entropy's count of targets), and a chain whose first result is also an output (so it is
+ * stored while the last is reduced). */
+static const int64_t kRedRows[2] = {64, 300}, kRedLong[1] = {200000}, kRedHalf[3] = {4, 8, 77};
+
+static nx_status reduce_step(nx_tensor* out, size_t noutputs, const nx_tensor* in, size_t ninputs, void* user) {
+  (void)noutputs, (void)ninputs, (void)user;
+  const int64_t last[1] = {1}, half_last[1] = {2};
+  nx_tensor t, s, e, h, g, q, m, mf;
+  TRY(nx_mul(&out[0], in[0], in[1], NULL));
+  TRY(nx_tanh(&t, out[0], NULL));
+  TRY(nx_sum(&out[1], t, last, 1, false, NULL));
+  TRY(nx_mul_scalar(&s, in[2], 0.25, NULL));
+  TRY(nx_exp(&e, s, NULL));
+  TRY(nx_sum(&out[2], e, NULL, 0, false, NULL));
+  TRY(nx_cast(&h, in[3], NX_BF16, NULL));
+  TRY(nx_gelu(&g, h, false, NULL));
+  TRY(nx_max(&out[3], g, half_last, 1, false, NULL));
+  TRY(nx_sigmoid(&q, in[0], NULL));
+  TRY(nx_mean(&out[4], q, last, 1, false, NULL));
+  TRY(nx_gt(&m, in[0], in[1], NULL));
+  TRY(nx_cast(&mf, m, NX_F32, NULL));
+  TRY(nx_sum(&out[5], mf, last, 1, false, NULL));
+  nx_tensor tmp[] = {t, s, e, h, g, q, m, mf};
+  for (size_t i = 0; i < sizeof tmp / sizeof tmp[0]; ++i) nx_tensor_free(tmp[i]);
+  return NX_OK;
+}
+
+static void test_chains_fused_into_reductions_equal_eager(void** state) {
+  (void)state;
+  if (test_device().type != NX_CPU) skip(); /* fused reductions are the CPU's */
+  nx_plan plan = NULL;
+  nx_plan_options o = NX_PLAN_OPTIONS_DEFAULT;
+  NX_OK_(nx_plan_create(&plan, reduce_step, NULL, 6, &o));
+  for (int run = 0; run < 4; ++run) { /* eager, capture, then replays */
+    rng_seed(700 + (uint64_t)run);
+    nx_tensor in[4] = {rand_tensor(NULL, kRedRows, 2, NX_F32, -2, 2), rand_tensor(NULL, kRedRows, 2, NX_F32, -2, 2),
+                       rand_tensor(NULL, kRedLong, 1, NX_F32, -4, 4), rand_tensor(NULL, kRedHalf, 3, NX_F32, -3, 3)};
+    nx_tensor want[6], got[6];
+    NX_OK_(reduce_step(want, 6, in, 4, NULL));
+    NX_OK_(nx_plan_run(plan, got, 6, in, 4, NULL));
+    const char* names[6] = {"the stored product", "the row sums of tanh", "the sum of 200000 exps",
+                            "the bf16 row maxima", "the row means of sigmoid", "the counts of a mask"};
+    for (int k = 0; k < 6; ++k) {
+      assert_same_bits(want[k], got[k], names[k], run);
+      nx_tensor_free(want[k]);
+      nx_tensor_free(got[k]);
+    }
+    for (int k = 0; k < 4; ++k) nx_tensor_free(in[k]);
+  }
+  const nx_plan_stats st = plan_stats(plan);
+  assert_int_equal(st.replays, 2);
+  assert_int_equal(st.fused_groups, 5);
+  assert_int_equal(st.fused_ops, 13); /* 8 elementwise calls and 5 reductions */
+  const char* text = NULL;
+  NX_OK_(nx_plan_to_string(plan, NX_PLAN_TABLE, &text));
+  if (!strstr(text, "5 of them ending in a reduction") || !strstr(text, "-> reduce_rows op=0 rows=1 cols=200000"))
+    fail_msg("the table does not show the fused reductions:\n%.3000s", text);
   nx_plan_free(plan);
 }
 
@@ -1049,6 +1115,7 @@ int main(void) {
       NX_TEST(test_host_work_inside_the_step_is_refused), NX_TEST(test_misuse),
       NX_TEST(test_structs_of_c_api_1_3_still_work),
       NX_TEST(test_fused_chains_equal_eager_bit_for_bit), NX_TEST(test_fused_call_buffers_do_not_share_arena_memory),
+      NX_TEST(test_chains_fused_into_reductions_equal_eager),
       NX_TEST(test_plan_prints_as_table_and_dot), NX_TEST(test_loss_scaled_replay_equals_eager_bit_for_bit),
       NX_TEST(test_loss_scaled_step_refusals), NX_TEST(test_sgd_momentum_replay_equals_eager_bit_for_bit),
       NX_TEST(test_repeated_calls_are_computed_once), NX_TEST(test_norm_writes_the_cast_of_its_output),
