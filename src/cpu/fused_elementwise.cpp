@@ -315,7 +315,9 @@ void fused_reduce_rows_cpu(const FusedProgram& p, int reg, ReduceOp op, const Vi
                            int64_t cols) {
   check_dtypes(p);
   if (!p.contiguous || p.noutputs >= kFuseMaxOutputs || reg < 0 || reg >= p.ninstrs || rows * cols != p.numel)
-    fail(NX_ERR_INTERNAL, current_api(), ": a fused reduction needs a contiguous chain with room for one more output");
+    fail(NX_ERR_INTERNAL, current_api(), ": a fused reduction needs a contiguous chain with room for one more output (contiguous ",
+         p.contiguous, ", outputs ", p.noutputs, " of ", kFuseMaxOutputs, ", register ", reg, " of ", p.ninstrs, ", rows ",
+         rows, " x cols ", cols, " for ", p.numel, " elements)");
   if (p.numel == 0) return;
   const DType dt = p.instrs[reg].dtype;
   // Elements [first, first + n) of the chain, contiguous in every operand, as a one-dimensional
