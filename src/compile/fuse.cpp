@@ -253,7 +253,6 @@ class Fuser {
     std::ostringstream ops;
     std::vector<BufferRef> in_refs;
     bool contiguous = true;
-    auto contiguous_view = [](const View& v) { return contiguous_over_shape(v); };
     // The latest member that wrote this buffer through this view gives a register (>= 0); else a
     // load (-1 - input), or kNoRoom when the inputs are full. (Addresses alone can repeat: a freed
     // buffer's address is reused within a step.) kNoRoom is no register number: before it was
@@ -268,7 +267,7 @@ class Fuser {
       if (fc->inputs_.size() >= size_t(kFuseMaxInputs)) return kNoRoom;
       fc->inputs_.push_back(v);
       in_refs.push_back(r);
-      contiguous = contiguous && contiguous_view(v);
+      contiguous = contiguous && contiguous_over_shape(v);
       return -int(fc->inputs_.size());
     };
     for (size_t g = 0; g < group_.size(); ++g) {
@@ -301,7 +300,7 @@ class Fuser {
       p.output_reg[fc->outputs_.size()] = int8_t(g);
       fc->outputs_.push_back(*group_[g].ew.dst);
       out_refs.push_back(r);
-      contiguous = contiguous && contiguous_view(*group_[g].ew.dst);
+      contiguous = contiguous && contiguous_over_shape(*group_[g].ew.dst);
     }
     p.noutputs = int(fc->outputs_.size());
     p.contiguous = contiguous;

@@ -106,28 +106,59 @@ template <class A> void store(const View& dst, int64_t at, A v) {
   });
 }
 
+// The cuts of reduce_rows (Sum/Max/Min): one long floating row summed in fixed chunks by the
+// threads and combined in a fixed order (so the result does not depend on the thread count),
+// else row by row. span(first, n, buf) gives elements [first, first + n) of the [rows, cols]
+// source: in place, or written into buf (the calling thread's); null when it could not (no
+// exception may leave an OpenMP region). Reading in place and a fused chain that produces the
+// values (reduce_rows_produced_cpu) share these cuts, so they give the same bits. False on failure.
+template <class T, class Span> bool reduce_rows_by(ReduceOp op, const View& dst, int64_t rows, int64_t cols, Span span) {
+  bool failed = false;
+  if constexpr (!kIntegral<T>) {
+    if (op == ReduceOp::Sum && rows == 1 && cols >= 4 * kParallelGrain) {
+      const int64_t chunk = kParallelGrain, nchunks = (cols + chunk - 1) / chunk;
+      std::vector<double> part(static_cast<size_t>(nchunks));
+#pragma omp parallel
+      {
+        std::vector<T> buf;
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < nchunks; ++c) {
+          const int64_t n = std::min(chunk, cols - c * chunk);
+          if (const T* x = span(c * chunk, n, buf)) part[size_t(c)] = sum_floating(x, n);
+          else {
+#pragma omp atomic write
+            failed = true;
+          }
+        }
+      }
+      double total = 0;
+      for (double v : part) total += v;
+      if (!failed) store(dst, 0, total);
+      return !failed;
+    }
+  }
+#pragma omp parallel if (rows * cols >= kParallelGrain && rows > 1)
+  {
+    std::vector<T> buf;
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      if (const T* x = span(r * cols, cols, buf)) store(dst, r, reduce_span(op, x, cols));
+      else {
+#pragma omp atomic write
+        failed = true;
+      }
+    }
+  }
+  return !failed;
+}
+
 template <class T> void reduce_rows_t(ReduceOp op, const View& dst, const T* s, int64_t rows, int64_t cols) {
   if (op == ReduceOp::ArgMax) {
 #pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain && rows > 1)
     for (int64_t r = 0; r < rows; ++r) argmax_row(static_cast<int64_t*>(dst.data) + r, s + r * cols, cols);
     return;
   }
-  if constexpr (!kIntegral<T>) {
-    // One long row (a full sum): threads sum fixed chunks, combined in a fixed order, so the
-    // result does not depend on the thread count.
-    if (op == ReduceOp::Sum && rows == 1 && cols >= 4 * kParallelGrain) {
-      const int64_t chunk = kParallelGrain, nchunks = (cols + chunk - 1) / chunk;
-      std::vector<double> part(static_cast<size_t>(nchunks));
-#pragma omp parallel for schedule(static)
-      for (int64_t c = 0; c < nchunks; ++c) part[size_t(c)] = sum_floating(s + c * chunk, std::min(chunk, cols - c * chunk));
-      double total = 0;
-      for (double v : part) total += v;
-      store(dst, 0, total);
-      return;
-    }
-  }
-#pragma omp parallel for schedule(static) if (rows * cols >= kParallelGrain && rows > 1)
-  for (int64_t r = 0; r < rows; ++r) store(dst, r, reduce_span(op, s + r * cols, cols));
+  reduce_rows_by<T>(op, dst, rows, cols, [s](int64_t first, int64_t, std::vector<T>&) { return s + first; });
 }
 
 // Work items are (outer slice, tile of up to kTile columns); each accumulates its columns over
@@ -164,62 +195,29 @@ void reduce_rows_cpu(ReduceOp op, const View& dst, const View& src, int64_t rows
 
 // reduce_rows over values that produce(first, n, buf) writes (elements first.. of the [rows, cols]
 // source, as src_dtype) instead of reading them from memory: a fused elementwise chain ending in a
-// reduction (compile/fuse.cpp). The same cuts and the same span reductions as reduce_rows_t, so
-// the result has its bits; one row (or one chunk of a long row) at a time, in a buffer per
-// thread. produce returns false when it could not run (no exception may leave an OpenMP region).
+// reduction (compile/fuse.cpp). reduce_rows's own cuts (reduce_rows_by), so the result has its
+// bits; one row (or one chunk of a long row) at a time, in a buffer per thread. produce returns
+// false when it could not run.
 void reduce_rows_produced_cpu(ReduceOp op, const View& dst, DType src_dtype, int64_t rows, int64_t cols,
                               const std::function<bool(int64_t, int64_t, void*)>& produce) {
-  bool failed = false;
+  bool ok = true;
   dispatch_dtype(src_dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (kIntegral<T>) {
       fail(NX_ERR_INTERNAL, current_api(), ": a fused chain reduced as ", dtype_name(src_dtype));
     } else {
       if (op == ReduceOp::ArgMax) fail(NX_ERR_INTERNAL, current_api(), ": argmax of a fused chain");
-      auto run = [&](std::vector<T>& buf, int64_t first, int64_t n) {
+      ok = reduce_rows_by<T>(op, dst, rows, cols, [&](int64_t first, int64_t n, std::vector<T>& buf) -> const T* {
         try {
           if (buf.size() < size_t(n)) buf.resize(size_t(n));
         } catch (...) {
-          return false;
+          return nullptr;
         }
-        return produce(first, n, buf.data());
-      };
-      if (op == ReduceOp::Sum && rows == 1 && cols >= 4 * kParallelGrain) {  // reduce_rows_t's chunked sum
-        const int64_t chunk = kParallelGrain, nchunks = (cols + chunk - 1) / chunk;
-        std::vector<double> part(static_cast<size_t>(nchunks));
-#pragma omp parallel
-        {
-          std::vector<T> buf;
-#pragma omp for schedule(static)
-          for (int64_t c = 0; c < nchunks; ++c) {
-            const int64_t n = std::min(chunk, cols - c * chunk);
-            if (run(buf, c * chunk, n)) part[size_t(c)] = sum_floating(buf.data(), n);
-            else {
-#pragma omp atomic write
-              failed = true;
-            }
-          }
-        }
-        double total = 0;
-        for (double v : part) total += v;
-        if (!failed) store(dst, 0, total);
-        return;
-      }
-#pragma omp parallel if (rows * cols >= kParallelGrain && rows > 1)
-      {
-        std::vector<T> buf;
-#pragma omp for schedule(static)
-        for (int64_t r = 0; r < rows; ++r) {
-          if (run(buf, r * cols, cols)) store(dst, r, reduce_span(op, buf.data(), cols));
-          else {
-#pragma omp atomic write
-            failed = true;
-          }
-        }
-      }
+        return produce(first, n, buf.data()) ? buf.data() : nullptr;
+      });
     }
   });
-  if (failed) fail(NX_ERR_OUT_OF_MEMORY, current_api(), ": no memory for a fused reduction's rows");
+  if (!ok) fail(NX_ERR_OUT_OF_MEMORY, current_api(), ": no memory for a fused reduction's rows");
 }
 
 void reduce_middle_cpu(ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n, int64_t inner) {

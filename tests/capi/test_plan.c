@@ -835,6 +835,15 @@ static void assert_same_bits(nx_tensor a, nx_tensor b, const char* what, int run
   free(pb);
 }
 
+/* Each of n eager outputs against its replayed twin, bit for bit; frees both. */
+static void assert_outputs_same_bits(nx_tensor* want, nx_tensor* got, const char* const* names, int n, int run) {
+  for (int k = 0; k < n; ++k) {
+    assert_same_bits(want[k], got[k], names[k], run);
+    nx_tensor_free(want[k]);
+    nx_tensor_free(got[k]);
+  }
+}
+
 static void test_fused_chains_equal_eager_bit_for_bit(void** state) {
   (void)state;
   if (test_device().type != NX_CPU) skip(); /* the inputs are made on the CPU */
@@ -847,11 +856,7 @@ static void test_fused_chains_equal_eager_bit_for_bit(void** state) {
     NX_OK_(chain_step(want, 3, in, 6, NULL));
     NX_OK_(nx_plan_run(plan, got, 3, in, 6, NULL));
     const char* names[3] = {"the bf16 chain's f32 output", "its stored bf16 intermediate", "the wide f32 chain"};
-    for (int k = 0; k < 3; ++k) {
-      assert_same_bits(want[k], got[k], names[k], run);
-      nx_tensor_free(want[k]);
-      nx_tensor_free(got[k]);
-    }
+    assert_outputs_same_bits(want, got, names, 3, run);
     for (int k = 0; k < 6; ++k) nx_tensor_free(in[k]);
   }
   const nx_plan_stats st = plan_stats(plan);
@@ -960,11 +965,7 @@ static void test_chains_fused_into_reductions_equal_eager(void** state) {
     NX_OK_(nx_plan_run(plan, got, 6, in, 4, NULL));
     const char* names[6] = {"the stored product", "the row sums of tanh", "the sum of 200000 exps",
                             "the bf16 row maxima", "the row means of sigmoid", "the counts of a mask"};
-    for (int k = 0; k < 6; ++k) {
-      assert_same_bits(want[k], got[k], names[k], run);
-      nx_tensor_free(want[k]);
-      nx_tensor_free(got[k]);
-    }
+    assert_outputs_same_bits(want, got, names, 6, run);
     for (int k = 0; k < 4; ++k) nx_tensor_free(in[k]);
   }
   const nx_plan_stats st = plan_stats(plan);
