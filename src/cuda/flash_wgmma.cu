@@ -1,14 +1,17 @@
 // Flash-attention forward on Hopper's warpgroup MMA (wgmma, sm_90a), bf16/f16, head_dim 64 or 128.
 //
-// A block owns 128 query rows of one (batch, head) and has three warpgroups: two compute (64 rows
-// each), the third only loads (cp.async into the 128-byte-swizzled layout wgmma reads through
+// A block owns 64 query rows per compute warpgroup of one (batch, head): two compute warpgroups at
+// head_dim 128, three at head_dim 64 (where the softmax takes longer than the matrix products of
+// one tile, so two warpgroups cannot keep the tensor cores busy), and a loader warpgroup that only loads (cp.async into the 128-byte-swizzled layout wgmma reads through
 // descriptors; see flash_sm90.cuh) and gives its registers to the other two (setmaxnreg).
 // K and V tiles (128 keys) stream through a ring of stages guarded by mbarriers: "full" when the
 // loader's copies have landed, "empty" when both compute warpgroups are done with the stage.
 // Per key tile j, a compute warpgroup issues S_j = Q K_j^T (both operands from shared memory) and
 // O += P_{j-1} V_{j-1} (P from registers), waits for S_j only and runs the online softmax of
 // tile j while the tensor cores still work on P V. The two warpgroups take turns issuing (named
-// barriers), so one's softmax runs under the other's matrix products.
+// barriers, round robin), so one's softmax runs under the others' matrix products.
+#include <cstdlib>
+
 #include "cuda/flash_sm90.cuh"
 
 namespace nx::cuda {
@@ -16,26 +19,32 @@ namespace {
 
 using namespace flash;
 
-constexpr int kFwdRows = 128, kFwdKeys = 128, kFwdCompute = 256, kFwdThreads = 384, kFwdStages = 3;
-static_assert(kFwdThreads == kFwdCompute + 128, "two compute warpgroups and one loader");
-// setmaxnreg: 128 x 56 + 256 x 224 registers fit the 64K file; the loader needs few
+constexpr int kFwdKeys = 128, kFwdStages = 3;
+// WGS compute warpgroups of 64 rows each, and the loader
+__host__ __device__ constexpr int fwd_rows(int wgs) { return 64 * wgs; }
+__host__ __device__ constexpr int fwd_threads(int wgs) { return 128 * (wgs + 1); }
+// setmaxnreg: 128 x 56 + 256 x 224 registers (two compute warpgroups) and 128 x 32 + 384 x 160
+// (three) fit the 64K file; the loader needs few. ptxas compiles the compute code to the raised
+// count: at 152 it serialized the wgmmas of the three-warpgroup kernel, at 160 it does not.
 
 // Shared memory: Q, then the K stages, the V stages, and the mbarriers.
-template <int D>
+template <int D, int WGS>
 struct FwdSmem {
-  static constexpr int kQ = kFwdRows * D * 2, kKV = kFwdKeys * D * 2;
+  static constexpr int kQ = fwd_rows(WGS) * D * 2, kKV = kFwdKeys * D * 2;
   static constexpr int kBarriers = kQ + 2 * kFwdStages * kKV;  // offset of the barrier array
   static constexpr size_t kBytes = 1024 + kBarriers + (1 + 3 * kFwdStages) * 8;  // + alignment slack
 };
 
-template <int D, bool BF16, bool ALIBI>
-__global__ void __launch_bounds__(kFwdThreads, 1) flash_fwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
+template <int D, int WGS, bool BF16, bool ALIBI>
+__global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
                                                                   const uint16_t* __restrict__ k,
                                                                   const uint16_t* __restrict__ v,
                                                                   uint16_t* __restrict__ out, float* __restrict__ lse) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = FwdSmem<D>;
-  constexpr int BM = kFwdRows, BN = kFwdKeys, S = kFwdStages, NT = BN / 8, DT = D / 8;
+  static_assert(WGS == 2 || (WGS == 3 && D == 64), "three warpgroups fit the registers at head_dim 64 only");
+  using L = FwdSmem<D, WGS>;
+  constexpr int BM = fwd_rows(WGS), BN = kFwdKeys, S = kFwdStages, NT = BN / 8, DT = D / 8;
+  constexpr int kCompute = 128 * WGS;
   extern __shared__ uint8_t smem_raw[];
   // swizzle atoms must start on 1024-byte boundaries (the launcher adds the slack)
   uint8_t* qs = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
@@ -59,15 +68,16 @@ __global__ void __launch_bounds__(kFwdThreads, 1) flash_fwd_wgmma(TcParams p, co
     for (int s = 0; s < S; ++s) {
       mbar_init(k_full + s, 128);  // one arrival per loader thread
       mbar_init(v_full + s, 128);
-      mbar_init(empty + s, kFwdCompute / 32);  // one per compute warp
+      mbar_init(empty + s, kCompute / 32);  // one per compute warp
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
   __syncthreads();
 
-  if (threadIdx.x >= kFwdCompute) {  // the loader warpgroup
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
-    const int tid = threadIdx.x - kFwdCompute;
+  if (threadIdx.x >= kCompute) {  // the loader warpgroup
+    if constexpr (WGS == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
+    else asm volatile("setmaxnreg.dec.sync.aligned.u32 32;\n");
+    const int tid = threadIdx.x - kCompute;
     const uint16_t* kg = k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
     const uint16_t* vg = v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
     load_sw128<D, BM, 128>(qs, q + ((int64_t(b) * p.heads + h) * p.tq) * D, q0, p.tq, tid);
@@ -83,7 +93,8 @@ __global__ void __launch_bounds__(kFwdThreads, 1) flash_fwd_wgmma(TcParams p, co
     cp_async_wait_all();  // nothing may stay in flight at exit
     return;
   }
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
+  if constexpr (WGS == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
+  else asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n");
   const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   float o[1][DT][4], s[1][NT][4], m[1][2], l[1][2], corr[1][2];
@@ -127,17 +138,18 @@ __global__ void __launch_bounds__(kFwdThreads, 1) flash_fwd_wgmma(TcParams p, co
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + j % S);
   };
-  // Turns at the tensor cores: warpgroup 1 issues phase j after warpgroup 0's phase j, warpgroup 0
-  // issues phase j after warpgroup 1's phase j - 1 (named barrier 1 + wg is this warpgroup's go).
-  const int my_turn = 1 + wg, their_turn = 2 - wg;
+  // Turns at the tensor cores: warpgroup w > 0 issues phase j after warpgroup w - 1's phase j,
+  // warpgroup 0 issues phase j after the last warpgroup's phase j - 1 (named barrier 1 + wg is this
+  // warpgroup's go: it syncs there, the one before it arrives, 256 threads).
+  const int my_turn = 1 + wg, next_turn = 1 + (wg + 1) % WGS;
   if (ntiles > 0) {
     // phase 0: S_0 alone
     mbar_wait(k_full, 0);
     fence_async_smem();
-    if (wg == 1) named_sync(my_turn, kFwdCompute);
+    if (wg > 0) named_sync(my_turn, 256);
     wg_fence();
     issue_s(0);
-    named_arrive(their_turn, kFwdCompute);
+    named_arrive(next_turn, 256);
     wg_wait<0>();
     softmax(0);
     to_a_fragments<BF16>(pa, s);
@@ -146,11 +158,11 @@ __global__ void __launch_bounds__(kFwdThreads, 1) flash_fwd_wgmma(TcParams p, co
       mbar_wait(k_full + j % S, (j / S) & 1);
       mbar_wait(v_full + (j - 1) % S, ((j - 1) / S) & 1);
       fence_async_smem();
-      named_sync(my_turn, kFwdCompute);
+      named_sync(my_turn, 256);
       wg_fence();
       issue_s(j);
       issue_pv(j - 1);
-      named_arrive(their_turn, kFwdCompute);
+      named_arrive(next_turn, 256);
       wg_wait<1>();
       softmax(j);
       wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled, P overwritten, the stage freed
@@ -161,10 +173,10 @@ __global__ void __launch_bounds__(kFwdThreads, 1) flash_fwd_wgmma(TcParams p, co
     // last phase: P V of the last tile
     mbar_wait(v_full + (ntiles - 1) % S, ((ntiles - 1) / S) & 1);
     fence_async_smem();
-    named_sync(my_turn, kFwdCompute);
+    named_sync(my_turn, 256);
     wg_fence();
     issue_pv(ntiles - 1);
-    if (wg == 0) named_arrive(their_turn, kFwdCompute);
+    if (wg < WGS - 1) named_arrive(next_turn, 256);  // warpgroup 0 waits for no later phase
     wg_wait<0>();
   }
   // row sums across the quad, then normalize and store
@@ -185,18 +197,31 @@ __global__ void __launch_bounds__(kFwdThreads, 1) flash_fwd_wgmma(TcParams p, co
 #endif
 }
 
-template <int D, bool BF16>
+template <int D, int WGS, bool BF16>
 void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
                       const View& out, const View& lse) {
   TcParams p = tc_params(a);
-  const size_t smem = FwdSmem<D>::kBytes;
-  auto kernel = a.alibi_slopes.empty() ? flash_fwd_wgmma<D, BF16, false> : flash_fwd_wgmma<D, BF16, true>;
+  const size_t smem = FwdSmem<D, WGS>::kBytes;
+  auto kernel = a.alibi_slopes.empty() ? flash_fwd_wgmma<D, WGS, BF16, false> : flash_fwd_wgmma<D, WGS, BF16, true>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const int64_t blocks = a.batch * a.heads * ((a.tq + kFwdRows - 1) / kFwdRows);
-  kernel<<<unsigned(blocks), kFwdThreads, smem, stream_of(ctx)>>>(p, static_cast<const uint16_t*>(q.data),
+  const int64_t blocks = a.batch * a.heads * ((a.tq + fwd_rows(WGS) - 1) / fwd_rows(WGS));
+  kernel<<<unsigned(blocks), fwd_threads(WGS), smem, stream_of(ctx)>>>(p, static_cast<const uint16_t*>(q.data),
       static_cast<const uint16_t*>(k.data), static_cast<const uint16_t*>(v.data), static_cast<uint16_t*>(out.data),
       static_cast<float*>(lse.data));
   NX_CUDA_LAUNCH_CHECK();
+}
+
+// Head_dim 64: three compute warpgroups (192-row blocks) except causal attention over short queries,
+// where the blocks' masked diagonal and the last partial block cost more than the overlap gains
+// (H200, session 17: full 8-23% faster, causal 4096-16384 5-15% faster, causal 1024 13-15%
+// slower). NEXUS_FLASH_FWD_WARPGROUPS=2|3 forces one (for measuring).
+bool fwd_three_warpgroups(const AttentionParams& a) {
+  static const int forced = [] {
+    const char* s = std::getenv("NEXUS_FLASH_FWD_WARPGROUPS");
+    return s ? std::atoi(s) : 0;
+  }();
+  if (forced == 2 || forced == 3) return forced == 3;
+  return !a.causal || a.tq > 2048;
 }
 
 }  // namespace
@@ -208,10 +233,12 @@ bool attention_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vie
 #if defined(NEXUS_HAVE_SM90A)
   if (compute_capability() != 90 || (a.dim != 64 && a.dim != 128)) return false;
   const bool bf16 = q.dtype == DType::BF16;
-  if (a.dim == 64) bf16 ? launch_fwd_wgmma<64, true>(ctx, a, q, k, v, out, lse)
-                        : launch_fwd_wgmma<64, false>(ctx, a, q, k, v, out, lse);
-  else bf16 ? launch_fwd_wgmma<128, true>(ctx, a, q, k, v, out, lse)
-            : launch_fwd_wgmma<128, false>(ctx, a, q, k, v, out, lse);
+  if (a.dim == 64 && fwd_three_warpgroups(a)) bf16 ? launch_fwd_wgmma<64, 3, true>(ctx, a, q, k, v, out, lse)
+                                                 : launch_fwd_wgmma<64, 3, false>(ctx, a, q, k, v, out, lse);
+  else if (a.dim == 64) bf16 ? launch_fwd_wgmma<64, 2, true>(ctx, a, q, k, v, out, lse)
+                             : launch_fwd_wgmma<64, 2, false>(ctx, a, q, k, v, out, lse);
+  else bf16 ? launch_fwd_wgmma<128, 2, true>(ctx, a, q, k, v, out, lse)
+            : launch_fwd_wgmma<128, 2, false>(ctx, a, q, k, v, out, lse);
   return true;
 #else
   return false;
