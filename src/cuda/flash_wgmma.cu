@@ -2,7 +2,8 @@
 //
 // A block owns 64 query rows per compute warpgroup of one (batch, head): two compute warpgroups at
 // head_dim 128, three at head_dim 64 (where the softmax takes longer than the matrix products of
-// one tile, so two warpgroups cannot keep the tensor cores busy), and a loader warpgroup that only loads (cp.async into the 128-byte-swizzled layout wgmma reads through
+// one tile, so two warpgroups cannot keep the tensor cores busy), and a loader warpgroup that only
+// loads (cp.async into the 128-byte-swizzled layout wgmma reads through
 // descriptors; see flash_sm90.cuh) and gives its registers to the other two (setmaxnreg).
 // K and V tiles (128 keys) stream through a ring of stages guarded by mbarriers: "full" when the
 // loader's copies have landed, "empty" when both compute warpgroups are done with the stage.
@@ -213,7 +214,7 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
 
 // Head_dim 64: three compute warpgroups (192-row blocks) except causal attention over short queries,
 // where the blocks' masked diagonal and the last partial block cost more than the overlap gains
-// (H200, session 17: full 8-23% faster, causal 4096-16384 5-15% faster, causal 1024 13-15%
+// (H200, session 17: full 8-29% faster, causal 4096-16384 5-18% faster, causal 1024 13-16%
 // slower). NEXUS_FLASH_FWD_WARPGROUPS=2|3 forces one (for measuring).
 bool fwd_three_warpgroups(const AttentionParams& a) {
   static const int forced = [] {
