@@ -3,13 +3,13 @@
 // A block owns 64 query rows per compute warpgroup of one (batch, head): two compute warpgroups at
 // head_dim 128, three at head_dim 64 (where the softmax takes longer than the matrix products of
 // one tile, so two warpgroups cannot keep the tensor cores busy), and a loader warpgroup that only
-// loads (cp.async into the 128-byte-swizzled layout wgmma reads through
-// descriptors; see flash_sm90.cuh) and gives its registers to the other two (setmaxnreg).
+// loads (cp.async into the 128-byte-swizzled layout wgmma reads through descriptors; see
+// flash_sm90.cuh) and gives its registers to the compute warpgroups (setmaxnreg).
 // K and V tiles (128 keys) stream through a ring of stages guarded by mbarriers: "full" when the
-// loader's copies have landed, "empty" when both compute warpgroups are done with the stage.
+// loader's copies have landed, "empty" when every compute warpgroup is done with the stage.
 // Per key tile j, a compute warpgroup issues S_j = Q K_j^T (both operands from shared memory) and
 // O += P_{j-1} V_{j-1} (P from registers), waits for S_j only and runs the online softmax of
-// tile j while the tensor cores still work on P V. The two warpgroups take turns issuing (named
+// tile j while the tensor cores still work on P V. The compute warpgroups take turns issuing (named
 // barriers, round robin), so one's softmax runs under the others' matrix products.
 #include <cstdlib>
 
