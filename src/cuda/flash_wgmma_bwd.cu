@@ -14,10 +14,8 @@ static_assert(kBwdThreads == kBwdCompute + 128, "two compute warpgroups and one 
 // A block owns 128 keys of one (batch, kv head) and has three warpgroups: two compute (warpgroup w
 // owns keys 64w.. and keeps their dK and dV in registers), the third loads K and V once and then
 // the Q and dO tiles of every head sharing the kv head into a ring of stages guarded by mbarriers,
-// as in the forward, each with the tile's lse (in log2 units) and delta, which one loader thread
-// brings by a bulk copy from tile_stats (bwd_tile_stats) that completes on the stage's mbarrier.
-// (The compute threads loaded them themselves until session 18: ncu showed those loads waited for
-// at the fences of the next tile's start, 9% of the compute warps' stall samples at d64.) Per tile:
+// as in the forward. Each tile's lse (in log2 units) and delta come from tile_stats
+// (bwd_tile_stats); see kStatsByCopy for who brings them. Per tile:
 //   S^T = K Q^T and dP^T = V dO^T (both operands from shared memory), P^T = exp(S^T - lse),
 //   dS^T = P^T (dP^T - delta); dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers;
 //   dS^T goes to shared memory, where dQ = dS K is formed (split between the warpgroups by rows
@@ -37,6 +35,15 @@ static_assert(kBwdThreads == kBwdCompute + 128, "two compute warpgroups and one 
 // counts its part once the add has landed. Waiting for the turn, for the add and the release
 // fence that publishes it cost the compute warps 13-29% when they did it themselves (session 16).
 constexpr int kBwdKeys = 128;
+// Who brings a tile's lse and delta into shared memory (measured in session 18, docs/benchmarks.md):
+// at head_dim 64 one loader thread, by a bulk copy that completes on the stage's mbarrier (when the
+// compute threads loaded them, ncu showed the loads waited for at the fences opening the next tile,
+// 9% of the compute warps' stall samples; the copy made fwd+bwd 4-5% faster); at head_dim 128 the
+// compute threads, a tile ahead, published by the per-tile named barrier (the copy made the default
+// backward about 3% slower there).
+template <int D>
+constexpr bool kStatsByCopy = D == 64;
+static_assert(kBwdStages == 2, "a tile's stats sit at stats[i % 2] whether a stage or the tile parity places them");
 // Threads of the loader warpgroup that load (the deterministic writer has one of the other two warps).
 template <bool DET>
 __host__ __device__ constexpr int bwd_loaders() { return DET ? 64 : 128; }
@@ -90,7 +97,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   uint8_t* dobuf = qbuf + S * kTileBytes;    // S dO tiles
   uint8_t* dst = dobuf + S * kTileBytes;     // two dS^T [query / 64][key][query % 64], swizzled
   float* dqs = reinterpret_cast<float*>(dst + 2 * KB * T * 2);  // dQ tile (T x D f32), as in dq_acc
-  float* stats = dqs + T * D;                // S x [lse * log2(e) | delta][T], one per stage
+  float* stats = dqs + T * D;                // [i % 2][lse * log2(e) | delta][T]
   uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + 2 * 2 * T);
   uint64_t* full = kv_full + 1;
   uint64_t* empty = full + S;
@@ -143,7 +150,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       const int s = i % S, q0 = walk.q0(slot(i), T);
       if (i >= S) mbar_wait(empty + s, (i / S - 1) & 1);  // tile i - S has left the stage
       const int64_t bh = int64_t(b) * p.heads + walk.head(slot(i)), base = bh * p.tq;
-      if (tid == 0) {
+      if (kStatsByCopy<D> && tid == 0) {
         mbar_expect_bytes(full + s, kStatBytes);  // before this thread's arrival below, so the phase waits for it
         bulk_copy_to_shared(stats + s * 2 * T, tile_stats + (bh * ntiles + q0 / T) * 2 * T, kStatBytes, full + s);
       }
@@ -167,15 +174,29 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   const int keys[2] = {k0 + key_row, k0 + key_row + 8};
   const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
   const uint32_t k_addr = smem_addr(ks), v_addr = smem_addr(vs);
+  // !kStatsByCopy: tile i's stats, one value per thread of the first 2T, loaded at the top of tile
+  // i - 1 and stored near its end, after the last read of that half (its latency hides under the
+  // tile's GEMMs; loaded and stored back to back it was the backward's largest stall in session 11).
+  auto load_stat = [&](int i) {
+    if (kStatsByCopy<D> || i >= total || threadIdx.x >= 2 * T) return 0.f;
+    const int64_t bh = int64_t(b) * p.heads + walk.head(slot(i));
+    return tile_stats[(bh * ntiles + walk.q0(slot(i), T) / T) * 2 * T + threadIdx.x];
+  };
+  auto store_stat = [&](int i, float value) {
+    if (!kStatsByCopy<D> && i < total && threadIdx.x < 2 * T) stats[(i % 2) * 2 * T + threadIdx.x] = value;
+  };
+  store_stat(0, load_stat(0));
+  named_sync(1, kBwdCompute);
   mbar_wait(kv_full, 0);
 
   const bool issuer = threadIdx.x % 128 == 0;  // issues this warpgroup's bulk adds of dQ (DET: hands them over)
   for (int i = 0; i < total; ++i) {
     const int s = i % S, h = walk.head(slot(i)), q0 = walk.q0(slot(i), T);
+    const float next_stat = load_stat(i + 1);  // stored below, after the last read of its half
     mbar_wait(full + s, (i / S) & 1);
     fence_async_smem();
     const uint32_t q_addr = smem_addr(qbuf + s * kTileBytes), do_addr = smem_addr(dobuf + s * kTileBytes);
-    const float* ls = stats + s * 2 * T;  // lse * log2(e)
+    const float* ls = stats + (i % 2) * 2 * T;  // lse * log2(e)
     const float* dl = ls + T;
     uint8_t* dsb = dst + (i % 2) * (KB * T * 2);  // this tile's dS^T
     const uint32_t ds_addr = smem_addr(dsb);
@@ -243,6 +264,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
         bulk_wait_read();
       }
     }
+    store_stat(i + 1, next_stat);  // both warpgroups have read stats[(i + 1) % 2] for the last time (tile i - 1)
     named_sync(1, kBwdCompute);  // both halves of dS^T written (and each warpgroup's staging free)
     // dQ[dq_row0.., dq_col0..] = dS K over the block's 128 keys (A = dS M-major, B = K N-major)
     float dqa[1][NQ / 8][4];
