@@ -151,6 +151,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       if (i >= S) mbar_wait(empty + s, (i / S - 1) & 1);  // tile i - S has left the stage
       const int64_t bh = int64_t(b) * p.heads + walk.head(slot(i)), base = bh * p.tq;
       if (kStatsByCopy<D> && tid == 0) {
+        // the compute threads' plain reads of this stage's stats (released by `empty`) come before the
+        // bulk copy's async-proxy writes over them
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         mbar_expect_bytes(full + s, kStatBytes);  // before this thread's arrival below, so the phase waits for it
         bulk_copy_to_shared(stats + s * 2 * T, tile_stats + (bh * ntiles + q0 / T) * 2 * T, kStatBytes, full + s);
       }
