@@ -110,6 +110,9 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   const int b = walk.b, hk = walk.hk, k0 = walk.k0, total = walk.total;
   const int rotation = DET ? TileOrder<T, KB>(tq, tk, walk.group, p.causal).rotation(k0 / KB) : 0;
   auto slot = [&](int i) { return i + rotation < total ? i + rotation : i + rotation - total; };  // step -> walk position
+  // Query tile qt of head h among all (batch, head, tile): its index in dq_acc, the turn counters
+  // and tile_stats (< 2^31: the launcher checks).
+  auto tile_of = [&](int h, int qt) { return (b * int(p.heads) + h) * ntiles + qt; };
   if (threadIdx.x == 0) {
     mbar_init(kv_full, kLoaders);  // one arrival per loader thread
     for (int s = 0; s < S; ++s) {
@@ -129,8 +132,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       if (tid == kLoaders) {  // the writer: tile i's dQ parts, in turn
         const TileOrder<T, KB> order(tq, tk, walk.group, p.causal);
         for (int i = 0; i < total; ++i) {
-          const int h = walk.head(slot(i)), qt = walk.q0(slot(i), T) / T;
-          const int tile = (b * int(p.heads) + h) * ((tq + T - 1) / T) + qt;  // < 2^31: the launcher checks
+          const int h = walk.head(slot(i)), qt = walk.q0(slot(i), T) / T, tile = tile_of(h, qt);
           const int turn = order.turn(k0 / KB, h - hk * walk.group, qt);
           mbar_wait(dq_full, i & 1);
           wait_turn(dq_turns + tile, turn);
@@ -149,13 +151,14 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     for (int i = 0; i < total; ++i) {
       const int s = i % S, q0 = walk.q0(slot(i), T);
       if (i >= S) mbar_wait(empty + s, (i / S - 1) & 1);  // tile i - S has left the stage
-      const int64_t bh = int64_t(b) * p.heads + walk.head(slot(i)), base = bh * p.tq;
+      const int64_t base = (int64_t(b) * p.heads + walk.head(slot(i))) * p.tq;
       if (kStatsByCopy<D> && tid == 0) {
         // the compute threads' plain reads of this stage's stats (released by `empty`) come before the
         // bulk copy's async-proxy writes over them
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         mbar_expect_bytes(full + s, kStatBytes);  // before this thread's arrival below, so the phase waits for it
-        bulk_copy_to_shared(stats + s * 2 * T, tile_stats + (bh * ntiles + q0 / T) * 2 * T, kStatBytes, full + s);
+        const float* from = tile_stats + int64_t(tile_of(walk.head(slot(i)), q0 / T)) * 2 * T;
+        bulk_copy_to_shared(stats + s * 2 * T, from, kStatBytes, full + s);
       }
       load_tile<D, T, kLoaders>(qbuf + s * kTileBytes, q + base * D, q0, p.tq, tid);
       load_tile<D, T, kLoaders>(dobuf + s * kTileBytes, dout + base * D, q0, p.tq, tid);
@@ -182,8 +185,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   // tile's GEMMs; loaded and stored back to back it was the backward's largest stall in session 11).
   auto load_stat = [&](int i) {
     if (kStatsByCopy<D> || i >= total || threadIdx.x >= 2 * T) return 0.f;
-    const int64_t bh = int64_t(b) * p.heads + walk.head(slot(i));
-    return tile_stats[(bh * ntiles + walk.q0(slot(i), T) / T) * 2 * T + threadIdx.x];
+    return tile_stats[int64_t(tile_of(walk.head(slot(i)), walk.q0(slot(i), T) / T)) * 2 * T + threadIdx.x];
   };
   auto store_stat = [&](int i, float value) {
     if (!kStatsByCopy<D> && i < total && threadIdx.x < 2 * T) stats[(i % 2) * 2 * T + threadIdx.x] = value;
@@ -302,8 +304,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
         mbar_arrive(dq_full);
       } else {
         constexpr int kHalf = T * D / 2;
-        const int tile = (b * int(p.heads) + h) * ((tq + T - 1) / T) + q0 / T;  // < 2^31: the launcher checks
-        bulk_reduce_add_f32(dq_acc + int64_t(tile) * T * D + wg * kHalf, dqs + wg * kHalf, uint32_t(kHalf * 4));
+        float* to = dq_acc + int64_t(tile_of(h, q0 / T)) * T * D + wg * kHalf;
+        bulk_reduce_add_f32(to, dqs + wg * kHalf, uint32_t(kHalf * 4));
       }
     }
   }
