@@ -1,7 +1,8 @@
 /* The FP8 forward (nexus.h: nx_flash_attention_fp8) on the CPU and, when there is one, on the GPU,
  * against an oracle written here from nexus.h's definition: e4m3 codes decoded by fp8_ref.h's
- * field formula, scores in f64, the row's max, P rounded to e4m3 at 448 times its value by
- * fp8_ref.h's brute-force encoder, out = sum P v / sum P. Inputs come from nx_quantize_8bit at
+ * field formula, scores in f64; per key tile of 128 the running max, P rounded to e4m3 at 448
+ * times its value there by fp8_ref.h's brute-force encoder, the sums so far rescaled to that max;
+ * out = sum P v / sum P. Inputs come from nx_quantize_8bit at
  * every scale granularity; cases cover grouped-query heads, causal with Tq < Tk and Tq > Tk,
  * ALiBi, head_dim 32 to 256 and the three output dtypes; then the error paths. */
 #include "nx_test.h"
@@ -79,15 +80,23 @@ static void run_case(const Fp8Case* c, nx_device dev) {
         const int64_t visible = !c->causal ? c->tk : (qpos + 1 < 0 ? 0 : (qpos + 1 > c->tk ? c->tk : qpos + 1));
         const double qs = scale_of(&q, c->q_keep, b, h, c->h, i, c->tq);
         double m = -INFINITY, l = 0;
-        for (int64_t j = 0; j < visible; ++j) {
+        for (int64_t j = 0; j < visible; ++j) {  /* the scores */
           double dot = 0;
           for (int64_t x = 0; x < c->d; ++x)
             dot += ref_decode(&E4M3, q.hc[r * c->d + x]) * ref_decode(&E4M3, k.hc[(kv + j) * c->d + x]);
           sc[j] = dot * qs * scale_of(&k, c->k_keep, b, hk, c->hkv, j, c->tk) * scale -
                   (c->alibi ? slope * (double)(qpos - j) : 0.0);
-          if (sc[j] > m) m = sc[j];
         }
-        for (int64_t j = 0; j < visible; ++j) l += w[j] = ref_decode(&E4M3, ref_encode(&E4M3, 448.0 * exp(sc[j] - m))) / 448.0;
+        /* w_j = P_j * exp(m_tile - m_row): the weight P_j, rounded at its tile's running max,
+         * carries into both sums once the rescalings by later maxima are multiplied out */
+        double m_row = -INFINITY;
+        for (int64_t j = 0; j < visible; ++j) m_row = sc[j] > m_row ? sc[j] : m_row;
+        for (int64_t j0 = 0; j0 < visible; j0 += 128) {
+          const int64_t j1 = j0 + 128 < visible ? j0 + 128 : visible;
+          for (int64_t j = j0; j < j1; ++j) m = sc[j] > m ? sc[j] : m;
+          for (int64_t j = j0; j < j1; ++j)
+            l += w[j] = ref_decode(&E4M3, ref_encode(&E4M3, 448.0 * exp(sc[j] - m))) / 448.0 * exp(m - m_row);
+        }
         const double vs = scale_of(&v, c->v_keep, b, hk, c->hkv, 0, 1);
         for (int64_t x = 0; x < c->d; ++x) {
           double acc = 0;
@@ -123,6 +132,7 @@ static void test_fp8_forward_matches_the_oracle(void** state) {
       {1, 2, 2, 4, 4, 256, true, false, 3, 0, 2, NX_F16},
       {1, 2, 1, 6, 3, 64, true, false, 0, 3, 0, NX_F32},     /* Tq > Tk: the first queries see nothing */
       {1, 4, 4, 3, 300, 96, false, true, 2, 3, 2, NX_F32},   /* more keys than a CUDA round */
+      {1, 2, 2, 9, 700, 64, true, false, 3, 3, 0, NX_F32},   /* six key tiles: P at each one's running max */
   };
   for (int dev = 0; dev < device_count(); ++dev)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i) run_case(&cases[i], device_at(dev));
