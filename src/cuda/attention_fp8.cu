@@ -1,9 +1,9 @@
 // The FP8 forward on CUDA (ops.yaml attention_forward_fp8; docs/attention_8bit.md): a reference
 // kernel, one block per query row, that computes exactly the op's definition (scores; per key tile
 // of kFp8KeyTile, the running max and P rounded to e4m3 at 448 times its value there, the sums so
-// far rescaled to it; both sums over the same rounded P). It makes the
-// C API whole on the GPU and is the oracle's twin for the tensor-core kernel still to come; it is
-// not fast (scalar dot products, every key read by one thread).
+// far rescaled to it; both sums over the same rounded P). It serves what the tensor-core kernel
+// (flash_fp8_wgmma.cu) does not (head_dims other than 128, per-row q or k scales, GPUs other than
+// sm_90) and is the oracle's twin; it is not fast (scalar dot products, every key read by one thread).
 #include <cmath>
 
 #include "core/f8_codec.hpp"
@@ -99,11 +99,16 @@ int granularity(const View& s) { return s.shape.size() == 1 ? 0 : (s.shape.size(
 
 }  // namespace
 
+bool attention_forward_fp8_wgmma(const ExecContext& ctx, const AttentionParams& p, const View& q, const View& q_scale,
+                                 const View& k, const View& k_scale, const View& v, const View& v_scale,
+                                 const View& out);
+
 void launch_attention_forward_fp8(const ExecContext& ctx, const AttentionParams& p, const View& q,
                                   const View& q_scale, const View& k, const View& k_scale, const View& v,
                                   const View& v_scale, const View& out) {
   if (p.alibi_slopes.size() > size_t(kMaxHeads))
     fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": ALiBi on CUDA supports up to ", kMaxHeads, " heads, got ", p.heads);
+  if (attention_forward_fp8_wgmma(ctx, p, q, q_scale, k, k_scale, v, v_scale, out)) return;  // flash_fp8_wgmma.cu
   Fp8Args a{};
   a.heads = p.heads, a.kv_heads = p.kv_heads, a.tq = p.tq, a.tk = p.tk, a.dim = p.dim;
   a.scale = float(p.scale);
