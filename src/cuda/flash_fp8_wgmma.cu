@@ -30,11 +30,24 @@ static_assert(kFp8Keys == kFp8KeyTile, "P is rounded at the running max of the d
 // 16h + 2t + (j & 1) + 8 (j >> 1). A thread's S accumulator holds, per 8-key block, keys 2t and
 // 2t + 1 of rows g and g + 8; the e4m3 A fragment of a k32 step wants k = 4t..4t+3 (and 16 + 4t..)
 // of those rows in one register each, so packing blocks 2c and 2c + 1 side by side is that fragment
-// for this key order.
+// for this key order. (The fragment layouts: m64nNk32's 8-bit A fragment is row g + 8 (r % 2),
+// k 4t + byte + 16 (r / 2) for register r, as CUTLASS's ALayout_64x32 decodes; the f32
+// accumulator holds column 8n + 2t + (e % 2) of row g + 8 (e / 2) in element 4n + e.)
 __host__ __device__ constexpr int fp8_key_at(int pos) {
   const int h = (pos % 32) / 16, t = (pos % 16) / 4, j = pos % 4;
   return pos / 32 * 32 + 16 * h + 2 * t + (j & 1) + 8 * (j >> 1);
 }
+// Every key of a tile lands exactly once.
+constexpr bool fp8_key_order_is_a_permutation() {
+  bool seen[kFp8Keys] = {};
+  for (int p = 0; p < kFp8Keys; ++p) {
+    const int key = fp8_key_at(p);
+    if (key < 0 || key >= kFp8Keys || seen[key]) return false;
+    seen[key] = true;
+  }
+  return true;
+}
+static_assert(fp8_key_order_is_a_permutation(), "fp8_key_at must permute each tile's keys");
 
 // V [B, Hkv, Tk, 128] e4m3 -> V^T tiles [B, Hkv, ceil(Tk / 128), 128, 128]: row d of tile j holds
 // V[128 j + fp8_key_at(p)][d] at p, zero past Tk. One block per tile, through shared memory.
