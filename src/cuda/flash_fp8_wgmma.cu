@@ -49,6 +49,27 @@ constexpr bool fp8_key_order_is_a_permutation() {
 }
 static_assert(fp8_key_order_is_a_permutation(), "fp8_key_at must permute each tile's keys");
 
+// Byte `byte` of A register `reg` of k-step c comes from S accumulator block fp8_a_block, element
+// fp8_a_elem (to_fragments packs by these).
+__host__ __device__ constexpr int fp8_a_block(int c, int reg, int byte) { return 4 * c + 2 * (reg / 2) + byte / 2; }
+__host__ __device__ constexpr int fp8_a_elem(int reg, int byte) { return 2 * (reg % 2) + byte % 2; }
+// For every lane quad position t, register and byte: the A fragment's (row, k) (row g + 8 (reg % 2),
+// k = 4t + byte + 16 (reg / 2)) and the S entry packed there (row g + 8 (elem / 2), key
+// 8 block + 2t + elem % 2) are the same row, and the key is the one V^T holds at position k.
+// (Swapping the two terms of fp8_key_at's within-quad step fails it.)
+constexpr bool fp8_packing_matches_key_order() {
+  for (int c = 0; c < kFp8Keys / 32; ++c)
+    for (int t = 0; t < 4; ++t)
+      for (int reg = 0; reg < 4; ++reg)
+        for (int byte = 0; byte < 4; ++byte) {
+          const int block = fp8_a_block(c, reg, byte), elem = fp8_a_elem(reg, byte);
+          if (elem / 2 != reg % 2) return false;
+          if (8 * block + 2 * t + elem % 2 != fp8_key_at(32 * c + 4 * t + byte + 16 * (reg / 2))) return false;
+        }
+  return true;
+}
+static_assert(fp8_packing_matches_key_order(), "P's packing and V^T's key order must agree");
+
 // V [B, Hkv, Tk, 128] e4m3 -> V^T tiles [B, Hkv, ceil(Tk / 128), 128, 128]: row d of tile j holds
 // V[128 j + fp8_key_at(p)][d] at p, zero past Tk. One block per tile, through shared memory.
 __global__ void fp8_transpose_v(const uint8_t* __restrict__ v, uint8_t* __restrict__ vt, int64_t tk, int tiles) {
@@ -207,10 +228,9 @@ __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p
 #pragma unroll
     for (int c = 0; c < BN / 32; ++c)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        pa[c][r] = pack4_e4m3(s[0][4 * c][2 * r], s[0][4 * c][2 * r + 1], s[0][4 * c + 1][2 * r], s[0][4 * c + 1][2 * r + 1]);
-        pa[c][2 + r] =
-            pack4_e4m3(s[0][4 * c + 2][2 * r], s[0][4 * c + 2][2 * r + 1], s[0][4 * c + 3][2 * r], s[0][4 * c + 3][2 * r + 1]);
+      for (int r = 0; r < 4; ++r) {
+        auto at = [&](int byte) { return s[0][fp8_a_block(c, r, byte)][fp8_a_elem(r, byte)]; };
+        pa[c][r] = pack4_e4m3(at(0), at(1), at(2), at(3));
       }
   };
   auto release = [&](int j) {  // this warp is done with tile j's stage
