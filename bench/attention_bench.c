@@ -9,7 +9,10 @@
  *   attention_bench one D SEQ causal|full : one shape of the grid, one forward then one forward
  *                              and backward, for a profiler (ncu) to attach to
  *   attention_bench deterministic : what deterministic mode (nx_runtime_set_deterministic) costs
- *                              the backward, on grid shapes (issue 18: at most 10%) */
+ *                              the backward, on grid shapes (issue 18: at most 10%)
+ *   attention_bench fp8      : the FP8 forward (nx_flash_attention_fp8, q/k/v quantized per head)
+ *                              against the bf16 forward on the same inputs, head_dim 128, grid
+ *                              shapes (issue 18: at least 1.5x), with its output's difference */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +82,27 @@ static void grid(void) {
       }
 }
 
+/* max |got - want| over max |want|, both read back as f32 */
+static double max_rel_diff(nx_tensor got, nx_tensor want) {
+  nx_tensor g32, w32;
+  int64_t n;
+  CHECK(nx_cast(&g32, got, NX_F32, S));
+  CHECK(nx_cast(&w32, want, NX_F32, S));
+  CHECK(nx_tensor_numel(w32, &n));
+  float* g = malloc(sizeof(float) * (size_t)n);
+  float* w = malloc(sizeof(float) * (size_t)n);
+  CHECK(nx_tensor_copy_to_host(g32, g, sizeof(float) * (size_t)n, S));
+  CHECK(nx_tensor_copy_to_host(w32, w, sizeof(float) * (size_t)n, S));
+  double diff = 0, top = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff = fmax(diff, fabs((double)g[i] - (double)w[i]));
+    top = fmax(top, fabs((double)w[i]));
+  }
+  free(g), free(w);
+  nx_tensor_free(g32), nx_tensor_free(w32);
+  return diff / (top > 0 ? top : 1.0);
+}
+
 /* The same decode against the cache quantized to 8 bits (nx_quantize_8bit, one scale per row):
  * seconds per call, the bytes it must read (codes and scales), and its output's error against the
  * bf16 decode's (max |difference| over max |bf16 output|). bf16_seconds is the bf16 decode above. */
@@ -89,17 +113,11 @@ static void decode_8bit(nx_tensor q, nx_tensor k, nx_tensor v, double bf16_secon
   const int64_t b = shape[0], n = shape[0] * shape[1] * shape[2] * shape[3];
   int32_t* len = malloc(sizeof(int32_t) * (size_t)b);
   for (int64_t i = 0; i < b; ++i) len[i] = (int32_t)shape[2];
-  nx_tensor lengths, ref, ref32;
+  nx_tensor lengths, ref;
   CHECK(nx_tensor_from_data(&lengths, len, &b, 1, NX_I32, GPU, S));
   CHECK(nx_flash_attention(&ref, q, k, v, 1, false, 0.0, S));
-  CHECK(nx_cast(&ref32, ref, NX_F32, S));
-  int64_t qn;
-  CHECK(nx_tensor_numel(ref32, &qn));
-  float* want = malloc(sizeof(float) * (size_t)qn);
-  float* got = malloc(sizeof(float) * (size_t)qn);
-  CHECK(nx_tensor_copy_to_host(ref32, want, sizeof(float) * (size_t)qn, S));
   for (int c = 0; c < 2; ++c) {
-    nx_tensor kq, ks, vq, vs, o, o32;
+    nx_tensor kq, ks, vq, vs, o;
     CHECK(nx_quantize_8bit(&kq, &ks, k, codes[c], 3, S));
     CHECK(nx_quantize_8bit(&vq, &vs, v, codes[c], 3, S));
     const int iters = 20;
@@ -111,22 +129,14 @@ static void decode_8bit(nx_tensor q, nx_tensor k, nx_tensor v, double bf16_secon
     }
     CHECK(nx_stream_synchronize(S));
     const double t = (ex_now() - t0) / iters;
-    CHECK(nx_cast(&o32, o, NX_F32, S));
-    CHECK(nx_tensor_copy_to_host(o32, got, sizeof(float) * (size_t)qn, S));
-    double diff = 0, top = 0;
-    for (int64_t i = 0; i < qn; ++i) {
-      diff = fmax(diff, fabs((double)got[i] - (double)want[i]));
-      top = fmax(top, fabs((double)want[i]));
-    }
     printf("{\"name\": \"decode8_%s_b8_h32_d128_8k\", \"seconds\": %.9g, \"bytes\": %.17g, \"bf16_seconds\": %.9g, "
            "\"error_vs_bf16\": %.6g}\n", nx_dtype_name(codes[c]), t, (double)n * 2.0 + (double)(n / shape[3]) * 8.0,
-           bf16_seconds, diff / top);
+           bf16_seconds, max_rel_diff(o, ref));
     fflush(stdout);
     nx_tensor_free(kq), nx_tensor_free(ks), nx_tensor_free(vq), nx_tensor_free(vs), nx_tensor_free(o);
-    nx_tensor_free(o32);
   }
-  free(len), free(want), free(got);
-  nx_tensor_free(lengths), nx_tensor_free(ref), nx_tensor_free(ref32);
+  free(len);
+  nx_tensor_free(lengths), nx_tensor_free(ref);
 }
 
 static void decode(void) {
@@ -194,6 +204,47 @@ static void deterministic(void) {
       }
 }
 
+/* The FP8 forward against the bf16 forward on the same inputs (quantized per head by
+ * nx_quantize_8bit, which is not timed): seconds per call of each, alternated twice (best of
+ * each), and the FP8 output's difference from the bf16 output. */
+static void fp8(void) {
+  const int seqs[3] = {1024, 4096, 16384};
+  for (int causal = 0; causal < 2; ++causal)
+    for (int si = 0; si < 3; ++si) {
+      const int64_t d = 128, h = 2048 / d, t = seqs[si], b = 16384 / t;
+      nx_tensor q = rnd(b, h, t, d, 0), k = rnd(b, h, t, d, 0), v = rnd(b, h, t, d, 0), codes[3], scales[3], ref, o;
+      nx_tensor in[3] = {q, k, v};
+      for (int i = 0; i < 3; ++i) CHECK(nx_quantize_8bit(&codes[i], &scales[i], in[i], NX_F8E4M3, 2, S));
+      double best[2] = {1e30, 1e30};
+      for (int rep = 0; rep < 2; ++rep) {
+        const double bf16 = run(q, k, v, causal, 0, 5);
+        if (bf16 < best[0]) best[0] = bf16;
+        const int iters = 5;
+        double t0 = 0;
+        for (int i = -1; i < iters; ++i) {
+          if (i == 0) { CHECK(nx_stream_synchronize(S)); t0 = ex_now(); }
+          CHECK(nx_flash_attention_fp8(&o, codes[0], scales[0], codes[1], scales[1], codes[2], scales[2], causal != 0,
+                                       false, 0.0, NX_BF16, S));
+          nx_tensor_free(o);
+        }
+        CHECK(nx_stream_synchronize(S));
+        const double f8 = (ex_now() - t0) / iters;
+        if (f8 < best[1]) best[1] = f8;
+      }
+      CHECK(nx_flash_attention(&ref, q, k, v, causal, false, 0.0, S));
+      CHECK(nx_flash_attention_fp8(&o, codes[0], scales[0], codes[1], scales[1], codes[2], scales[2], causal != 0, false,
+                                   0.0, NX_BF16, S));
+      const double flops = 4.0 * (double)b * (double)h * (double)t * (double)t * (double)d / (causal ? 2.0 : 1.0);
+      printf("{\"name\": \"fp8_d128_s%lld_%s\", \"bf16_fwd_s\": %.9g, \"fp8_fwd_s\": %.9g, \"speedup\": %.4f, "
+             "\"bf16_tflops\": %.1f, \"fp8_tflops\": %.1f, \"diff_vs_bf16\": %.4g}\n",
+             (long long)t, causal ? "causal" : "full", best[0], best[1], best[0] / best[1], flops / best[0] * 1e-12,
+             flops / best[1] * 1e-12, max_rel_diff(o, ref));
+      fflush(stdout);
+      nx_tensor_free(ref), nx_tensor_free(o);
+      for (int i = 0; i < 3; ++i) nx_tensor_free(codes[i]), nx_tensor_free(scales[i]), nx_tensor_free(in[i]);
+    }
+}
+
 static void one(int argc, char** argv) {
   if (argc < 5) { fprintf(stderr, "usage: attention_bench one D SEQ causal|full\n"); exit(2); }
   int64_t d = atoll(argv[2]), t = atoll(argv[3]), h = 2048 / d, b = 16384 / t;
@@ -217,6 +268,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "all") || !strcmp(what, "grid")) grid();
   if (!strcmp(what, "one")) one(argc, argv);
   if (!strcmp(what, "deterministic")) deterministic();
+  if (!strcmp(what, "fp8")) fp8();
   nx_stream_free(S);
   return 0;
 }

@@ -1,5 +1,6 @@
 """The FP8 forward's accuracy beside bf16's (issue 18, item 4): nexusgrad.flash_attention_fp8 on
-e4m3 inputs with per-row q/k scales and per-head v scales (nx_quantize_8bit), and
+e4m3 inputs with per-row (--scales row, the default) or per-head (--scales head: the tensor-core
+kernel's case on an H100/H200 at head_dim 128) q/k scales and per-head v scales (nx_quantize_8bit), and
 nexusgrad.flash_attention on the same inputs rounded to bf16, each against torch's f64 softmax
 attention. Two errors per row of the table, max |out - ref| / max |ref|:
   kernel: ref computed from the inputs the kernel was given (the dequantized e4m3 values; the
@@ -7,7 +8,7 @@ attention. Two errors per row of the table, max |out - ref| / max |ref|:
   total:  ref computed from the original f32 inputs, so it adds the inputs' rounding.
 Random normal q, k, v (batch 1, 2 heads); bf16 output for both.
   usage: PYTHONPATH=build-cpu/python /usr/bin/python3 bench/attention_fp8_accuracy.py [--device cuda]
-         [--shapes 64x1024,128x1024,...]"""
+         [--shapes 64x1024,128x1024,...] [--scales row|head]"""
 import argparse
 
 import numpy as np
@@ -39,11 +40,11 @@ def dequantized(codes, scale):
     return torch.from_numpy(host(codes) * s.reshape(s.shape + (1,) * (4 - s.ndim)))
 
 
-def measure(d, seq, causal, device):
+def measure(d, seq, causal, device, qk_keep):
     torch.manual_seed(0)
     x = {n: torch.randn(1, 2, seq, d) for n in "qkv"}
     codes, scales, values = {}, {}, {}
-    for n, keep in (("q", 3), ("k", 3), ("v", 2)):
+    for n, keep in (("q", qk_keep), ("k", qk_keep), ("v", 2)):
         codes[n], scales[n] = ng.quantize_8bit(ng.tensor(x[n].numpy(), device=device), ng.float8_e4m3fn, keep)
         values[n] = dequantized(codes[n], scales[n])
     out8 = host(ng.flash_attention_fp8(codes["q"], scales["q"], codes["k"], scales["k"], codes["v"], scales["v"],
@@ -63,13 +64,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--shapes", default="64x1024,128x1024,64x4096,128x4096", help="DxSEQ,...")
+    ap.add_argument("--scales", choices=("row", "head"), default="row", help="q and k scale granularity")
     args = ap.parse_args()
-    print(f"device {args.device}; batch 1, 2 heads, random normal inputs; max |out - ref| / max |ref|")
+    qk_keep = 3 if args.scales == "row" else 2
+    print(f"device {args.device}; batch 1, 2 heads, random normal inputs, q/k scales per {args.scales}; "
+          "max |out - ref| / max |ref|")
     print(f"{'shape':24} {'fp8 kernel':>11} {'bf16 kernel':>12} {'fp8 total':>10} {'bf16 total':>11} {'fp8/bf16 total':>15}")
     for shape in args.shapes.split(","):
         d, seq = (int(s) for s in shape.split("x"))
         for causal in (False, True):
-            r = measure(d, seq, causal, args.device)
+            r = measure(d, seq, causal, args.device, qk_keep)
             name = f"d{d}_s{seq}_{'causal' if causal else 'full'}"
             print(f"{name:24} {r['fp8_kernel']:11.2e} {r['bf16_kernel']:12.2e} {r['fp8_total']:10.2e} "
                   f"{r['bf16_total']:11.2e} {r['fp8_total'] / r['bf16_total']:15.1f}", flush=True)

@@ -600,12 +600,16 @@ NX_API nx_status nx_attention_decode_8bit(nx_tensor* out, nx_tensor q, nx_tensor
  * and k, v [B, Hkv, Tk, D] in NX_F8E4M3 (contiguous), each worth codes * its f32 scale tensor,
  * whose shape is its granularity: q_scale [1], [B, H] or [B, H, Tq]; k_scale [1], [B, Hkv] or
  * [B, Hkv, Tk]; v_scale [1] or [B, Hkv] (a per-row v scale would lie along P V's reduction).
- * The probabilities are rounded to e4m3 as an FP8 P V product takes them: per row, with m its
- * largest score, P_j = e4m3(448 exp(s_j - m)) / 448, and out = sum_j P_j v_j / sum_j P_j (the
- * same rounded P in both sums). causal, alibi, scale (<= 0: 1/sqrt(D)), query positions and
+ * The probabilities are rounded to e4m3 as a single-pass FP8 P V product takes them: per row, keys
+ * in tiles of 128 from key 0, with m_t the largest score up to and including tile t,
+ * P_j = e4m3(448 exp(s_j - m_t)) / 448 for key j of tile t, and
+ * out = sum_j P_j exp(m_t - m) v_j / sum_j P_j exp(m_t - m), m the row's largest score (the same
+ * rounded P in both sums). causal, alibi, scale (<= 0: 1/sqrt(D)), query positions and
  * grouped-query heads as nx_flash_attention; a query with no visible key gives 0. *out is
- * out_dtype (NX_BF16, NX_F16 or NX_F32). D <= 256. Forward only; the CUDA kernel is a simple
- * reference (a block per query row), not yet a tensor-core kernel (docs/attention_8bit.md). */
+ * out_dtype (NX_BF16, NX_F16 or NX_F32). D <= 256. Forward only. On Hopper (sm_90a builds), D = 128
+ * with q and k scaled per tensor or per head runs on FP8 tensor cores, whose score sums carry
+ * FP8 MMA accumulation's error, so a P at an e4m3 rounding boundary may round the other way; other
+ * cases run a CUDA reference kernel (docs/attention_8bit.md). */
 NX_API nx_status nx_flash_attention_fp8(nx_tensor* out, nx_tensor q, nx_tensor q_scale, nx_tensor k,
                                         nx_tensor k_scale, nx_tensor v, nx_tensor v_scale, bool causal,
                                         bool alibi, double scale, nx_dtype out_dtype, nx_stream stream);

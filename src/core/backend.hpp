@@ -65,6 +65,9 @@ struct AttentionParams {
   std::vector<double> alibi_slopes;  // empty: no ALiBi; else one per head
   bool deterministic = false;        // nx_runtime_set_deterministic: no order-dependent atomics
 };
+// The FP8 forward rounds P at the running max over key tiles of this many keys, in key order, as
+// a single-pass tensor-core kernel can (docs/attention_8bit.md, "P at the running max").
+constexpr int64_t kFp8KeyTile = 128;
 
 // Fused kernels (src/ops/fused.cpp). Rows of contiguous [rows, cols] matrices; one pass per row.
 // Statistics (mean, rstd, lse) and weight gradients are f64 for f64 inputs, f32 otherwise

@@ -117,7 +117,8 @@ void attention_decode_8bit_cpu(const AttentionParams& p, const View& q, const Vi
 }
 
 // The FP8 forward's reference (ops.yaml attention_forward_fp8): scores in f64 from the decoded
-// codes, the row's max, P rounded to e4m3 at 448 times its value, sums in f64.
+// codes; per key tile of kFp8KeyTile, the running max and P rounded to e4m3 at 448 times its
+// value there, the sums so far rescaled to that max; sums in f64.
 void attention_forward_fp8_cpu(const AttentionParams& p, const View& q, const View& q_scale, const View& k,
                                const View& k_scale, const View& v, const View& v_scale, const View& out) {
   const uint8_t* qc = static_cast<const uint8_t*>(q.data);
@@ -135,13 +136,23 @@ void attention_forward_fp8_cpu(const AttentionParams& p, const View& q, const Vi
       for (int64_t d = 0; d < D; ++d) qrow[size_t(d)] = f8::decode(qc[r * D + d], true);
       const int64_t visible = p.causal ? std::clamp<int64_t>(qpos + 1, 0, p.tk) : p.tk;
       auto key_scale = [&](int64_t j) { return qs * scale_at(k_scale, b, hk, p.kv_heads, j, p.tk); };
-      const double m = row_scores(p, qrow, kc + kv * D, 1, visible, h, qpos, key_scale, scores);
+      row_scores(p, qrow, kc + kv * D, 1, visible, h, qpos, key_scale, scores);
       std::fill(acc.begin(), acc.end(), 0.0);
-      double l = 0;
-      for (int64_t j = 0; j < visible; ++j) {
-        const double w = f8::decode(f8::encode(448.0 * std::exp(scores[size_t(j)] - m), true), true) / 448.0;
-        l += w;
-        for (int64_t d = 0; d < D; ++d) acc[size_t(d)] += w * f8::decode(vc[(kv + j) * D + d], true);
+      double l = 0, m = -INFINITY;
+      for (int64_t j0 = 0; j0 < visible; j0 += kFp8KeyTile) {
+        const int64_t j1 = std::min(visible, j0 + kFp8KeyTile);
+        const double m_new = *std::max_element(scores.begin() + j0, scores.begin() + j1);
+        if (m_new > m) {  // exp(-inf) = 0 before the first tile
+          const double c = std::exp(m - m_new);
+          l *= c;
+          for (auto& x : acc) x *= c;
+          m = m_new;
+        }
+        for (int64_t j = j0; j < j1; ++j) {
+          const double w = f8::decode(f8::encode(448.0 * std::exp(scores[size_t(j)] - m), true), true) / 448.0;
+          l += w;
+          for (int64_t d = 0; d < D; ++d) acc[size_t(d)] += w * f8::decode(vc[(kv + j) * D + d], true);
+        }
       }
       const double vs = scale_at(v_scale, b, hk, p.kv_heads, 0, 1);
       for (int64_t d = 0; d < D; ++d) store_float(out, r * D + d, l > 0 ? float(acc[size_t(d)] * vs / l) : 0.f);

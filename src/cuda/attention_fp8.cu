@@ -1,8 +1,9 @@
 // The FP8 forward on CUDA (ops.yaml attention_forward_fp8; docs/attention_8bit.md): a reference
-// kernel, one block per query row, that computes exactly the op's definition (scores, the row's
-// max, P rounded to e4m3 at 448 times its value, both sums over the same rounded P). It makes the
-// C API whole on the GPU and is the oracle's twin for the tensor-core kernel still to come; it is
-// not fast (scalar dot products, every key read by one thread).
+// kernel, one block per query row, that computes exactly the op's definition (scores; per key tile
+// of kFp8KeyTile, the running max and P rounded to e4m3 at 448 times its value there, the sums so
+// far rescaled to it; both sums over the same rounded P). It serves what the tensor-core kernel
+// (flash_fp8_wgmma.cu) does not (head_dims other than 128, per-row q or k scales, GPUs other than
+// sm_90) and is the oracle's twin; it is not fast (scalar dot products, every key read by one thread).
 #include <cmath>
 
 #include "core/f8_codec.hpp"
@@ -12,6 +13,7 @@ namespace nx::cuda {
 namespace {
 
 constexpr int kRowThreads = 128;  // threads per query row; also the keys weighed per round
+static_assert(kRowThreads == kFp8KeyTile, "a round of the row's loop is one key tile of the definition");
 constexpr int kMaxHeads = 128;    // ALiBi slopes passed by value
 
 struct Fp8Args {
@@ -62,14 +64,18 @@ __global__ void __launch_bounds__(kRowThreads) fp8_forward_kernel(Fp8Args a, con
     if (a.alibi) s -= a.slopes[h] * float(qpos - j);
     return s;
   };
-  float m = -INFINITY;
-  for (int64_t j = threadIdx.x; j < visible; j += kRowThreads) m = fmaxf(m, score(j));
-  m = block_reduce(m, 1, scratch);
-  float acc[2] = {0.f, 0.f}, l = 0.f;  // columns threadIdx.x and threadIdx.x + 128 (D <= 256)
+  float m = -INFINITY, acc[2] = {0.f, 0.f}, l = 0.f;  // columns threadIdx.x and threadIdx.x + 128 (D <= 256)
   for (int64_t j0 = 0; j0 < visible; j0 += kRowThreads) {
     const int64_t j = j0 + threadIdx.x;
+    const float s = j < visible ? score(j) : -INFINITY;
+    const float m_new = fmaxf(m, block_reduce(s, 1, scratch));
+    if (m_new > m) {  // the running max moved: the sums so far to its scale (exp(-inf) = 0 at first)
+      const float c = float(exp(double(m) - double(m_new)));
+      l *= c, acc[0] *= c, acc[1] *= c;
+      m = m_new;
+    }
     float w = 0.f;
-    if (j < visible) w = e4m3(f8::encode(448.0 * exp(double(score(j) - m)), true)) / 448.f;
+    if (j < visible) w = e4m3(f8::encode(448.0 * exp(double(s - m)), true)) / 448.f;
     weight[threadIdx.x] = w;
     l += w;
     __syncthreads();
@@ -93,11 +99,16 @@ int granularity(const View& s) { return s.shape.size() == 1 ? 0 : (s.shape.size(
 
 }  // namespace
 
+bool attention_forward_fp8_wgmma(const ExecContext& ctx, const AttentionParams& p, const View& q, const View& q_scale,
+                                 const View& k, const View& k_scale, const View& v, const View& v_scale,
+                                 const View& out);
+
 void launch_attention_forward_fp8(const ExecContext& ctx, const AttentionParams& p, const View& q,
                                   const View& q_scale, const View& k, const View& k_scale, const View& v,
                                   const View& v_scale, const View& out) {
   if (p.alibi_slopes.size() > size_t(kMaxHeads))
     fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": ALiBi on CUDA supports up to ", kMaxHeads, " heads, got ", p.heads);
+  if (attention_forward_fp8_wgmma(ctx, p, q, q_scale, k, k_scale, v, v_scale, out)) return;  // flash_fp8_wgmma.cu
   Fp8Args a{};
   a.heads = p.heads, a.kv_heads = p.kv_heads, a.tq = p.tq, a.tk = p.tk, a.dim = p.dim;
   a.scale = float(p.scale);

@@ -67,8 +67,9 @@ __device__ __forceinline__ float ex2(float x) {
 // and s replaced by the unnormalized weights 2^(s * scale2 - m). Without ALiBi the max is taken
 // on raw scores (scale2 > 0), so each weight costs one FFMA and one ex2. Returns in corr the
 // factor the running output must be multiplied by (rescale_rows), which the caller may apply later
-// (the wgmma kernel does, once the previous P V product has landed).
-template <bool ALIBI, bool MASK, int MT, int NT>
+// (the wgmma kernel does, once the previous P V product has landed). P448: the weights are
+// 448 times that, the whole e4m3 range (the FP8 forward; l then sums those).
+template <bool ALIBI, bool MASK, bool P448 = false, int MT, int NT>
 __device__ __forceinline__ void softmax_step(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
                                              float (&corr)[MT][2], const int (&row_pos)[MT][2], int j0, int t,
                                              int tk, bool causal, float scale2, float slope2) {
@@ -97,9 +98,10 @@ __device__ __forceinline__ void softmax_step(float (&s)[MT][NT][4], float (&m)[M
       corr[mt][r] = ex2(m[mt][r] - base);
       m[mt][r] = m_new;
       float sum = l[mt][r] * corr[mt][r];
+      const float shift = P448 ? base - 8.807354922057604f : base;  // log2(448)
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
-        const float p0 = ex2(fmaf(s[mt][n][r * 2], sc, -base)), p1 = ex2(fmaf(s[mt][n][r * 2 + 1], sc, -base));
+        const float p0 = ex2(fmaf(s[mt][n][r * 2], sc, -shift)), p1 = ex2(fmaf(s[mt][n][r * 2 + 1], sc, -shift));
         sum += p0 + p1;
         s[mt][n][r * 2] = p0;
         s[mt][n][r * 2 + 1] = p1;

@@ -14,8 +14,8 @@ static_assert(kBwdThreads == kBwdCompute + 128, "two compute warpgroups and one 
 // A block owns 128 keys of one (batch, kv head) and has three warpgroups: two compute (warpgroup w
 // owns keys 64w.. and keeps their dK and dV in registers), the third loads K and V once and then
 // the Q and dO tiles of every head sharing the kv head into a ring of stages guarded by mbarriers,
-// as in the forward (lse and delta, read by plain loads, are staged by the compute threads behind
-// their per-tile named barrier). Per tile:
+// as in the forward. Each tile's lse (in log2 units) and delta come from tile_stats
+// (bwd_tile_stats); see kStatsByCopy for who brings them. Per tile:
 //   S^T = K Q^T and dP^T = V dO^T (both operands from shared memory), P^T = exp(S^T - lse),
 //   dS^T = P^T (dP^T - delta); dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers;
 //   dS^T goes to shared memory, where dQ = dS K is formed (split between the warpgroups by rows
@@ -35,6 +35,15 @@ static_assert(kBwdThreads == kBwdCompute + 128, "two compute warpgroups and one 
 // counts its part once the add has landed. Waiting for the turn, for the add and the release
 // fence that publishes it cost the compute warps 13-29% when they did it themselves (session 16).
 constexpr int kBwdKeys = 128;
+// Who brings a tile's lse and delta into shared memory (measured in session 18, docs/benchmarks.md):
+// at head_dim 64 one loader thread, by a bulk copy that completes on the stage's mbarrier (when the
+// compute threads loaded them, ncu showed the loads waited for at the fences opening the next tile,
+// 9% of the compute warps' stall samples; the copy made fwd+bwd 4-5% faster); at head_dim 128 the
+// compute threads, a tile ahead, published by the per-tile named barrier (the copy made the default
+// backward about 3% slower there).
+template <int D>
+constexpr bool kStatsByCopy = D == 64;
+static_assert(kBwdStages == 2, "a tile's stats sit at stats[i % 2] whether a stage or the tile parity places them");
 // Threads of the loader warpgroup that load (the deterministic writer has one of the other two warps).
 template <bool DET>
 __host__ __device__ constexpr int bwd_loaders() { return DET ? 64 : 128; }
@@ -56,10 +65,24 @@ __host__ __device__ constexpr int dq_index(int wg, int warp, int n, int lane, in
   return (((wg * 4 + warp) * (bwd_dq_cols(D) / 8) + n) * 32 + lane) * 4 + e;
 }
 
+// Per query tile of T rows, T values of lse * log2(e) (+inf past the last row: weight 0) and T of
+// delta (0 past it), so each tile's statistics are one aligned block a bulk copy can bring.
+__global__ void bwd_tile_stats(const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ out,
+                               int64_t tiles, int tq, int T) {
+  const int64_t n = tiles * T;
+  for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < n; u += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t tile = u / T, ntiles = (tq + T - 1) / T;
+    const int row = int(tile % ntiles) * T + int(u % T);
+    const int64_t at = (tile / ntiles) * tq + row;
+    out[tile * 2 * T + u % T] = row < tq ? lse[at] * 1.4426950408889634f : INFINITY;
+    out[tile * 2 * T + T + u % T] = row < tq ? delta[at] : 0.f;
+  }
+}
+
 template <int D, bool BF16, bool ALIBI, bool DET>
 __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
     const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
-    const float* __restrict__ lse, const float* __restrict__ delta, float* __restrict__ dq_acc,
+    const float* __restrict__ tile_stats, float* __restrict__ dq_acc,
     int* __restrict__ dq_turns, uint16_t* __restrict__ dk, uint16_t* __restrict__ dv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int KB = kBwdKeys, T = bwd_rows(D), NT = T / 8, DT = D / 8, S = kBwdStages;
@@ -74,18 +97,22 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   uint8_t* dobuf = qbuf + S * kTileBytes;    // S dO tiles
   uint8_t* dst = dobuf + S * kTileBytes;     // two dS^T [query / 64][key][query % 64], swizzled
   float* dqs = reinterpret_cast<float*>(dst + 2 * KB * T * 2);  // dQ tile (T x D f32), as in dq_acc
-  float* stats = dqs + T * D;                // [tile parity][lse | delta][T], staged by the compute threads
+  float* stats = dqs + T * D;                // [i % 2][lse * log2(e) | delta][T]
   uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + 2 * 2 * T);
   uint64_t* full = kv_full + 1;
   uint64_t* empty = full + S;
   uint64_t* dq_full = empty + S;    // DET: both warpgroups' halves of the tile are staged
   uint64_t* dq_empty = dq_full + 1;  // DET: the writer's add has read the staging buffer
   constexpr int kLoaders = bwd_loaders<DET>();
-  const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq;
+  const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq, ntiles = (tq + T - 1) / T;
+  constexpr uint32_t kStatBytes = 2 * T * sizeof(float);
   const KeyBlockWalk walk(p, KB, T);
   const int b = walk.b, hk = walk.hk, k0 = walk.k0, total = walk.total;
   const int rotation = DET ? TileOrder<T, KB>(tq, tk, walk.group, p.causal).rotation(k0 / KB) : 0;
   auto slot = [&](int i) { return i + rotation < total ? i + rotation : i + rotation - total; };  // step -> walk position
+  // Query tile qt of head h among all (batch, head, tile): its index in dq_acc, the turn counters
+  // and tile_stats (< 2^31: the launcher checks).
+  auto tile_of = [&](int h, int qt) { return (b * int(p.heads) + h) * ntiles + qt; };
   if (threadIdx.x == 0) {
     mbar_init(kv_full, kLoaders);  // one arrival per loader thread
     for (int s = 0; s < S; ++s) {
@@ -105,8 +132,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       if (tid == kLoaders) {  // the writer: tile i's dQ parts, in turn
         const TileOrder<T, KB> order(tq, tk, walk.group, p.causal);
         for (int i = 0; i < total; ++i) {
-          const int h = walk.head(slot(i)), qt = walk.q0(slot(i), T) / T;
-          const int tile = (b * int(p.heads) + h) * ((tq + T - 1) / T) + qt;  // < 2^31: the launcher checks
+          const int h = walk.head(slot(i)), qt = walk.q0(slot(i), T) / T, tile = tile_of(h, qt);
           const int turn = order.turn(k0 / KB, h - hk * walk.group, qt);
           mbar_wait(dq_full, i & 1);
           wait_turn(dq_turns + tile, turn);
@@ -126,6 +152,14 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       const int s = i % S, q0 = walk.q0(slot(i), T);
       if (i >= S) mbar_wait(empty + s, (i / S - 1) & 1);  // tile i - S has left the stage
       const int64_t base = (int64_t(b) * p.heads + walk.head(slot(i))) * p.tq;
+      if (kStatsByCopy<D> && tid == 0) {
+        // the compute threads' plain reads of this stage's stats (released by `empty`) come before the
+        // bulk copy's async-proxy writes over them
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        mbar_expect_bytes(full + s, kStatBytes);  // before this thread's arrival below, so the phase waits for it
+        const float* from = tile_stats + int64_t(tile_of(walk.head(slot(i)), q0 / T)) * 2 * T;
+        bulk_copy_to_shared(stats + s * 2 * T, from, kStatBytes, full + s);
+      }
       load_tile<D, T, kLoaders>(qbuf + s * kTileBytes, q + base * D, q0, p.tq, tid);
       load_tile<D, T, kLoaders>(dobuf + s * kTileBytes, dout + base * D, q0, p.tq, tid);
       mbar_arrive_on_copies(full + s);
@@ -146,20 +180,15 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   const int keys[2] = {k0 + key_row, k0 + key_row + 8};
   const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
   const uint32_t k_addr = smem_addr(ks), v_addr = smem_addr(vs);
-  // lse and delta of tile i into stats[i % 2] (plain loads and stores, published by the per-tile
-  // named barrier: tile i + 1's are staged during tile i, after every read of that half). The
-  // load is issued at the top of tile i and stored near its end, so its latency hides under the
-  // tile's GEMMs: loaded and stored back to back it was the backward's largest stall (ncu: a
-  // third of the compute warps' stall cycles waited on L1TEX, docs/decisions.md session 11).
+  // !kStatsByCopy: tile i's stats, one value per thread of the first 2T, loaded at the top of tile
+  // i - 1 and stored near its end, after the last read of that half (its latency hides under the
+  // tile's GEMMs; loaded and stored back to back it was the backward's largest stall in session 11).
   auto load_stat = [&](int i) {
-    if (i >= total || threadIdx.x >= 2 * T) return 0.f;
-    const int r = threadIdx.x % T, q0 = walk.q0(slot(i), T);
-    const int64_t at = (int64_t(b) * p.heads + walk.head(slot(i))) * p.tq + q0 + r;
-    const bool ok = q0 + r < tq;  // rows past the end: weight 0
-    return threadIdx.x < T ? (ok ? lse[at] : INFINITY) : (ok ? delta[at] : 0.f);
+    if (kStatsByCopy<D> || i >= total || threadIdx.x >= 2 * T) return 0.f;
+    return tile_stats[int64_t(tile_of(walk.head(slot(i)), walk.q0(slot(i), T) / T)) * 2 * T + threadIdx.x];
   };
   auto store_stat = [&](int i, float value) {
-    if (i < total && threadIdx.x < 2 * T) stats[(i % 2) * 2 * T + threadIdx.x] = value;
+    if (!kStatsByCopy<D> && i < total && threadIdx.x < 2 * T) stats[(i % 2) * 2 * T + threadIdx.x] = value;
   };
   store_stat(0, load_stat(0));
   named_sync(1, kBwdCompute);
@@ -172,7 +201,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     mbar_wait(full + s, (i / S) & 1);
     fence_async_smem();
     const uint32_t q_addr = smem_addr(qbuf + s * kTileBytes), do_addr = smem_addr(dobuf + s * kTileBytes);
-    const float* ls = stats + (i % 2) * 2 * T;
+    const float* ls = stats + (i % 2) * 2 * T;  // lse * log2(e)
     const float* dl = ls + T;
     uint8_t* dsb = dst + (i % 2) * (KB * T * 2);  // this tile's dS^T
     const uint32_t ds_addr = smem_addr(dsb);
@@ -192,21 +221,28 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       mma_ss<T, BF16>(&dpt[0][0][0], sw128_desc(v_addr + a_off, 16, 1024), sw128_desc(do_addr + b_off, 16, 1024), kc > 0);
     }
     wg_commit();
-    // P^T, with masks only on tiles that cross a sequence end or the diagonal
+    // P^T, with masks only on tiles that cross a sequence end or the diagonal. Two instantiations:
+    // with the mask under a runtime test, the compiler computed it for every element of every tile
+    // (ncu, session 18: a third of the compute warps' instructions at d64 were compares and selects).
     const bool edge = q0 + T > tq || k0 + KB > tk || (p.causal && k0 + wg * 64 + 63 > offset + q0);
     const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
+    auto probabilities = [&](auto masked) {
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = n * 8 + t * 2 + (e & 1), query = q0 + col, key = keys[e >> 1], qpos = offset + query;
+          float x = fmaf(st[0][n][e], scale2, -ls[col]);
+          if constexpr (ALIBI) x -= slope2 * float(qpos - key);
+          float pv = ex2(x);  // rows without keys have lse = +inf: weight 0
+          if constexpr (decltype(masked)::value)
+            if (query >= tq || key >= tk || (p.causal && key > qpos)) pv = 0.f;
+          st[0][n][e] = pv;
+        }
+    };
     wg_wait<1>();
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int col = n * 8 + t * 2 + (e & 1), query = q0 + col, key = keys[e >> 1], qpos = offset + query;
-        float x = fmaf(st[0][n][e], scale2, -ls[col] * log2e);
-        if constexpr (ALIBI) x -= slope2 * float(qpos - key);
-        float pv = ex2(x);  // rows without keys have lse = +inf: weight 0
-        if (edge && (query >= tq || key >= tk || (p.causal && key > qpos))) pv = 0.f;
-        st[0][n][e] = pv;
-      }
+    if (edge) probabilities(std::true_type{});
+    else probabilities(std::false_type{});
     uint32_t pa[NT / 2][4], dsa[NT / 2][4];
     to_a_fragments<BF16>(pa, st);
     wg_wait<0>();
@@ -268,8 +304,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
         mbar_arrive(dq_full);
       } else {
         constexpr int kHalf = T * D / 2;
-        const int tile = (b * int(p.heads) + h) * ((tq + T - 1) / T) + q0 / T;  // < 2^31: the launcher checks
-        bulk_reduce_add_f32(dq_acc + int64_t(tile) * T * D + wg * kHalf, dqs + wg * kHalf, uint32_t(kHalf * 4));
+        float* to = dq_acc + int64_t(tile_of(h, q0 / T)) * T * D + wg * kHalf;
+        bulk_reduce_add_f32(to, dqs + wg * kHalf, uint32_t(kHalf * 4));
       }
     }
   }
@@ -314,18 +350,22 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
   TcParams p = tc_params(a);
   constexpr int T = bwd_rows(D), S = kBwdStages;
   const int64_t tiles = a.batch * a.heads * ((a.tq + T - 1) / T), units = tiles * T * D / 4;
+  Scratch tile_stats(ctx, size_t(tiles) * 2 * T * sizeof(float));
+  bwd_tile_stats<<<unsigned(std::min<int64_t>((tiles * T + 255) / 256, 65535)), 256, 0, stream_of(ctx)>>>(
+      lse, delta, static_cast<float*>(tile_stats.ptr), tiles, int(a.tq), T);
+  NX_CUDA_LAUNCH_CHECK();
   // dq_acc, then (deterministic) a turn counter per tile; zeroed together
   const size_t acc_bytes = size_t(units) * 16, bytes = acc_bytes + (DET ? size_t(tiles) * sizeof(int) : 0);
   Scratch acc(ctx, bytes);
   NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, bytes, stream_of(ctx)));
   int* turns = DET ? reinterpret_cast<int*>(static_cast<uint8_t*>(acc.ptr) + acc_bytes) : nullptr;
   const size_t smem = 1024 + size_t(2 * kBwdKeys + 2 * S * T) * D * 2 + 2 * size_t(kBwdKeys) * T * 2 +
-                      size_t(T) * D * 4 + 2 * 2 * T * sizeof(float) + (1 + 2 * S + 2) * 8;
+                      size_t(T) * D * 4 + S * 2 * T * sizeof(float) + (1 + 2 * S + 2) * 8;
   auto kernel = a.alibi_slopes.empty() ? flash_bwd_wgmma<D, BF16, false, DET> : flash_bwd_wgmma<D, BF16, true, DET>;
   NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
   kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdKeys - 1) / kBwdKeys)), kBwdThreads, smem, stream_of(ctx)>>>(
-      p, u16(q), u16(k), u16(v), u16(dout), lse, delta, static_cast<float*>(acc.ptr), turns, static_cast<uint16_t*>(dk.data),
+      p, u16(q), u16(k), u16(v), u16(dout), static_cast<const float*>(tile_stats.ptr), static_cast<float*>(acc.ptr), turns, static_cast<uint16_t*>(dk.data),
       static_cast<uint16_t*>(dv.data));
   NX_CUDA_LAUNCH_CHECK();
   dq_from_fragments<D, BF16><<<unsigned(std::min<int64_t>((units + 255) / 256, 65535)), 256, 0, stream_of(ctx)>>>(
