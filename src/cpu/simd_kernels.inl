@@ -620,6 +620,22 @@ inline void pack_panel(T* dst, const S* src, int64_t rs, int64_t ps, int64_t wid
       return;
     }
   }
+  if (ps == 1 && width == R) {
+    // runs along k (a transposed B): 8 keys of every row at a time, so each row's reads are one
+    // contiguous run and the writes fill whole panel rows
+    constexpr int64_t kRun = 8;
+    int64_t p0 = 0;
+    for (; p0 + kRun <= kc; p0 += kRun) {
+      T run[R][kRun];
+      for (int64_t i = 0; i < R; ++i)
+        for (int64_t p = 0; p < kRun; ++p) run[i][p] = widen(src[i * rs + p0 + p]);
+      for (int64_t p = 0; p < kRun; ++p)
+        for (int64_t i = 0; i < R; ++i) dst[(p0 + p) * R + i] = run[i][p];
+    }
+    for (; p0 < kc; ++p0)
+      for (int64_t i = 0; i < R; ++i) dst[p0 * R + i] = widen(src[i * rs + p0]);
+    return;
+  }
   for (int64_t p = 0; p < kc; ++p) {
     int64_t i = 0;
     for (; i < width; ++i) dst[p * R + i] = widen(src[i * rs + p * ps]);
