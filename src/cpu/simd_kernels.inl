@@ -543,12 +543,17 @@ template <class T> struct GemmShape {
   typedef T vec __attribute__((vector_size(NX_VEC_BYTES)));
 };
 
+// A's MR rows come as row pointers and one stride along k: a packed panel (rows i, stride MR) or
+// A read in place (see gemm_packed). Rows past the edge point at the last real row: they are
+// read and computed but never stored.
 template <class T>
-void micro_kernel(int64_t kc, const T* __restrict ap, const T* __restrict bp, T* c, int64_t ldc,
+void micro_kernel(int64_t kc, const T* const* arow, int64_t acs, const T* __restrict bp, T* c, int64_t ldc,
                   int mr, int nr, bool accumulate) {
   using G = GemmShape<T>;
   using V = typename G::vec;
   constexpr int W = G::W, MR = G::MR, NR = G::NR;
+  const T* ar[MR];
+  for (int i = 0; i < MR; ++i) ar[i] = arow[i];
   V acc[MR][2];
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = V{} ;
   for (int64_t p = 0; p < kc; ++p) {
@@ -556,7 +561,7 @@ void micro_kernel(int64_t kc, const T* __restrict ap, const T* __restrict bp, T*
     std::memcpy(&b0, bp + p * NR, sizeof(V));
     std::memcpy(&b1, bp + p * NR + W, sizeof(V));
     for (int i = 0; i < MR; ++i) {
-      V a = ap[p * MR + i] - V{};  // a broadcast: x - (+0) folds to x (x + 0 would not: -0 + 0 = +0)
+      V a = ar[i][p * acs] - V{};  // a broadcast: x - (+0) folds to x (x + 0 would not: -0 + 0 = +0)
       acc[i][0] += a * b0;
       acc[i][1] += a * b1;
     }
@@ -615,6 +620,22 @@ inline void pack_panel(T* dst, const S* src, int64_t rs, int64_t ps, int64_t wid
       return;
     }
   }
+  if (ps == 1 && width == R) {
+    // runs along k (a transposed B): 8 keys of every row at a time, so each row's reads are one
+    // contiguous run and the writes fill whole panel rows
+    constexpr int64_t kRun = 8;
+    int64_t p0 = 0;
+    for (; p0 + kRun <= kc; p0 += kRun) {
+      T run[R][kRun];
+      for (int64_t i = 0; i < R; ++i)
+        for (int64_t p = 0; p < kRun; ++p) run[i][p] = widen(src[i * rs + p0 + p]);
+      for (int64_t p = 0; p < kRun; ++p)
+        for (int64_t i = 0; i < R; ++i) dst[(p0 + p) * R + i] = run[i][p];
+    }
+    for (; p0 < kc; ++p0)
+      for (int64_t i = 0; i < R; ++i) dst[p0 * R + i] = widen(src[i * rs + p0]);
+    return;
+  }
   for (int64_t p = 0; p < kc; ++p) {
     int64_t i = 0;
     for (; i < width; ++i) dst[p * R + i] = widen(src[i * rs + p * ps]);
@@ -623,14 +644,21 @@ inline void pack_panel(T* dst, const S* src, int64_t rs, int64_t ps, int64_t wid
 }
 
 // C (compute type T, row stride ldc) = A @ B, A and B stored as S and widened to T while they are
-// packed: the packed panels and the micro-kernel are T, whatever the storage.
+// packed: the packed panels and the micro-kernel are T, whatever the storage. An f32/f64 A with a
+// unit stride (row-major, or transposed) is read in place: packing it cost one scalar copy per
+// element, about a quarter of the multiply-adds' time at the small shapes of a CPU model
+// (32 (m + n) / (m n) of it at 32 FMAs a cycle), and a parallel region per block of rows.
 template <class T, class S>
 void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const S* b, int64_t rsb, int64_t csb,
                  int64_t m, int64_t n, int64_t k) {
   using G = GemmShape<T>;
   constexpr int MR = G::MR, NR = G::NR;
+  bool a_in_place = false;
+  if constexpr (std::is_same_v<S, T>) a_in_place = csa == 1;
+  // In place there is no A panel to keep in L2, so a block of rows is all of m.
+  const int64_t mc_max = a_in_place ? m : G::MC;
   Buffer<T> bpack(size_t(G::KC) * size_t(((vmin(n, G::NC) + NR - 1) / NR) * NR));
-  Buffer<T> apack(size_t(G::KC) * size_t(((vmin(m, G::MC) + MR - 1) / MR) * MR));
+  Buffer<T> apack(a_in_place ? 0 : size_t(G::KC) * size_t(((vmin(m, G::MC) + MR - 1) / MR) * MR));
   for (int64_t jc = 0; jc < n; jc += G::NC) {
     int64_t nc = vmin(G::NC, n - jc);
     int64_t npanels = (nc + NR - 1) / NR;
@@ -642,23 +670,34 @@ void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const 
         int64_t j0 = jc + jp * NR;
         pack_panel<NR>(bp + jp * kc * NR, b + pc * rsb + j0 * csb, csb, rsb, vmin<int64_t>(NR, n - j0), kc);
       }
-      for (int64_t ic = 0; ic < m; ic += G::MC) {
-        int64_t mc = vmin(G::MC, m - ic);
+      for (int64_t ic = 0; ic < m; ic += mc_max) {
+        int64_t mc = vmin(mc_max, m - ic);
         int64_t mpanels = (mc + MR - 1) / MR;
         T* ap = apack.p;
+        if (!a_in_place) {
 #pragma omp parallel for schedule(static) if (mpanels * kc * MR > 16384)
-        for (int64_t ip = 0; ip < mpanels; ++ip) {
-          int64_t i0 = ic + ip * MR;
-          pack_panel<MR>(ap + ip * kc * MR, a + i0 * rsa + pc * csa, rsa, csa, vmin<int64_t>(MR, m - i0), kc);
+          for (int64_t ip = 0; ip < mpanels; ++ip) {
+            int64_t i0 = ic + ip * MR;
+            pack_panel<MR>(ap + ip * kc * MR, a + i0 * rsa + pc * csa, rsa, csa, vmin<int64_t>(MR, m - i0), kc);
+          }
         }
         bool accumulate = pc > 0;
 #pragma omp parallel for collapse(2) schedule(static) if (mpanels * npanels * kc > 4096)
         for (int64_t jp = 0; jp < npanels; ++jp) {
           for (int64_t ip = 0; ip < mpanels; ++ip) {
             int64_t i0 = ic + ip * MR, j0 = jc + jp * NR;
-            micro_kernel<T>(kc, ap + ip * kc * MR, bp + jp * kc * NR, c + i0 * ldc + j0, ldc,
-                            int(vmin<int64_t>(MR, m - i0)), int(vmin<int64_t>(NR, n - j0)),
-                            accumulate);
+            int mr = int(vmin<int64_t>(MR, m - i0));
+            const T* arow[MR];
+            int64_t acs = MR;
+            if (a_in_place) {
+              const T* a0 = reinterpret_cast<const T*>(a) + i0 * rsa + pc * csa;
+              for (int i = 0; i < MR; ++i) arow[i] = a0 + vmin(i, mr - 1) * rsa;
+              acs = csa;
+            } else {
+              for (int i = 0; i < MR; ++i) arow[i] = ap + ip * kc * MR + i;
+            }
+            micro_kernel<T>(kc, arow, acs, bp + jp * kc * NR, c + i0 * ldc + j0, ldc, mr,
+                            int(vmin<int64_t>(NR, n - j0)), accumulate);
           }
         }
       }

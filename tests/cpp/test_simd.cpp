@@ -577,17 +577,20 @@ template <class T> void SimdLevels::gemm_check() {
   std::mt19937_64 g(3);
   double worst = 0;
   for (const auto& cs : cases) {
-    for (int layout = 0; layout < 4; ++layout) {  // bit 0: A transposed, bit 1: B transposed
+    // bit 0: A transposed, bit 1: B transposed, bit 2: A with no unit stride (every other element:
+    // packed, where unit strides are read in place)
+    for (int layout = 0; layout < 8; ++layout) {
       const int64_t m = cs.m, n = cs.n, k = cs.k;
       const bool ta = layout & 1, tb = layout & 2;
+      const int64_t spread = layout & 4 ? 2 : 1;
       for (int exact = 0; exact < 2; ++exact) {
-        std::vector<T> a(size_t(std::max<int64_t>(m * k, 1))), b(size_t(std::max<int64_t>(k * n, 1)));
+        std::vector<T> a(size_t(std::max<int64_t>(spread * m * k, 1))), b(size_t(std::max<int64_t>(k * n, 1)));
         std::uniform_real_distribution<double> d(-1, 1);
         std::uniform_int_distribution<int> di(-8, 8);
         for (auto& v : a) v = exact ? T(di(g)) : T(d(g));
         for (auto& v : b) v = exact ? T(di(g)) : T(d(g));
         // A is m x k: row-major (rsa = k, csa = 1) or stored transposed (rsa = 1, csa = m)
-        int64_t rsa = ta ? 1 : k, csa = ta ? m : 1, rsb = tb ? 1 : n, csb = tb ? k : 1;
+        int64_t rsa = spread * (ta ? 1 : k), csa = spread * (ta ? m : 1), rsb = tb ? 1 : n, csb = tb ? k : 1;
         const int64_t ldc = n + 3;
         std::vector<T> c(size_t(m * ldc), T(12345));
         gemm(c.data(), ldc, a.data(), rsa, csa, b.data(), rsb, csb, m, n, k);
@@ -616,7 +619,7 @@ template <class T> void SimdLevels::gemm_check() {
             }
           }
         }
-        EXPECT_EQ(bad, 0) << tname<T>() << " gemm " << m << "x" << n << "x" << k << " ta=" << ta << " tb=" << tb
+        EXPECT_EQ(bad, 0) << tname<T>() << " gemm " << m << "x" << n << "x" << k << " ta=" << ta << " tb=" << tb << " spread=" << spread
                           << (exact ? " (integer data, exact)" : " (random data)");
       }
     }
