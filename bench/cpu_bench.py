@@ -36,6 +36,8 @@ def numpy_blas():
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--part", choices=("all", "model-gemms"), default="all",
+                    help="model-gemms: only the CPU GPT step's GEMM shapes")
     args = ap.parse_args()
     import torch
     import nexusgrad as ng
@@ -44,6 +46,9 @@ def main():
     print(f"threads {args.threads}, nexusgrad SIMD {ng.cpu_simd_level()}, torch {torch.__version__}")
     blas = numpy_blas()
     print(f"{'benchmark':26} {'ours':>14} {'torch':>14} {'ours/torch':>11} {'numpy (' + blas + ')':>22} {'ours/numpy':>11}")
+    if args.part == "model-gemms":
+        model_gemms(ng, torch)
+        return
     for n in (256, 512, 1024, 2048):
         a = np.random.rand(n, n).astype(np.float32)
         b = np.random.rand(n, n).astype(np.float32)
@@ -54,6 +59,7 @@ def main():
         t_np = best(lambda: a @ b)
         print(f"{'matmul f32 ' + str(n):26} {flops / t_ours / 1e9:10.1f} GF/s {flops / t_torch / 1e9:10.1f} GF/s "
               f"{t_torch / t_ours:11.3f} {flops / t_np / 1e9:17.1f} GF/s {t_np / t_ours:11.3f}")
+    model_gemms(ng, torch)
     n = 1 << 24
     x = np.random.rand(n).astype(np.float32)
     y = np.random.rand(n).astype(np.float32)
@@ -72,6 +78,29 @@ def main():
         print(f"{name:26} {bytes_ / t_ours / 1e9:10.1f} GB/s {bytes_ / t_torch / 1e9:10.1f} GB/s {t_torch / t_ours:11.3f}")
     attention(ng, torch)
     half_precision(ng, torch)
+
+
+def model_gemms(ng, torch):
+    """The GEMMs of the CPU GPT's training step (the main job's "cpu" size: 512 tokens, width 128,
+    MLP 512, vocab 4096): forward x W^T (B transposed), dX = dY W (both row-major) and
+    dW = dY^T X (A transposed), as the step's matmuls see them (transposed views, not copies)."""
+    shapes = [(512, 128, 128), (512, 512, 128), (512, 128, 512), (512, 4096, 128), (512, 128, 4096),
+              (4096, 128, 512), (128, 128, 512)]
+    for m, n, k in shapes:
+        for layout in ("A B", "A B^T", "A^T B"):
+            a = np.random.rand(k, m).astype(np.float32).T if layout == "A^T B" else np.random.rand(m, k).astype(np.float32)
+            b = np.random.rand(n, k).astype(np.float32).T if layout == "A B^T" else np.random.rand(k, n).astype(np.float32)
+            ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+            na = ng.transpose(ng.Tensor.from_numpy(np.ascontiguousarray(a.T)), 0, 1) if layout == "A^T B" else \
+                ng.Tensor.from_numpy(a)
+            nb = ng.transpose(ng.Tensor.from_numpy(np.ascontiguousarray(b.T)), 0, 1) if layout == "A B^T" else \
+                ng.Tensor.from_numpy(b)
+            flops = 2.0 * m * n * k
+            t_ours, t_torch, t_np = (best(lambda: ng.matmul(na, nb), 9), best(lambda: torch.matmul(ta, tb), 9),
+                                     best(lambda: a @ b, 9))
+            name = f"{m}x{n}x{k} {layout}"
+            print(f"{name:26} {flops / t_ours / 1e9:10.1f} GF/s {flops / t_torch / 1e9:10.1f} GF/s "
+                  f"{t_torch / t_ours:11.3f} {flops / t_np / 1e9:17.1f} GF/s {t_np / t_ours:11.3f}")
 
 
 def half_precision(ng, torch):

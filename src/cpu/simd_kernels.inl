@@ -543,17 +543,17 @@ template <class T> struct GemmShape {
   typedef T vec __attribute__((vector_size(NX_VEC_BYTES)));
 };
 
-// A's MR rows come as row pointers and one stride along k: a packed panel (rows i, stride MR) or
-// A read in place (see gemm_packed). Rows past the edge point at the last real row: they are
-// read and computed but never stored.
-template <class T>
-void micro_kernel(int64_t kc, const T* const* arow, int64_t acs, const T* __restrict bp, T* c, int64_t ldc,
-                  int mr, int nr, bool accumulate) {
+// A is a packed panel (element (i, p) at ap[p MR + i]) or, IN_PLACE, MR whole rows of a row-major
+// A (at ap[i rsa + p]; see gemm_packed).
+template <class T, bool IN_PLACE>
+void micro_kernel(int64_t kc, const T* __restrict ap, int64_t rsa, const T* __restrict bp, T* c, int64_t ldc, int mr,
+                  int nr, bool accumulate) {
   using G = GemmShape<T>;
   using V = typename G::vec;
   constexpr int W = G::W, MR = G::MR, NR = G::NR;
   const T* ar[MR];
-  for (int i = 0; i < MR; ++i) ar[i] = arow[i];
+  for (int i = 0; i < MR; ++i) ar[i] = IN_PLACE ? ap + i * rsa : ap + i;
+  constexpr int64_t step = IN_PLACE ? 1 : MR;
   V acc[MR][2];
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = V{} ;
   for (int64_t p = 0; p < kc; ++p) {
@@ -561,7 +561,7 @@ void micro_kernel(int64_t kc, const T* const* arow, int64_t acs, const T* __rest
     std::memcpy(&b0, bp + p * NR, sizeof(V));
     std::memcpy(&b1, bp + p * NR + W, sizeof(V));
     for (int i = 0; i < MR; ++i) {
-      V a = ar[i][p * acs] - V{};  // a broadcast: x - (+0) folds to x (x + 0 would not: -0 + 0 = +0)
+      V a = ar[i][p * step] - V{};  // a broadcast: x - (+0) folds to x (x + 0 would not: -0 + 0 = +0)
       acc[i][0] += a * b0;
       acc[i][1] += a * b1;
     }
@@ -644,10 +644,11 @@ inline void pack_panel(T* dst, const S* src, int64_t rs, int64_t ps, int64_t wid
 }
 
 // C (compute type T, row stride ldc) = A @ B, A and B stored as S and widened to T while they are
-// packed: the packed panels and the micro-kernel are T, whatever the storage. An f32/f64 A with a
-// unit stride (row-major, or transposed) is read in place: packing it cost one scalar copy per
-// element, about a quarter of the multiply-adds' time at the small shapes of a CPU model
-// (32 (m + n) / (m n) of it at 32 FMAs a cycle), and a parallel region per block of rows.
+// packed: the packed panels and the micro-kernel are T, whatever the storage. A row-major f32/f64
+// A is read in place: packing it cost one scalar copy per element, about a quarter of the
+// multiply-adds' time at the small shapes of a CPU model (32 (m + n) / (m n) of it at 32 FMAs a
+// cycle), and a parallel region per block of rows. A transposed A is still packed: read in
+// place, each k was a new cache line and the GEMM 30% slower.
 template <class T, class S>
 void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const S* b, int64_t rsb, int64_t csb,
                  int64_t m, int64_t n, int64_t k) {
@@ -686,18 +687,19 @@ void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const 
         for (int64_t jp = 0; jp < npanels; ++jp) {
           for (int64_t ip = 0; ip < mpanels; ++ip) {
             int64_t i0 = ic + ip * MR, j0 = jc + jp * NR;
-            int mr = int(vmin<int64_t>(MR, m - i0));
-            const T* arow[MR];
-            int64_t acs = MR;
-            if (a_in_place) {
-              const T* a0 = reinterpret_cast<const T*>(a) + i0 * rsa + pc * csa;
-              for (int i = 0; i < MR; ++i) arow[i] = a0 + vmin(i, mr - 1) * rsa;
-              acs = csa;
-            } else {
-              for (int i = 0; i < MR; ++i) arow[i] = ap + ip * kc * MR + i;
+            const int mr = int(vmin<int64_t>(MR, m - i0)), nr = int(vmin<int64_t>(NR, n - j0));
+            T* ct = c + i0 * ldc + j0;
+            const T* bpanel = bp + jp * kc * NR;
+            if (!a_in_place) {
+              micro_kernel<T, false>(kc, ap + ip * kc * MR, 0, bpanel, ct, ldc, mr, nr, accumulate);
+            } else if (mr == MR) {
+              micro_kernel<T, true>(kc, reinterpret_cast<const T*>(a) + i0 * rsa + pc, rsa, bpanel, ct, ldc, mr, nr,
+                                    accumulate);
+            } else {  // the last rows, fewer than MR: packed here (the kernel reads MR rows)
+              alignas(64) T edge[G::KC * MR];
+              pack_panel<MR>(edge, a + i0 * rsa + pc, rsa, 1, mr, kc);
+              micro_kernel<T, false>(kc, edge, 0, bpanel, ct, ldc, mr, nr, accumulate);
             }
-            micro_kernel<T>(kc, arow, acs, bp + jp * kc * NR, c + i0 * ldc + j0, ldc, mr,
-                            int(vmin<int64_t>(NR, n - j0)), accumulate);
           }
         }
       }
