@@ -8,7 +8,8 @@
  * Prints one line per mode (eager, then plan) and a summary:
  *   RESULT size=S device=D mode=M batch=B eager_tok_s=X plan_tok_s=Y ratio=Y/X eager_peak_mib=P
  *          plan_peak_mib=Q peak_ratio=Q/P arena_mib=A step_peak_mib=E ops=N graph=G max_loss_diff=L
- * PLAN_BENCH_INTERLEAVE=1 alternates the two models step by step (run_interleaved).
+ * PLAN_BENCH_INTERLEAVE=1 alternates the two models step by step (run_interleaved) and also prints
+ * pair_ratio_median, the median of each step pair's eager / replay time (0 otherwise).
  * Peaks are the CUDA allocator's over the timed steps (0 on the CPU); arena_mib against
  * step_peak_mib compares the plan's arena with the step's own allocations at their eager peak. */
 #include <math.h>
@@ -61,16 +62,31 @@ static double run(Model* m, nx_plan plan, nx_tensor* xs, nx_tensor* ys, int64_t 
 /* PLAN_BENCH_INTERLEAVE=1: both models train side by side, eager step s then replayed step s, so
  * a machine whose speed drifts during the run (a shared VM) slows both alike; the ratio is that of
  * the summed step times. Peaks are not separable then (both models live at once) and read 0. */
-static void run_interleaved(Model* a, Model* b, nx_plan plan, nx_tensor* xs, nx_tensor* ys, int64_t steps, double lr,
-                            double* eager_loss, double* plan_loss, double* t_eager, double* t_plan) {
-  double dt;
+static int by_value(const void* x, const void* y) {
+  const double a = *(const double*)x, b = *(const double*)y;
+  return (a > b) - (a < b);
+}
+
+/* Also returns the median over steps of eager's step time / the replay's next to it: a machine
+ * whose speed drifts moves both halves of a pair alike, so this is steadier than the totals'
+ * ratio on a shared VM. */
+static double run_interleaved(Model* a, Model* b, nx_plan plan, nx_tensor* xs, nx_tensor* ys, int64_t steps,
+                              double lr, double* eager_loss, double* plan_loss, double* t_eager, double* t_plan) {
+  double dt_e, dt_p;
+  double* pair_ratio = malloc(sizeof(double) * (size_t)steps);
   *t_eager = *t_plan = 0;
   for (int64_t s = 0; s < kWarmup + steps; ++s) {
-    const double ve = one_step(a, NULL, xs, ys, s, kWarmup + steps, lr, &dt);
-    if (s >= kWarmup) eager_loss[s - kWarmup] = ve, *t_eager += dt;
-    const double vp = one_step(b, plan, xs, ys, s, kWarmup + steps, lr, &dt);
-    if (s >= kWarmup) plan_loss[s - kWarmup] = vp, *t_plan += dt;
+    const double ve = one_step(a, NULL, xs, ys, s, kWarmup + steps, lr, &dt_e);
+    const double vp = one_step(b, plan, xs, ys, s, kWarmup + steps, lr, &dt_p);
+    if (s < kWarmup) continue;
+    eager_loss[s - kWarmup] = ve, *t_eager += dt_e;
+    plan_loss[s - kWarmup] = vp, *t_plan += dt_p;
+    pair_ratio[s - kWarmup] = dt_e / dt_p;
   }
+  qsort(pair_ratio, (size_t)steps, sizeof(double), by_value);
+  const double median = steps % 2 ? pair_ratio[steps / 2] : 0.5 * (pair_ratio[steps / 2 - 1] + pair_ratio[steps / 2]);
+  free(pair_ratio);
+  return median;
 }
 
 int main(int argc, char** argv) {
@@ -91,7 +107,7 @@ int main(int argc, char** argv) {
 
   double* eager_loss = (double*)malloc((size_t)steps * sizeof(double));
   double* plan_loss = (double*)malloc((size_t)steps * sizeof(double));
-  double eager_peak = 0, plan_peak = 0, t_eager, t_plan;
+  double eager_peak = 0, plan_peak = 0, t_eager, t_plan, pair_median = 0;
   const bool interleave = getenv("PLAN_BENCH_INTERLEAVE") && atoi(getenv("PLAN_BENCH_INTERLEAVE"));
   Model a = bench_gpt_model(&sz, dev, bf16);
   if (!interleave) {
@@ -104,7 +120,7 @@ int main(int argc, char** argv) {
   nx_plan plan;
   CHECK(nx_plan_create(&plan, ex_gpt_train_step, &b, 1, NULL));
   if (interleave) {
-    run_interleaved(&a, &b, plan, xs, ys, steps, sz.lr, eager_loss, plan_loss, &t_eager, &t_plan);
+    pair_median = run_interleaved(&a, &b, plan, xs, ys, steps, sz.lr, eager_loss, plan_loss, &t_eager, &t_plan);
     bench_gpt_free(&a);
   } else {
     t_plan = run(&b, plan, xs, ys, steps, sz.lr, dev, plan_loss, &plan_peak);
@@ -122,11 +138,11 @@ int main(int argc, char** argv) {
   const double tokens = (double)(steps * sz.batch * sz.context);
   printf("RESULT size=%s device=%s mode=%s batch=%lld eager_tok_s=%.0f plan_tok_s=%.0f ratio=%.3f eager_peak_mib=%.1f "
          "plan_peak_mib=%.1f peak_ratio=%.3f arena_mib=%.1f step_peak_mib=%.1f ops=%lld graph=%d replays=%lld "
-         "max_loss_diff=%.3g loss_last=%.4f\n",
+         "max_loss_diff=%.3g loss_last=%.4f pair_ratio_median=%.3f\n",
          size_name, dev.type == NX_CUDA ? "cuda" : "cpu", bf16 ? "bf16" : "f32", (long long)sz.batch,
          tokens / t_eager, tokens / t_plan, t_eager / t_plan, eager_peak, plan_peak,
          eager_peak > 0 ? plan_peak / eager_peak : 0.0, ps.arena_bytes / 1048576.0, ps.eager_peak_bytes / 1048576.0,
-         (long long)ps.ops, ps.cuda_graph ? 1 : 0, (long long)ps.replays, max_diff, plan_loss[steps - 1]);
+         (long long)ps.ops, ps.cuda_graph ? 1 : 0, (long long)ps.replays, max_diff, plan_loss[steps - 1], pair_median);
   nx_plan_free(plan);
   bench_gpt_free(&b);
   for (int i = 0; i < kBatches; ++i) nx_tensor_free(xs[i]), nx_tensor_free(ys[i]);
