@@ -593,7 +593,9 @@ void micro_kernel(int64_t kc, const T* __restrict ap, int64_t rsa, const T* __re
 // One packed panel: dst[p * R + i] = src[i * rs + p * ps] widened, for i < width and p < kc, and
 // zeros for width <= i < R (R: MR for A, with rs, ps = rsa, csa; NR for B, with csb, rsb). A run
 // contiguous along the panel (B row-major) is widened at once; runs contiguous along k (A
-// row-major, B transposed) are widened kChunk at a time into a buffer and transposed from it;
+// row-major, B transposed) of a half type are widened kChunk at a time into a buffer and
+// transposed from it, and of f32/f64 transposed 8 keys at a time through registers (the kChunk
+// buffer, which serves half types for their vector widening, measured 5-25% slower GEMMs there);
 // other strides are gathered one element at a time.
 template <int R, class T, class S>
 inline void pack_panel(T* dst, const S* src, int64_t rs, int64_t ps, int64_t width, int64_t kc) {
@@ -659,7 +661,9 @@ void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const 
   // In place there is no A panel to keep in L2, so a block of rows is all of m.
   const int64_t mc_max = a_in_place ? m : G::MC;
   Buffer<T> bpack(size_t(G::KC) * size_t(((vmin(n, G::NC) + NR - 1) / NR) * NR));
-  Buffer<T> apack(a_in_place ? 0 : size_t(G::KC) * size_t(((vmin(m, G::MC) + MR - 1) / MR) * MR));
+  // in place, apack holds only the last rows when they are fewer than MR (the kernel reads MR rows)
+  Buffer<T> apack(a_in_place ? size_t(m % MR ? G::KC * MR : 0)
+                             : size_t(G::KC) * size_t(((vmin(m, G::MC) + MR - 1) / MR) * MR));
   for (int64_t jc = 0; jc < n; jc += G::NC) {
     int64_t nc = vmin(G::NC, n - jc);
     int64_t npanels = (nc + NR - 1) / NR;
@@ -681,6 +685,8 @@ void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const 
             int64_t i0 = ic + ip * MR;
             pack_panel<MR>(ap + ip * kc * MR, a + i0 * rsa + pc * csa, rsa, csa, vmin<int64_t>(MR, m - i0), kc);
           }
+        } else if (m % MR) {
+          pack_panel<MR>(ap, a + (m - m % MR) * rsa + pc, rsa, 1, m % MR, kc);
         }
         bool accumulate = pc > 0;
 #pragma omp parallel for collapse(2) schedule(static) if (mpanels * npanels * kc > 4096)
@@ -690,16 +696,11 @@ void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const 
             const int mr = int(vmin<int64_t>(MR, m - i0)), nr = int(vmin<int64_t>(NR, n - j0));
             T* ct = c + i0 * ldc + j0;
             const T* bpanel = bp + jp * kc * NR;
-            if (!a_in_place) {
-              micro_kernel<T, false>(kc, ap + ip * kc * MR, 0, bpanel, ct, ldc, mr, nr, accumulate);
-            } else if (mr == MR) {
+            if (a_in_place && mr == MR)
               micro_kernel<T, true>(kc, reinterpret_cast<const T*>(a) + i0 * rsa + pc, rsa, bpanel, ct, ldc, mr, nr,
                                     accumulate);
-            } else {  // the last rows, fewer than MR: packed here (the kernel reads MR rows)
-              alignas(64) T edge[G::KC * MR];
-              pack_panel<MR>(edge, a + i0 * rsa + pc, rsa, 1, mr, kc);
-              micro_kernel<T, false>(kc, edge, 0, bpanel, ct, ldc, mr, nr, accumulate);
-            }
+            else  // packed: every panel, or in place the last rows' (apack's only panel)
+              micro_kernel<T, false>(kc, a_in_place ? ap : ap + ip * kc * MR, 0, bpanel, ct, ldc, mr, nr, accumulate);
           }
         }
       }
