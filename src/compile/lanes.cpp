@@ -43,8 +43,8 @@ bool conflict(const std::vector<MemRange>& a, const std::vector<MemRange>& b) {
 }  // namespace
 
 Lanes::Lanes(std::vector<Call*> list, const std::vector<std::vector<MemRange>>& ranges, std::vector<bool> alone,
-             bool alternate)
-    : list_(std::move(list)), deps_(list_.size()), alone_(std::move(alone)), alternate_(alternate),
+             Mode mode)
+    : list_(std::move(list)), deps_(list_.size()), alone_(std::move(alone)), mode_(mode),
       done_(new std::atomic<uint64_t>[list_.size()]) {
   for (size_t i = 0; i < list_.size(); ++i) {
     done_[i].store(0);
@@ -98,7 +98,7 @@ void Lanes::run(Backend& backend, const ExecContext& ctx) {
   }
   ++run_number_;
   const double t0 = now();
-  if (alternate_ && run_number_ % 2 == 0) {
+  if (mode_ == Mode::alternate && run_number_ % 2 == 0) {
     run_sequential(backend, ctx, nullptr, false);
     in_order_.add(now() - t0);
     return;
@@ -187,6 +187,7 @@ void Lanes::make_schedule() {
     stage_cost_ = std::min(stage_cost_, now() - t0);
   }
 #endif
+  if (mode_ == Mode::paired) t_one_ = t_all_, stage_cost_ = 0;
   const size_t n = list_.size();
   // best[j]: the fastest schedule of calls [0, j); from[j]: where its last stage starts (paired
   // when pair[j]).

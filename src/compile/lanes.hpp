@@ -30,12 +30,20 @@ struct MemRange {
 
 class Lanes {
  public:
+  // How the schedule is made and run (NEXUS_PLAN_LANES, read at each compile).
+  enum class Mode {
+    measured,   // from each call's measured times (the default)
+    alternate,  // as measured, but every other scheduled replay runs in order instead, and both
+                // are timed (summary): the lanes against the in-order replay in one process on a
+                // machine whose speed drifts
+    paired,     // every call taken as fast on one thread as on all, and a stage as free: any calls
+                // the memory lets run side by side do, whatever the timings (for tests, which must
+                // not depend on how loaded the machine is)
+  };
   // list: the replayed calls in order; ranges[i]: the memory call i touches; alone[i]: call i
-  // must run with nothing beside it (it reads memory its ranges do not name). alternate: every
-  // other scheduled replay runs in order instead, and both are timed (summary), for measuring
-  // the lanes against the in-order replay in one process on a machine whose speed drifts.
+  // must run with nothing beside it (it reads memory its ranges do not name).
   Lanes(std::vector<Call*> list, const std::vector<std::vector<MemRange>>& ranges, std::vector<bool> alone,
-        bool alternate);
+        Mode mode);
   ~Lanes();
   // One replay of the list: in order while calibrating (the first two runs time each call on all
   // threads, the third on one), then by the schedule made from those times; in order when fewer
@@ -74,7 +82,7 @@ class Lanes {
     void add(double s) { seconds += s, ++runs; }
     double mean() const { return seconds / double(runs); }
   } scheduled_, in_order_;
-  bool alternate_;
+  Mode mode_;
   int threads_ = 0;                        // the thread count the schedule was made for
   int calibrated_ = 0;                     // runs timed so far (kTimedAll + 1: scheduled)
   std::unique_ptr<std::atomic<uint64_t>[]> done_;  // per call: the run number that finished it

@@ -208,9 +208,10 @@ void CompiledStep::compile() {
 
 // The memory each call touches, whole buffers (an arena slot, a kept buffer, a tensor made
 // before the step) at the addresses the replay uses, for the two-lane schedule's dependencies.
-// NEXUS_PLAN_LANES=0 replays in order; =alternate measures both (compile/lanes.hpp).
+// NEXUS_PLAN_LANES=0 replays in order; =alternate measures both; =paired pairs whatever the
+// memory allows (compile/lanes.hpp). Read at each compile, so that a test can set it for one plan.
 void CompiledStep::make_lanes() {
-  static const char* env = std::getenv("NEXUS_PLAN_LANES");
+  const char* env = std::getenv("NEXUS_PLAN_LANES");
   const std::string mode = env ? env : "";
   if (mode == "0") return;
   std::vector<std::vector<MemRange>> ranges(list_.size());
@@ -229,7 +230,10 @@ void CompiledStep::make_lanes() {
     // arguments: it runs with nothing beside it.
     alone[i] = std::strcmp(call.name(), "adam_multi") == 0;
   }
-  lanes_ = std::make_unique<Lanes>(list_, ranges, std::move(alone), mode == "alternate");
+  const Lanes::Mode lanes_mode = mode == "alternate" ? Lanes::Mode::alternate
+                                 : mode == "paired"  ? Lanes::Mode::paired
+                                                     : Lanes::Mode::measured;
+  lanes_ = std::make_unique<Lanes>(list_, ranges, std::move(alone), lanes_mode);
 }
 
 void CompiledStep::place_temporaries() {
