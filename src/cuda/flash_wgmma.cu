@@ -19,8 +19,10 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "cuda/flash_sm90.cuh"
 
@@ -42,7 +44,7 @@ template <int D, int WGS>
 struct FwdSmem {
   static constexpr int kQ = fwd_rows(WGS) * D * 2, kKV = kFwdKeys * D * 2;
   static constexpr int kBarriers = kQ + 2 * kFwdStages * kKV;  // offset of the barrier array
-  static constexpr size_t kBytes = 1024 + kBarriers + (1 + 3 * kFwdStages) * 8;  // + alignment slack
+  static constexpr size_t kBytes = 1024 + kBarriers + (2 + 3 * kFwdStages) * 8 + 8;  // + alignment slack, block slot
 };
 
 // Tensor maps of q, k and v as [batch * heads, rows, D] (TMA loads; unused otherwise).
@@ -50,14 +52,16 @@ struct FwdMaps {
   CUtensorMap q, k, v;
 };
 
-template <int D, int WGS, bool BF16, bool ALIBI, bool TMA>
+template <int D, int WGS, bool BF16, bool ALIBI, bool TMA, bool PERSIST>
 __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
                                                                   const uint16_t* __restrict__ k,
                                                                   const uint16_t* __restrict__ v,
                                                                   uint16_t* __restrict__ out, float* __restrict__ lse,
-                                                                  const __grid_constant__ FwdMaps maps) {
+                                                                  const __grid_constant__ FwdMaps maps, int blocks,
+                                                                  int* __restrict__ next_block) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(WGS == 2 || (WGS == 3 && D == 64), "three warpgroups fit the registers at head_dim 64 only");
+  static_assert(TMA || !PERSIST, "the persistent loader is one TMA thread");
   using L = FwdSmem<D, WGS>;
   constexpr int BM = fwd_rows(WGS), BN = kFwdKeys, S = kFwdStages, NT = BN / 8, DT = D / 8;
   constexpr int kCompute = 128 * WGS;
@@ -70,18 +74,26 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   uint64_t* k_full = q_full + 1;
   uint64_t* v_full = k_full + S;
   uint64_t* empty = v_full + S;
-  const int tq = int(p.tq), tk = int(p.tk);
-  const int nqb = (tq + BM - 1) / BM;
-  const int64_t bh = blockIdx.x / nqb;
-  const int qi = int(blockIdx.x % nqb);
-  const int qb = p.causal ? nqb - 1 - qi : qi;  // causal: the longest rows of a head start first
-  const int h = int(bh % p.heads), b = int(bh / p.heads), hk = h / int(p.heads / p.kv_heads);
-  const int q0 = qb * BM, offset = tk - tq;
-  const int key_end = p.causal ? max(0, min(tk, offset + min(tq, q0 + BM))) : tk;
-  const int ntiles = (key_end + BN - 1) / BN;
+  uint64_t* q_empty = empty + S;
+  volatile int* block_slot = reinterpret_cast<volatile int*>(q_empty + 1);  // the block whose Q is in qs
+  const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq;
+  const int nqb = (tq + BM - 1) / BM;  // query blocks per head; `blocks` in all
+  // Block `blk`: query rows q0.. of (batch b, head h); causal: the longest rows of a head first.
+  struct Block {
+    int b, h, hk, q0, ntiles;
+  };
+  auto block_at = [&](int blk) {
+    const int bh = blk / nqb, qi = blk % nqb, qb = p.causal ? nqb - 1 - qi : qi;
+    Block x;
+    x.h = bh % int(p.heads), x.b = bh / int(p.heads), x.hk = x.h / int(p.heads / p.kv_heads), x.q0 = qb * BM;
+    const int key_end = p.causal ? max(0, min(tk, offset + min(tq, x.q0 + BM))) : tk;
+    x.ntiles = (key_end + BN - 1) / BN;
+    return x;
+  };
   constexpr int kLoadArrivals = TMA ? 1 : 128;  // the TMA thread's, or one per loader thread
   if (threadIdx.x == 0) {
     mbar_init(q_full, kLoadArrivals);
+    mbar_init(q_empty, kCompute / 32);
     for (int s = 0; s < S; ++s) {
       mbar_init(k_full + s, kLoadArrivals);
       mbar_init(v_full + s, kLoadArrivals);
@@ -97,24 +109,49 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     const int tid = threadIdx.x - kCompute;
     if constexpr (TMA) {
       if (tid != 0) return;
-      const int bhk = b * int(p.kv_heads) + hk;  // < 2^31: the launcher checks
-      mbar_arrive_expect_bytes(q_full, L::kQ);
-      for (int c = 0; c < D / 64; ++c) tma_load_3d(qs + c * BM * 128, &maps.q, 64 * c, q0, int(bh), q_full);
-      for (int j = 0; j < ntiles; ++j) {
-        const int s = j % S;
-        if (j >= S) mbar_wait(empty + s, (j / S - 1) & 1);  // tile j - S has left the stage
-        mbar_arrive_expect_bytes(k_full + s, L::kKV);
-        for (int c = 0; c < D / 64; ++c) tma_load_3d(kbuf + s * L::kKV + c * BN * 128, &maps.k, 64 * c, j * BN, bhk, k_full + s);
-        mbar_arrive_expect_bytes(v_full + s, L::kKV);
-        for (int c = 0; c < D / 64; ++c) tma_load_3d(vbuf + s * L::kKV + c * BN * 128, &maps.v, 64 * c, j * BN, bhk, v_full + s);
+      // PERSIST: this block's first query block is its index, each later one the next not taken
+      // (a counter across the grid, so that the blocks finish together however long each is);
+      // K and V tiles run through the ring across query blocks (g counts them).
+      int n = 0, g = 0;
+      for (int blk = blockIdx.x; blk < blocks; ++n) {
+        const Block x = block_at(blk);
+        const int bhk = x.b * int(p.kv_heads) + x.hk;  // < 2^31: the launcher checks
+        auto load_kv = [&](int j) {  // K and V tile j of this block into the ring's next stage
+          const int s = g % S;
+          if (g >= S) mbar_wait(empty + s, (g / S - 1) & 1);  // tile g - S has left the stage
+          mbar_arrive_expect_bytes(k_full + s, L::kKV);
+          for (int c = 0; c < D / 64; ++c)
+            tma_load_3d(kbuf + s * L::kKV + c * BN * 128, &maps.k, 64 * c, j * BN, bhk, k_full + s);
+          mbar_arrive_expect_bytes(v_full + s, L::kKV);
+          for (int c = 0; c < D / 64; ++c)
+            tma_load_3d(vbuf + s * L::kKV + c * BN * 128, &maps.v, 64 * c, j * BN, bhk, v_full + s);
+          ++g;
+        };
+        // The first tile before Q: its stage is free by now unless the last block was long, while
+        // Q waits for the last block's last S.
+        if (x.ntiles > 0) load_kv(0);
+        if (n > 0) mbar_wait(q_empty, (n - 1) & 1);  // every compute warp is done with the last Q
+        *block_slot = blk;  // published by the arrival below
+        mbar_arrive_expect_bytes(q_full, L::kQ);
+        for (int c = 0; c < D / 64; ++c)
+          tma_load_3d(qs + c * BM * 128, &maps.q, 64 * c, x.q0, x.b * int(p.heads) + x.h, q_full);
+        const int next = PERSIST ? int(gridDim.x) + atomicAdd(next_block, 1) : blocks;  // under the loads below
+        for (int j = 1; j < x.ntiles; ++j) load_kv(j);
+        blk = next;
+      }
+      if constexpr (PERSIST) {  // no more blocks: the compute warps read -1 at q_full's next phase
+        mbar_wait(q_empty, (n - 1) & 1);
+        *block_slot = -1;
+        mbar_arrive(q_full);
       }
       return;
     }
-    const uint16_t* kg = k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
-    const uint16_t* vg = v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D;
-    load_sw128<D, BM, 128>(qs, q + ((int64_t(b) * p.heads + h) * p.tq) * D, q0, p.tq, tid);
+    const Block x = block_at(blockIdx.x);
+    const uint16_t* kg = k + ((int64_t(x.b) * p.kv_heads + x.hk) * p.tk) * D;
+    const uint16_t* vg = v + ((int64_t(x.b) * p.kv_heads + x.hk) * p.tk) * D;
+    load_sw128<D, BM, 128>(qs, q + ((int64_t(x.b) * p.heads + x.h) * p.tq) * D, x.q0, p.tq, tid);
     mbar_arrive_on_copies(q_full);
-    for (int j = 0; j < ntiles; ++j) {
+    for (int j = 0; j < x.ntiles; ++j) {
       const int s = j % S;
       if (j >= S) mbar_wait(empty + s, (j / S - 1) & 1);  // tile j - S has left the stage
       load_sw128<D, BN, 128>(kbuf + s * L::kKV, kg, int64_t(j) * BN, p.tk, tid);
@@ -132,21 +169,13 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   float o[1][DT][4], s[1][NT][4], m[1][2], l[1][2], corr[1][2];
   uint32_t pa[BN / 16][4];  // P of the previous tile as wgmma A fragments
   int row_pos[1][2];
-#pragma unroll
-  for (int i = 0; i < DT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    m[0][r] = -INFINITY;
-    l[0][r] = 0.f;
-    row_pos[0][r] = offset + q0 + wg * 64 + warp * 16 + g + r * 8;
-  }
   const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
-  const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
   const uint32_t q_addr = smem_addr(qs) + wg * 64 * 128;  // this warpgroup's 64 rows
-  mbar_wait(q_full, 0);
+  int tile0 = 0, q0 = 0;  // the ring position of the block's first tile; its first row
+  float slope2 = 0.f;
 
   auto issue_s = [&](int j) {  // S_j = Q K_j^T over head-dim chunks of 16
-    const uint32_t k_addr = smem_addr(kbuf + (j % S) * L::kKV);
+    const uint32_t k_addr = smem_addr(kbuf + ((tile0 + j) % S) * L::kKV);
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc)
       mma_ss<BN, BF16>(&s[0][0][0], sw128_desc(q_addr + (kc / 4) * (BM * 128) + (kc % 4) * 32, 16, 1024),
@@ -154,7 +183,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     wg_commit();
   };
   auto issue_pv = [&](int j) {  // O += P_j V_j, V as the N-major B operand (keys kc*16..)
-    const uint32_t v_addr = smem_addr(vbuf + (j % S) * L::kKV);
+    const uint32_t v_addr = smem_addr(vbuf + ((tile0 + j) % S) * L::kKV);
 #pragma unroll
     for (int kc = 0; kc < BN / 16; ++kc) mma_rs<D, BF16>(&o[0][0][0], pa[kc], sw128_desc(v_addr + kc * 16 * 128, BN * 128, 1024));
     wg_commit();
@@ -165,75 +194,107 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     if (edge) softmax_step<ALIBI, true>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
     else softmax_step<ALIBI, false>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
   };
-  auto release = [&](int j) {  // this warp is done with tile j's stage
+  auto release = [&](uint64_t* bar) {  // this warp is done with a stage (or Q)
     fence_async_smem();
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty + j % S);
+    if (lane == 0) mbar_arrive(bar);
   };
+  auto wait_full = [&](uint64_t* full, int j) { mbar_wait(full + (tile0 + j) % S, ((tile0 + j) / S) & 1); };
   // Turns at the tensor cores: warpgroup w > 0 issues phase j after warpgroup w - 1's phase j,
   // warpgroup 0 issues phase j after the last warpgroup's phase j - 1 (named barrier 1 + wg is this
-  // warpgroup's go: it syncs there, the one before it arrives, 256 threads).
+  // warpgroup's go: it syncs there, the one before it arrives, 256 threads). The phases run on
+  // from one query block to the next; warpgroup 0's first go is free, and its go after the last
+  // phase is taken at the end.
   const int my_turn = 1 + wg, next_turn = 1 + (wg + 1) % WGS;
-  if (ntiles > 0) {
-    // phase 0: S_0 alone
-    mbar_wait(k_full, 0);
-    fence_async_smem();
-    if (wg > 0) named_sync(my_turn, 256);
-    wg_fence();
-    issue_s(0);
-    named_arrive(next_turn, 256);
-    wg_wait<0>();
-    softmax(0);
-    to_a_fragments<BF16>(pa, s);
-    // phases 1 .. ntiles - 1: S_j and P_{j-1} V_{j-1}; the softmax of tile j runs under P V
-    for (int j = 1; j < ntiles; ++j) {
-      mbar_wait(k_full + j % S, (j / S) & 1);
-      mbar_wait(v_full + (j - 1) % S, ((j - 1) / S) & 1);
+  bool phases_run = false;
+  for (int n = 0;; ++n) {
+    mbar_wait(q_full, n & 1);
+    const int blk = PERSIST ? *block_slot : (n == 0 ? int(blockIdx.x) : -1);
+    if (blk < 0) break;
+    const Block x = block_at(blk);
+    q0 = x.q0;
+    slope2 = ALIBI ? p.slopes[x.h] * log2e : 0.f;
+#pragma unroll
+    for (int i = 0; i < DT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      m[0][r] = -INFINITY;
+      l[0][r] = 0.f;
+      row_pos[0][r] = offset + q0 + wg * 64 + warp * 16 + g + r * 8;
+    }
+    const int ntiles = x.ntiles;
+    if (ntiles == 0) release(q_empty);
+    if (ntiles > 0) {
+      // phase 0: S_0 alone
+      wait_full(k_full, 0);
+      fence_async_smem();
+      if (wg > 0 || phases_run) named_sync(my_turn, 256);
+      phases_run = true;
+      wg_fence();
+      issue_s(0);
+      named_arrive(next_turn, 256);
+      wg_wait<0>();
+      if (ntiles == 1) release(q_empty);  // the block's last S has landed: Q may be replaced
+      softmax(0);
+      to_a_fragments<BF16>(pa, s);
+      // phases 1 .. ntiles - 1: S_j and P_{j-1} V_{j-1}; the softmax of tile j runs under P V
+      for (int j = 1; j < ntiles; ++j) {
+        wait_full(k_full, j);
+        wait_full(v_full, j - 1);
+        fence_async_smem();
+        named_sync(my_turn, 256);
+        wg_fence();
+        issue_s(j);
+        issue_pv(j - 1);
+        named_arrive(next_turn, 256);
+        wg_wait<1>();
+        if (j == ntiles - 1) release(q_empty);
+        softmax(j);
+        wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled, P overwritten, the stage freed
+        release(empty + (tile0 + j - 1) % S);
+        rescale_rows(o, corr);
+        to_a_fragments<BF16>(pa, s);
+      }
+      // last phase: P V of the last tile
+      wait_full(v_full, ntiles - 1);
       fence_async_smem();
       named_sync(my_turn, 256);
       wg_fence();
-      issue_s(j);
-      issue_pv(j - 1);
+      issue_pv(ntiles - 1);
       named_arrive(next_turn, 256);
-      wg_wait<1>();
-      softmax(j);
-      wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled, P overwritten, the stage freed
-      release(j - 1);
-      rescale_rows(o, corr);
-      to_a_fragments<BF16>(pa, s);
+      wg_wait<0>();
+      release(empty + (tile0 + ntiles - 1) % S);
+      tile0 += ntiles;
     }
-    // last phase: P V of the last tile
-    mbar_wait(v_full + (ntiles - 1) % S, ((ntiles - 1) / S) & 1);
-    fence_async_smem();
-    named_sync(my_turn, 256);
-    wg_fence();
-    issue_pv(ntiles - 1);
-    if (wg < WGS - 1) named_arrive(next_turn, 256);  // warpgroup 0 waits for no later phase
-    wg_wait<0>();
-  }
-  // row sums across the quad, then normalize and store
+    // row sums across the quad, then normalize and store
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float sum = l[0][r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int row = q0 + wg * 64 + warp * 16 + g + r * 8;
-    if (row >= tq) continue;
-    const float inv = sum > 0.f ? 1.f / sum : 0.f;
-    uint16_t* orow = out + ((int64_t(b) * p.heads + h) * p.tq + row) * D;
+    for (int r = 0; r < 2; ++r) {
+      float sum = l[0][r];
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      const int row = q0 + wg * 64 + warp * 16 + g + r * 8;
+      if (row >= tq) continue;
+      const float inv = sum > 0.f ? 1.f / sum : 0.f;
+      uint16_t* orow = out + ((int64_t(x.b) * p.heads + x.h) * p.tq + row) * D;
 #pragma unroll
-    for (int dn = 0; dn < DT; ++dn)
-      *reinterpret_cast<uint32_t*>(orow + dn * 8 + t * 2) = pack2<BF16>(o[0][dn][r * 2] * inv, o[0][dn][r * 2 + 1] * inv);
-    if (t == 0) lse[(int64_t(b) * p.heads + h) * p.tq + row] = sum > 0.f ? (m[0][r] + log2f(sum)) / log2e : INFINITY;
+      for (int dn = 0; dn < DT; ++dn)
+        *reinterpret_cast<uint32_t*>(orow + dn * 8 + t * 2) = pack2<BF16>(o[0][dn][r * 2] * inv, o[0][dn][r * 2 + 1] * inv);
+      if (t == 0) lse[(int64_t(x.b) * p.heads + x.h) * p.tq + row] = sum > 0.f ? (m[0][r] + log2f(sum)) / log2e : INFINITY;
+    }
+    if (!PERSIST) break;
   }
+  if (wg == 0 && phases_run) named_sync(my_turn, 256);  // the last warpgroup's arrival after the last phase
 #endif
 }
 
-// The loader issues TMA copies unless NEXUS_FLASH_TMA=0 (read at each call, so a bench can alternate).
-bool tma_requested() {
-  const char* s = std::getenv("NEXUS_FLASH_TMA");
-  return !(s && std::strcmp(s, "0") == 0);
+// The loader issues TMA copies unless NEXUS_FLASH_TMA=0, and the TMA kernel is persistent unless
+// NEXUS_FLASH_PERSISTENT=0 (read at each call, so a bench can alternate).
+bool env_off(const char* name) {
+  const char* s = std::getenv(name);
+  return s && std::strcmp(s, "0") == 0;
 }
+bool tma_requested() { return !env_off("NEXUS_FLASH_TMA"); }
+bool persistent_requested() { return !env_off("NEXUS_FLASH_PERSISTENT"); }
 
 // The driver's tensor-map encoder, through the runtime (no link against libcuda); null if absent.
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
@@ -270,16 +331,31 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
                    a.tk < INT32_MAX && encode_rows(&maps.q, q.data, BF16, a.batch * a.heads, a.tq, D, fwd_rows(WGS)) &&
                    encode_rows(&maps.k, k.data, BF16, a.batch * a.kv_heads, a.tk, D, kFwdKeys) &&
                    encode_rows(&maps.v, v.data, BF16, a.batch * a.kv_heads, a.tk, D, kFwdKeys);
-  auto go = [&](auto alibi_tag, auto tma_tag) {
-    auto kernel = flash_fwd_wgmma<D, WGS, BF16, decltype(alibi_tag)::value, decltype(tma_tag)::value>;
+  const int64_t blocks = a.batch * a.heads * ((a.tq + fwd_rows(WGS) - 1) / fwd_rows(WGS));
+  // Persistent: a block per multiprocessor, each taking query blocks until none is left; the
+  // counter of those taken starts at zero in every call.
+  const bool persist = tma && blocks < INT32_MAX && persistent_requested();
+  std::optional<Scratch> next_block;
+  if (persist) {
+    next_block.emplace(ctx, sizeof(int));
+    NX_CUDA_CHECK(cudaMemsetAsync(next_block->ptr, 0, sizeof(int), stream_of(ctx)));
+  }
+  auto go = [&](auto alibi_tag, auto tma_tag, auto persist_tag) {
+    auto kernel = flash_fwd_wgmma<D, WGS, BF16, decltype(alibi_tag)::value, decltype(tma_tag)::value,
+                                  decltype(persist_tag)::value>;
     NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    const int64_t blocks = a.batch * a.heads * ((a.tq + fwd_rows(WGS) - 1) / fwd_rows(WGS));
-    kernel<<<unsigned(blocks), fwd_threads(WGS), smem, stream_of(ctx)>>>(p, static_cast<const uint16_t*>(q.data),
+    const int64_t grid = persist ? std::min<int64_t>(blocks, sm_count()) : blocks;
+    kernel<<<unsigned(grid), fwd_threads(WGS), smem, stream_of(ctx)>>>(p, static_cast<const uint16_t*>(q.data),
         static_cast<const uint16_t*>(k.data), static_cast<const uint16_t*>(v.data), static_cast<uint16_t*>(out.data),
-        static_cast<float*>(lse.data), maps);
+        static_cast<float*>(lse.data), maps, int(std::min<int64_t>(blocks, INT32_MAX)),
+        persist ? static_cast<int*>(next_block->ptr) : nullptr);
     NX_CUDA_LAUNCH_CHECK();
   };
-  auto with_tma = [&](auto alibi_tag) { tma ? go(alibi_tag, std::true_type{}) : go(alibi_tag, std::false_type{}); };
+  auto with_tma = [&](auto alibi_tag) {
+    if (persist) go(alibi_tag, std::true_type{}, std::true_type{});
+    else if (tma) go(alibi_tag, std::true_type{}, std::false_type{});
+    else go(alibi_tag, std::false_type{}, std::false_type{});
+  };
   a.alibi_slopes.empty() ? with_tma(std::false_type{}) : with_tma(std::true_type{});
 }
 

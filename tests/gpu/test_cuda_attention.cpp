@@ -78,6 +78,35 @@ INSTANTIATE_TEST_SUITE_P(Grid, CudaAttention, ::testing::Values(
     // few-query decode against a long cache (split keys): 3 and 2 queries, head_dim 64 and 256
     AttnCase{2, 8, 2, 3, 3000, 64, true, true, DType::BF16}, AttnCase{1, 2, 2, 2, 1000, 256, false, false, DType::F16}));
 
+// The persistent forward (Hopper, TMA: a launch block per multiprocessor, each taking query blocks
+// until none is left, K/V tiles running through one ring across them) gives every query block the
+// arithmetic of the one-block-per-query-block launch (NEXUS_FLASH_PERSISTENT=0): outputs equal bit
+// for bit. The shapes have more query blocks than an H200 has multiprocessors (132), so blocks
+// loop; causal with Tq > Tk gives query blocks with no keys; GQA, ALiBi, both warpgroup counts of
+// head_dim 64 (two: causal Tq <= 2048; three: full).
+TEST(CudaAttentionPersistent, EqualsOneLaunchBlockPerQueryBlockBitForBit) {
+  NX_REQUIRE_GPU();
+  const AttnCase cases[] = {AttnCase{4, 8, 2, 1000, 1000, 128, true, false, DType::BF16},
+                            AttnCase{2, 8, 8, 1500, 700, 64, true, true, DType::F16},
+                            AttnCase{1, 16, 16, 2100, 2100, 64, false, false, DType::BF16},
+                            AttnCase{2, 16, 4, 700, 900, 128, false, true, DType::F16}};
+  for (const AttnCase& c : cases) {
+    manual_seed(8);
+    auto make = [&](Shape s) { return to_device(cast(randn(s, DType::F32, kCpu), c.dt), kGpu); };
+    Tensor q = make({c.b, c.h, c.tq, c.d}), k = make({c.b, c.hkv, c.tk, c.d}), v = make({c.b, c.hkv, c.tk, c.d});
+    ::setenv("NEXUS_FLASH_PERSISTENT", "0", 1);
+    const Tensor one_each = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
+    ::unsetenv("NEXUS_FLASH_PERSISTENT");
+    const Tensor persistent = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
+    const double diff = max_err(persistent, one_each);
+    std::printf("persistent b%lld h%lld/%lld tq%lld tk%lld d%lld %s%s: max difference %.3g (max |out| %.3g)\n",
+                (long long)c.b, (long long)c.h, (long long)c.hkv, (long long)c.tq, (long long)c.tk, (long long)c.d,
+                c.causal ? "causal" : "full", c.alibi ? "+alibi" : "", diff, max_abs(one_each));
+    EXPECT_EQ(diff, 0.0);
+    EXPECT_GT(max_abs(one_each), 0.0);
+  }
+}
+
 // Deterministic mode: on Hopper the wgmma backward adds dQ's parts in a fixed order (turn counters
 // between key blocks), elsewhere and at head_dim 32 the two-kernel mma.sync path runs. Either must
 // repeat bit for bit, match the f64 reference, and agree with the default backward up to rounding.
