@@ -16,6 +16,13 @@
 // each tile as tensor-map copies (cp.async.bulk.tensor, 128-byte swizzle: the same layout
 // load_sw128 writes, zeros past the head's rows), counted on the stage's mbarrier in bytes; the
 // other loader threads exit at once.
+// Persistent (with TMA, the default since session 20; NEXUS_FLASH_PERSISTENT=0 launches a block
+// per query block): one launch block per multiprocessor takes query blocks in order from a
+// counter until none is left, so short rows (causal, s512-s2048: 1-16 key tiles a block) no
+// longer pay a launch block's start and end each: the loader brings the next block's first K/V
+// tile and, once the compute warps' last S of a block has landed (q_empty), its Q, while they
+// finish that block's softmax, P V and stores. The K/V ring, its phases and the warpgroups'
+// turns run on across blocks.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 
