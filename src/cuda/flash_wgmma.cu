@@ -16,8 +16,8 @@
 // each tile as tensor-map copies (cp.async.bulk.tensor, 128-byte swizzle: the same layout
 // load_sw128 writes, zeros past the head's rows), counted on the stage's mbarrier in bytes; the
 // other loader threads exit at once.
-// Persistent (with TMA, the default since session 20; NEXUS_FLASH_PERSISTENT=0 launches a block
-// per query block): one launch block per multiprocessor takes query blocks in order from a
+// Persistent (with TMA at up to 4096 keys since session 20, see persistent_for; otherwise a launch
+// block per query block): one launch block per multiprocessor takes query blocks in order from a
 // counter until none is left, so short rows (causal, s512-s2048: 1-16 key tiles a block) no
 // longer pay a launch block's start and end each: the loader brings the next block's first K/V
 // tile and, once the compute warps' last S of a block has landed (q_empty), its Q, while they
@@ -301,7 +301,15 @@ bool env_off(const char* name) {
   return s && std::strcmp(s, "0") == 0;
 }
 bool tma_requested() { return !env_off("NEXUS_FLASH_TMA"); }
-bool persistent_requested() { return !env_off("NEXUS_FLASH_PERSISTENT"); }
+// Persistent where the rows are short: at most kPersistentKeys keys (H200, session 20: 9-15%
+// faster at s512-s1024, 4% at d128 s4096 full, even at d64 s4096 causal, 5% slower at d128 s16384
+// causal). NEXUS_FLASH_PERSISTENT=0|1 forces it off or on.
+constexpr int64_t kPersistentKeys = 4096;
+bool persistent_for(int64_t tk) {
+  const char* s = std::getenv("NEXUS_FLASH_PERSISTENT");
+  if (s && (std::strcmp(s, "0") == 0 || std::strcmp(s, "1") == 0)) return s[0] == '1';
+  return tk <= kPersistentKeys;
+}
 
 // The driver's tensor-map encoder, through the runtime (no link against libcuda); null if absent.
 PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
@@ -341,7 +349,7 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
   const int64_t blocks = a.batch * a.heads * ((a.tq + fwd_rows(WGS) - 1) / fwd_rows(WGS));
   // Persistent: a block per multiprocessor, each taking query blocks until none is left; the
   // counter of those taken starts at zero in every call.
-  const bool persist = tma && blocks < INT32_MAX && persistent_requested();
+  const bool persist = tma && blocks < INT32_MAX && persistent_for(a.tk);
   std::optional<Scratch> next_block;
   if (persist) {
     next_block.emplace(ctx, sizeof(int));

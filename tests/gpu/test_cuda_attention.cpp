@@ -96,8 +96,9 @@ TEST(CudaAttentionPersistent, EqualsOneLaunchBlockPerQueryBlockBitForBit) {
     Tensor q = make({c.b, c.h, c.tq, c.d}), k = make({c.b, c.hkv, c.tk, c.d}), v = make({c.b, c.hkv, c.tk, c.d});
     ::setenv("NEXUS_FLASH_PERSISTENT", "0", 1);
     const Tensor one_each = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
-    ::unsetenv("NEXUS_FLASH_PERSISTENT");
+    ::setenv("NEXUS_FLASH_PERSISTENT", "1", 1);
     const Tensor persistent = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
+    ::unsetenv("NEXUS_FLASH_PERSISTENT");
     const double diff = max_err(persistent, one_each);
     std::printf("persistent b%lld h%lld/%lld tq%lld tk%lld d%lld %s%s: max difference %.3g (max |out| %.3g)\n",
                 (long long)c.b, (long long)c.h, (long long)c.hkv, (long long)c.tq, (long long)c.tk, (long long)c.d,
