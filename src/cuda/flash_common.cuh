@@ -62,21 +62,6 @@ __device__ __forceinline__ float ex2(float x) {
   return y;
 }
 
-// A query block's start for a thread of a 64-row warpgroup tile: O zero, the running max -inf,
-// the sum 0, and the key positions of its rows g and g + 8 (first_row: row g's).
-template <int DT>
-__device__ __forceinline__ void start_rows(float (&o)[1][DT][4], float (&m)[1][2], float (&l)[1][2],
-                                           int (&row_pos)[1][2], int first_row) {
-#pragma unroll
-  for (int i = 0; i < DT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    m[0][r] = -INFINITY;
-    l[0][r] = 0.f;
-    row_pos[0][r] = first_row + r * 8;
-  }
-}
-
 // One online-softmax step over S tiles (raw Q K^T in s; rows g and g + 8 of each m16 tile across
 // the 4 lanes t that share them): ALiBi and masks, the running row max m (log2 units) and sum l,
 // and s replaced by the unnormalized weights 2^(s * scale2 - m). Without ALiBi the max is taken

@@ -195,7 +195,14 @@ __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p
   float o[1][OT][4], pv[1][OT][4], s[1][NT][4], m[1][2], l[1][2], corr[1][2];
   uint32_t pa[BN / 32][4];  // P of the previous tile as e4m3 A fragments
   int row_pos[1][2];
-  start_rows(o, m, l, row_pos, offset + q0 + wg * 64 + warp * 16 + g);
+#pragma unroll
+  for (int i = 0; i < OT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    m[0][r] = -INFINITY;
+    l[0][r] = 0.f;
+    row_pos[0][r] = offset + q0 + wg * 64 + warp * 16 + g + r * 8;
+  }
   const float log2e = 1.4426950408889634f;
   const float scale2 = p.scale * scale_of(scales.q, scales.q_kind, bh) * scale_of(scales.k, scales.k_kind, bhk) * log2e;
   const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;

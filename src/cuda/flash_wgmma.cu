@@ -221,7 +221,14 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     const Block x = block_at(blk);
     q0 = x.q0;
     slope2 = ALIBI ? p.slopes[x.h] * log2e : 0.f;
-    start_rows(o, m, l, row_pos, offset + q0 + wg * 64 + warp * 16 + g);
+#pragma unroll
+    for (int i = 0; i < DT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      m[0][r] = -INFINITY;
+      l[0][r] = 0.f;
+      row_pos[0][r] = offset + q0 + wg * 64 + warp * 16 + g + r * 8;
+    }
     const int ntiles = x.ntiles;
     if (ntiles == 0) release(q_empty);
     if (ntiles > 0) {
