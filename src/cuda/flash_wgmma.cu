@@ -294,13 +294,12 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
 #endif
 }
 
-// The loader issues TMA copies unless NEXUS_FLASH_TMA=0, and the TMA kernel is persistent unless
-// NEXUS_FLASH_PERSISTENT=0 (read at each call, so a bench can alternate).
-bool env_off(const char* name) {
-  const char* s = std::getenv(name);
-  return s && std::strcmp(s, "0") == 0;
+// The loader issues TMA copies unless NEXUS_FLASH_TMA=0 (read at each call, like
+// NEXUS_FLASH_PERSISTENT below, so a bench can alternate).
+bool tma_requested() {
+  const char* s = std::getenv("NEXUS_FLASH_TMA");
+  return !(s && std::strcmp(s, "0") == 0);
 }
-bool tma_requested() { return !env_off("NEXUS_FLASH_TMA"); }
 // Persistent where the rows are short: at most kPersistentKeys keys (H200, session 20: 9-15%
 // faster at s512-s1024, 4% at d128 s4096 full, even at d64 s4096 causal, 5% slower at d128 s16384
 // causal). NEXUS_FLASH_PERSISTENT=0|1 forces it off or on.
