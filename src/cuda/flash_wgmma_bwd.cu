@@ -15,16 +15,20 @@ static_assert(kBwdThreads == kBwdCompute + 128, "two compute warpgroups and one 
 // owns keys 64w.. and keeps their dK and dV in registers), the third loads K and V once and then
 // the Q and dO tiles of every head sharing the kv head into a ring of stages guarded by mbarriers,
 // as in the forward. Each tile's lse (in log2 units) and delta come from tile_stats
-// (bwd_tile_stats); see kStatsByCopy for who brings them. Per tile:
+// (bwd_tile_stats), brought by one loader thread's bulk copy. Per tile:
 //   S^T = K Q^T and dP^T = V dO^T (both operands from shared memory), P^T = exp(S^T - lse),
 //   dS^T = P^T (dP^T - delta); dV += P^T dO and dK += dS^T Q with P^T and dS^T from registers;
-//   dS^T goes to shared memory, where dQ = dS K is formed (split between the warpgroups by rows
-//   or by columns, see bwd_dq_cols), staged in f32 and added to dq_acc by a bulk reduce-add
-//   (cp.reduce.async.bulk) per warpgroup. dq_acc holds each tile in fragment order (dq_index), so
-//   the staging stores are whole 16-byte rows of consecutive lanes (no bank conflicts);
-//   dq_from_fragments converts it.
-// dS^T is double-buffered, so the two compute warpgroups meet once per tile (both halves of dS^T
-// written) and one may run into the next tile while the other still forms dQ.
+//   dS^T goes to shared memory, where dQ = dS K is formed in two parts (by rows or by columns,
+//   see bwd_dq_cols), staged in f32 and added to dq_acc by one bulk reduce-add
+//   (cp.reduce.async.bulk). dq_acc holds each tile in fragment order (dq_index), so the staging
+//   stores are whole 16-byte rows of consecutive lanes (no bank conflicts); dq_from_fragments
+//   converts it.
+// The warpgroups take turns forming dQ (session 21): warpgroup i % 2 owns tile i's. The other hands
+// its half of dS^T over (bar.arrive, no wait) and runs on into tile i + 1, so one warpgroup's
+// exponentials and dS run under the other's dQ products; when each formed half of every tile's dQ,
+// both met at each tile and their element-wise phases left the tensor cores idle together.
+// dS^T is double-buffered: a warpgroup reaches tile i + 2's dS^T only after the owner of tile i + 1
+// has had its half, which its owner hands over after finishing tile i.
 // Query rows per tile: 64 at head_dim 128 (registers: dK and dV alone take 128), 128 at head_dim
 // 64 (half the barriers and staging per FLOP).
 // Deterministic mode (DET) adds each dQ tile's parts in a fixed order (flash_order.hpp): the walk
@@ -35,15 +39,10 @@ static_assert(kBwdThreads == kBwdCompute + 128, "two compute warpgroups and one 
 // counts its part once the add has landed. Waiting for the turn, for the add and the release
 // fence that publishes it cost the compute warps 13-29% when they did it themselves (session 16).
 constexpr int kBwdKeys = 128;
-// Who brings a tile's lse and delta into shared memory (measured in session 18, docs/benchmarks.md):
-// at head_dim 64 one loader thread, by a bulk copy that completes on the stage's mbarrier (when the
-// compute threads loaded them, ncu showed the loads waited for at the fences opening the next tile,
-// 9% of the compute warps' stall samples; the copy made fwd+bwd 4-5% faster); at head_dim 128 the
-// compute threads, a tile ahead, published by the per-tile named barrier (the copy made the default
-// backward about 3% slower there).
-template <int D>
-constexpr bool kStatsByCopy = D == 64;
-static_assert(kBwdStages == 2, "a tile's stats sit at stats[i % 2] whether a stage or the tile parity places them");
+// A tile's lse and delta come by a bulk copy that completes on the stage's mbarrier (session 18: when
+// the compute threads loaded them, the loads were waited for at the fences opening the next tile).
+// Until session 21 the compute threads loaded them at head_dim 128, a tile ahead, published by the
+// per-tile meeting of the warpgroups, which no longer exists.
 // Threads of the loader warpgroup that load (the deterministic writer has one of the other two warps).
 template <bool DET>
 __host__ __device__ constexpr int bwd_loaders() { return DET ? 64 : 128; }
@@ -88,7 +87,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   constexpr int KB = kBwdKeys, T = bwd_rows(D), NT = T / 8, DT = D / 8, S = kBwdStages;
   // the dQ tile [T][D] split between the warpgroups: rows when T = 128, columns when T = 64
   constexpr int NQ = bwd_dq_cols(D);
-  const int dq_row0 = T == 128 ? (threadIdx.x / 128) * 64 : 0, dq_col0 = T == 128 ? 0 : (threadIdx.x / 128) * NQ;
+  auto dq_row0 = [](int part) { return T == 128 ? part * 64 : 0; };
+  auto dq_col0 = [](int part) { return T == 128 ? 0 : part * NQ; };
   constexpr int kKVBytes = KB * D * 2, kTileBytes = T * D * 2;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* ks = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + 2 * 2 * T);
   uint64_t* full = kv_full + 1;
   uint64_t* empty = full + S;
-  uint64_t* dq_full = empty + S;    // DET: both warpgroups' halves of the tile are staged
+  uint64_t* dq_full = empty + S;    // DET: the tile's dQ is staged
   uint64_t* dq_empty = dq_full + 1;  // DET: the writer's add has read the staging buffer
   constexpr int kLoaders = bwd_loaders<DET>();
   const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq, ntiles = (tq + T - 1) / T;
@@ -119,7 +119,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       mbar_init(full + s, kLoaders);
       mbar_init(empty + s, kBwdCompute / 32);  // one per compute warp
     }
-    mbar_init(dq_full, 2);  // one per compute warpgroup
+    mbar_init(dq_full, 1);  // the owner's issuer
     mbar_init(dq_empty, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       const int s = i % S, q0 = walk.q0(slot(i), T);
       if (i >= S) mbar_wait(empty + s, (i / S - 1) & 1);  // tile i - S has left the stage
       const int64_t base = (int64_t(b) * p.heads + walk.head(slot(i))) * p.tq;
-      if (kStatsByCopy<D> && tid == 0) {
+      if (tid == 0) {
         // the compute threads' plain reads of this stage's stats (released by `empty`) come before the
         // bulk copy's async-proxy writes over them
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -180,24 +180,16 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   const int keys[2] = {k0 + key_row, k0 + key_row + 8};
   const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
   const uint32_t k_addr = smem_addr(ks), v_addr = smem_addr(vs);
-  // !kStatsByCopy: tile i's stats, one value per thread of the first 2T, loaded at the top of tile
-  // i - 1 and stored near its end, after the last read of that half (its latency hides under the
-  // tile's GEMMs; loaded and stored back to back it was the backward's largest stall in session 11).
-  auto load_stat = [&](int i) {
-    if (kStatsByCopy<D> || i >= total || threadIdx.x >= 2 * T) return 0.f;
-    return tile_stats[int64_t(tile_of(walk.head(slot(i)), walk.q0(slot(i), T) / T)) * 2 * T + threadIdx.x];
-  };
-  auto store_stat = [&](int i, float value) {
-    if (!kStatsByCopy<D> && i < total && threadIdx.x < 2 * T) stats[(i % 2) * 2 * T + threadIdx.x] = value;
-  };
-  store_stat(0, load_stat(0));
-  named_sync(1, kBwdCompute);
   mbar_wait(kv_full, 0);
 
   const bool issuer = threadIdx.x % 128 == 0;  // issues this warpgroup's bulk adds of dQ (DET: hands them over)
+  auto release = [&](uint64_t* bar) {  // this warp is done with a stage
+    fence_async_smem();
+    __syncwarp();
+    if (lane == 0) mbar_arrive(bar);
+  };
   for (int i = 0; i < total; ++i) {
     const int s = i % S, h = walk.head(slot(i)), q0 = walk.q0(slot(i), T);
-    const float next_stat = load_stat(i + 1);  // stored below, after the last read of its half
     mbar_wait(full + s, (i / S) & 1);
     fence_async_smem();
     const uint32_t q_addr = smem_addr(qbuf + s * kTileBytes), do_addr = smem_addr(dobuf + s * kTileBytes);
@@ -269,43 +261,56 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
             dsa[n / 2][(n % 2) * 2 + r];
       }
     fence_async_smem();
-    if (issuer) {  // the previous tile's dQ has left the staging buffer
-      if constexpr (DET) {
-        if (i > 0) mbar_wait(dq_empty, (i - 1) & 1);
-      } else {
-        bulk_wait_read();
+    const int ds_bar = 1 + (i & 1);  // named barrier of tile i's hand-over (2 x 128 threads)
+    if ((i & 1) != wg) {  // the other warpgroup forms tile i's dQ
+      if (issuer) {  // this warpgroup's add of tile i - 1 has read the staging buffer, which tile i's owner fills
+        if constexpr (DET) {
+          if (i > 0) mbar_wait(dq_empty, (i - 1) & 1);
+        } else {
+          bulk_wait_read();
+        }
       }
+      named_arrive(ds_bar, kBwdCompute);  // this half of dS^T is written (published by the arrival)
+      wg_wait<0>();  // dV and dK of tile i are done: its stage may be refilled
+      release(empty + s);
+      continue;
     }
-    store_stat(i + 1, next_stat);  // both warpgroups have read stats[(i + 1) % 2] for the last time (tile i - 1)
-    named_sync(1, kBwdCompute);  // both halves of dS^T written (and each warpgroup's staging free)
-    // dQ[dq_row0.., dq_col0..] = dS K over the block's 128 keys (A = dS M-major, B = K N-major)
-    float dqa[1][NQ / 8][4];
-    wg_fence();
+    named_sync(ds_bar, kBwdCompute);  // the other half of dS^T is written and the staging buffer free
+    // dQ part p = dS K over the block's 128 keys (A = dS M-major, B = K N-major): rows or columns
+    // dq_row0(p).., dq_col0(p)..; the second is issued once the first (and dV, dK) are done, and
+    // runs while the first is staged.
+    auto issue_dq = [&](int part, float (&acc)[NQ / 8][4]) {
+      wg_fence();
 #pragma unroll
-    for (int kc = 0; kc < KB / 16; ++kc) {
-      const uint32_t a_off = (dq_row0 / 64) * (KB * 128) + kc * 16 * 128;
-      const uint32_t b_off = (dq_col0 / 64) * (KB * 128) + (dq_col0 % 64) * 2 + kc * 16 * 128;
-      mma_ss<NQ, BF16, true>(&dqa[0][0][0], sw128_desc(ds_addr + a_off, KB * 128, 1024),
-                             sw128_desc(k_addr + b_off, KB * 128, 1024), kc > 0);
-    }
-    wg_commit();
-    wg_wait<0>();  // every product of tile i is done: its stage may be refilled
-    fence_async_smem();
-    __syncwarp();
-    if (lane == 0) mbar_arrive(empty + s);
+      for (int kc = 0; kc < KB / 16; ++kc) {
+        const uint32_t a_off = (dq_row0(part) / 64) * (KB * 128) + kc * 16 * 128;
+        const uint32_t b_off = (dq_col0(part) / 64) * (KB * 128) + (dq_col0(part) % 64) * 2 + kc * 16 * 128;
+        mma_ss<NQ, BF16, true>(&acc[0][0], sw128_desc(ds_addr + a_off, KB * 128, 1024),
+                               sw128_desc(k_addr + b_off, KB * 128, 1024), kc > 0);
+      }
+      wg_commit();
+    };
+    auto stage_dq = [&](int part, const float (&acc)[NQ / 8][4]) {
 #pragma unroll
-    for (int n = 0; n < NQ / 8; ++n)
-      *reinterpret_cast<float4*>(dqs + dq_index<D>(wg, warp, n, lane, 0)) =
-          make_float4(dqa[0][n][0], dqa[0][n][1], dqa[0][n][2], dqa[0][n][3]);
+      for (int n = 0; n < NQ / 8; ++n)
+        *reinterpret_cast<float4*>(dqs + dq_index<D>(part, warp, n, lane, 0)) =
+            make_float4(acc[n][0], acc[n][1], acc[n][2], acc[n][3]);
+    };
+    float dq0[NQ / 8][4], dq1[NQ / 8][4];
+    issue_dq(0, dq0);
+    wg_wait<0>();  // every product of tile i but dQ's second part is done: its stage may be refilled
+    release(empty + s);
+    issue_dq(1, dq1);
+    stage_dq(0, dq0);
+    wg_wait<0>();
+    stage_dq(1, dq1);
     fence_async_smem();
-    named_sync(2 + wg, 128);  // this warpgroup's half is staged
+    named_sync(3 + wg, 128);  // the tile is staged
     if (issuer) {
       if constexpr (DET) {
         mbar_arrive(dq_full);
       } else {
-        constexpr int kHalf = T * D / 2;
-        float* to = dq_acc + int64_t(tile_of(h, q0 / T)) * T * D + wg * kHalf;
-        bulk_reduce_add_f32(to, dqs + wg * kHalf, uint32_t(kHalf * 4));
+        bulk_reduce_add_f32(dq_acc + int64_t(tile_of(h, q0 / T)) * T * D, dqs, uint32_t(T * D * 4));
       }
     }
   }
