@@ -23,15 +23,13 @@
 // tile and, once the compute warps' last S of a block has landed (q_empty), its Q, while they
 // finish that block's softmax, P V and stores. The K/V ring, its phases and the warpgroups'
 // turns run on across blocks.
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 
 #include "cuda/flash_sm90.cuh"
+#include "cuda/flash_tma.hpp"
 
 namespace nx::cuda {
 namespace {
@@ -294,12 +292,6 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
 #endif
 }
 
-// The loader issues TMA copies unless NEXUS_FLASH_TMA=0 (read at each call, like
-// NEXUS_FLASH_PERSISTENT below, so a bench can alternate).
-bool tma_requested() {
-  const char* s = std::getenv("NEXUS_FLASH_TMA");
-  return !(s && std::strcmp(s, "0") == 0);
-}
 // Persistent where the rows are short: at most kPersistentKeys keys (H200, session 20: 9-15%
 // faster at s512-s1024, 4% at d128 s4096 full, even at d64 s4096 causal, 5% slower at d128 s16384
 // causal). NEXUS_FLASH_PERSISTENT=0|1 forces it off or on.
@@ -310,39 +302,13 @@ bool persistent_for(int64_t tk) {
   return tk <= kPersistentKeys;
 }
 
-// The driver's tensor-map encoder, through the runtime (no link against libcuda); null if absent.
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found) != cudaSuccess ||
-        found != cudaDriverEntryPointSuccess)
-      f = nullptr;
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(f);
-  }();
-  return fn;
-}
-
-// x [groups, rows, D] 16-bit as a tensor map with boxes of 64 columns x box_rows rows of one group,
-// 128-byte swizzled (flash_sm90.cuh's layout); false if the encoder refuses it.
-bool encode_rows(CUtensorMap* map, const void* x, bool bf16, int64_t groups, int64_t rows, int D, int box_rows) {
-  const cuuint64_t dims[3] = {cuuint64_t(D), cuuint64_t(rows), cuuint64_t(groups)};
-  const cuuint64_t strides[2] = {cuuint64_t(D) * 2, cuuint64_t(rows) * D * 2};
-  const cuuint32_t box[3] = {64, cuuint32_t(box_rows), 1}, unit[3] = {1, 1, 1};
-  return tensor_map_encoder()(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
-                              const_cast<void*>(x), dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
-}
-
 template <int D, int WGS, bool BF16>
 void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
                       const View& out, const View& lse) {
   TcParams p = tc_params(a);
   const size_t smem = FwdSmem<D, WGS>::kBytes;
   FwdMaps maps{};
-  const bool tma = tma_requested() && tensor_map_encoder() && a.batch * a.heads < INT32_MAX && a.tq < INT32_MAX &&
-                   a.tk < INT32_MAX && encode_rows(&maps.q, q.data, BF16, a.batch * a.heads, a.tq, D, fwd_rows(WGS)) &&
+  const bool tma = tma_requested() && encode_rows(&maps.q, q.data, BF16, a.batch * a.heads, a.tq, D, fwd_rows(WGS)) &&
                    encode_rows(&maps.k, k.data, BF16, a.batch * a.kv_heads, a.tk, D, kFwdKeys) &&
                    encode_rows(&maps.v, v.data, BF16, a.batch * a.kv_heads, a.tk, D, kFwdKeys);
   const int64_t blocks = a.batch * a.heads * ((a.tq + fwd_rows(WGS) - 1) / fwd_rows(WGS));

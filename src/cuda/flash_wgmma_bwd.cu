@@ -1,6 +1,7 @@
 // Flash-attention backward on Hopper's warpgroup MMA (wgmma, sm_90a), bf16/f16, head_dim 64 or 128.
 #include "cuda/flash_order.hpp"
 #include "cuda/flash_sm90.cuh"
+#include "cuda/flash_tma.hpp"
 
 namespace nx::cuda {
 namespace {
@@ -23,6 +24,10 @@ static_assert(kBwdThreads == kBwdCompute + 128, "two compute warpgroups and one 
 //   (cp.reduce.async.bulk). dq_acc holds each tile in fragment order (dq_index), so the staging
 //   stores are whole 16-byte rows of consecutive lanes (no bank conflicts); dq_from_fragments
 //   converts it.
+// Loads (session 21): with TMA (the default, as in the forward) one loader thread brings K and V
+// and each stage's Q, dO and statistics by tensor-map and bulk copies counted in bytes on the
+// stage's mbarrier; NEXUS_FLASH_TMA=0, or where no tensor map can be made, 128 loader threads
+// (64 in deterministic mode) copy them with cp.async.
 // The warpgroups take turns forming dQ (session 21): warpgroup i % 2 owns tile i's. The other hands
 // its half of dS^T over (bar.arrive, no wait) and runs on into tile i + 1, so one warpgroup's
 // exponentials and dS run under the other's dQ products; when each formed half of every tile's dQ,
@@ -78,11 +83,18 @@ __global__ void bwd_tile_stats(const float* __restrict__ lse, const float* __res
   }
 }
 
-template <int D, bool BF16, bool ALIBI, bool DET>
+// Tensor maps of q, dout (boxes of a tile's rows) and k, v (boxes of the block's keys) as
+// [batch * heads, rows, D] (TMA loads; unused otherwise).
+struct BwdMaps {
+  CUtensorMap q, dout, k, v;
+};
+
+template <int D, bool BF16, bool ALIBI, bool DET, bool TMA>
 __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
     const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
     const float* __restrict__ tile_stats, float* __restrict__ dq_acc,
-    int* __restrict__ dq_turns, uint16_t* __restrict__ dk, uint16_t* __restrict__ dv) {
+    int* __restrict__ dq_turns, uint16_t* __restrict__ dk, uint16_t* __restrict__ dv,
+    const __grid_constant__ BwdMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int KB = kBwdKeys, T = bwd_rows(D), NT = T / 8, DT = D / 8, S = kBwdStages;
   // the dQ tile [T][D] split between the warpgroups: rows when T = 128, columns when T = 64
@@ -113,10 +125,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   // Query tile qt of head h among all (batch, head, tile): its index in dq_acc, the turn counters
   // and tile_stats (< 2^31: the launcher checks).
   auto tile_of = [&](int h, int qt) { return (b * int(p.heads) + h) * ntiles + qt; };
+  constexpr int kLoadArrivals = TMA ? 1 : kLoaders;  // the TMA thread's, or one per loader thread
   if (threadIdx.x == 0) {
-    mbar_init(kv_full, kLoaders);  // one arrival per loader thread
+    mbar_init(kv_full, kLoadArrivals);
     for (int s = 0; s < S; ++s) {
-      mbar_init(full + s, kLoaders);
+      mbar_init(full + s, kLoadArrivals);
       mbar_init(empty + s, kBwdCompute / 32);  // one per compute warp
     }
     mbar_init(dq_full, 1);  // the owner's issuer
@@ -144,6 +157,28 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
         return;
       }
       if (tid >= kLoaders) return;
+    }
+    if constexpr (TMA) {
+      if (tid != 0) return;
+      const int bhk = b * int(p.kv_heads) + hk;
+      mbar_arrive_expect_bytes(kv_full, 2 * kKVBytes);
+      for (int c = 0; c < D / 64; ++c) {
+        tma_load_3d(ks + c * KB * 128, &maps.k, 64 * c, k0, bhk, kv_full);
+        tma_load_3d(vs + c * KB * 128, &maps.v, 64 * c, k0, bhk, kv_full);
+      }
+      for (int i = 0; i < total; ++i) {
+        const int s = i % S, h = walk.head(slot(i)), q0 = walk.q0(slot(i), T), bh = b * int(p.heads) + h;
+        if (i >= S) mbar_wait(empty + s, (i / S - 1) & 1);  // tile i - S has left the stage
+        // the compute threads' plain reads of this stage's stats come before the copies over them
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        mbar_arrive_expect_bytes(full + s, kStatBytes + 2 * kTileBytes);
+        bulk_copy_to_shared(stats + s * 2 * T, tile_stats + int64_t(tile_of(h, q0 / T)) * 2 * T, kStatBytes, full + s);
+        for (int c = 0; c < D / 64; ++c) {
+          tma_load_3d(qbuf + s * kTileBytes + c * T * 128, &maps.q, 64 * c, q0, bh, full + s);
+          tma_load_3d(dobuf + s * kTileBytes + c * T * 128, &maps.dout, 64 * c, q0, bh, full + s);
+        }
+      }
+      return;
     }
     load_tile<D, KB, kLoaders>(ks, k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, tid);
     load_tile<D, KB, kLoaders>(vs, v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, tid);
@@ -366,13 +401,22 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
   int* turns = DET ? reinterpret_cast<int*>(static_cast<uint8_t*>(acc.ptr) + acc_bytes) : nullptr;
   const size_t smem = 1024 + size_t(2 * kBwdKeys + 2 * S * T) * D * 2 + 2 * size_t(kBwdKeys) * T * 2 +
                       size_t(T) * D * 4 + S * 2 * T * sizeof(float) + (1 + 2 * S + 2) * 8;
-  auto kernel = a.alibi_slopes.empty() ? flash_bwd_wgmma<D, BF16, false, DET> : flash_bwd_wgmma<D, BF16, true, DET>;
-  NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
-  kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdKeys - 1) / kBwdKeys)), kBwdThreads, smem, stream_of(ctx)>>>(
-      p, u16(q), u16(k), u16(v), u16(dout), static_cast<const float*>(tile_stats.ptr), static_cast<float*>(acc.ptr), turns, static_cast<uint16_t*>(dk.data),
-      static_cast<uint16_t*>(dv.data));
-  NX_CUDA_LAUNCH_CHECK();
+  BwdMaps maps{};
+  const bool tma = tma_requested() && encode_rows(&maps.q, q.data, BF16, a.batch * a.heads, a.tq, D, T) &&
+                   encode_rows(&maps.dout, dout.data, BF16, a.batch * a.heads, a.tq, D, T) &&
+                   encode_rows(&maps.k, k.data, BF16, a.batch * a.kv_heads, a.tk, D, kBwdKeys) &&
+                   encode_rows(&maps.v, v.data, BF16, a.batch * a.kv_heads, a.tk, D, kBwdKeys);
+  auto go = [&](auto alibi_tag, auto tma_tag) {
+    auto kernel = flash_bwd_wgmma<D, BF16, decltype(alibi_tag)::value, DET, decltype(tma_tag)::value>;
+    NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
+    kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdKeys - 1) / kBwdKeys)), kBwdThreads, smem, stream_of(ctx)>>>(
+        p, u16(q), u16(k), u16(v), u16(dout), static_cast<const float*>(tile_stats.ptr), static_cast<float*>(acc.ptr),
+        turns, static_cast<uint16_t*>(dk.data), static_cast<uint16_t*>(dv.data), maps);
+    NX_CUDA_LAUNCH_CHECK();
+  };
+  auto with_tma = [&](auto alibi_tag) { tma ? go(alibi_tag, std::true_type{}) : go(alibi_tag, std::false_type{}); };
+  a.alibi_slopes.empty() ? with_tma(std::false_type{}) : with_tma(std::true_type{});
   dq_from_fragments<D, BF16><<<unsigned(std::min<int64_t>((units + 255) / 256, 65535)), 256, 0, stream_of(ctx)>>>(
       static_cast<const float4*>(acc.ptr), static_cast<uint16_t*>(dq.data), units, int(a.tq), p.scale);
   NX_CUDA_LAUNCH_CHECK();
