@@ -60,13 +60,19 @@ __device__ __forceinline__ void load_tile(uint8_t* dst, const uint16_t* src, int
 #endif
 }
 __host__ __device__ constexpr int bwd_rows(int d) { return d == 64 ? 128 : 64; }
-// dQ columns per warpgroup: the whole head at 128-row tiles, half of it at 64-row tiles.
+// dQ columns per part of a tile (the owner forms two parts): the whole head at 128-row tiles
+// (parts split the rows), half of it at 64-row tiles (parts split the columns).
 __host__ __device__ constexpr int bwd_dq_cols(int d) { return bwd_rows(d) == 128 ? d : d / 2; }
-// Offset in a dq_acc tile of accumulator element e of n8 block n held by lane `lane` of warp `warp`
-// of warpgroup wg: warpgroup-major, so each warpgroup's half is one contiguous range.
+// First row and first column of part `part` of a dQ tile.
 template <int D>
-__host__ __device__ constexpr int dq_index(int wg, int warp, int n, int lane, int e) {
-  return (((wg * 4 + warp) * (bwd_dq_cols(D) / 8) + n) * 32 + lane) * 4 + e;
+__host__ __device__ constexpr int dq_part_row0(int part) { return bwd_rows(D) == 128 ? part * 64 : 0; }
+template <int D>
+__host__ __device__ constexpr int dq_part_col0(int part) { return bwd_rows(D) == 128 ? 0 : part * bwd_dq_cols(D); }
+// Offset in a dq_acc tile of accumulator element e of n8 block n held by lane `lane` of warp `warp`
+// for part `part`: part-major, so each part is one contiguous range.
+template <int D>
+__host__ __device__ constexpr int dq_index(int part, int warp, int n, int lane, int e) {
+  return (((part * 4 + warp) * (bwd_dq_cols(D) / 8) + n) * 32 + lane) * 4 + e;
 }
 
 // Per query tile of T rows, T values of lse * log2(e) (+inf past the last row: weight 0) and T of
@@ -97,10 +103,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     const __grid_constant__ BwdMaps maps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int KB = kBwdKeys, T = bwd_rows(D), NT = T / 8, DT = D / 8, S = kBwdStages;
-  // the dQ tile [T][D] split between the warpgroups: rows when T = 128, columns when T = 64
+  // the dQ tile [T][D] in two parts: rows when T = 128, columns when T = 64
   constexpr int NQ = bwd_dq_cols(D);
-  auto dq_row0 = [](int part) { return T == 128 ? part * 64 : 0; };
-  auto dq_col0 = [](int part) { return T == 128 ? 0 : part * NQ; };
   constexpr int kKVBytes = KB * D * 2, kTileBytes = T * D * 2;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* ks = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
@@ -312,14 +316,14 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     }
     named_sync(ds_bar, kBwdCompute);  // the other half of dS^T is written and the staging buffer free
     // dQ part p = dS K over the block's 128 keys (A = dS M-major, B = K N-major): rows or columns
-    // dq_row0(p).., dq_col0(p)..; the second is issued once the first (and dV, dK) are done, and
-    // runs while the first is staged.
+    // dq_part_row0(p).., dq_part_col0(p)..; the second is issued once the first (and dV, dK) are
+    // done, and runs while the first is staged.
     auto issue_dq = [&](int part, float (&acc)[NQ / 8][4]) {
       wg_fence();
 #pragma unroll
       for (int kc = 0; kc < KB / 16; ++kc) {
-        const uint32_t a_off = (dq_row0(part) / 64) * (KB * 128) + kc * 16 * 128;
-        const uint32_t b_off = (dq_col0(part) / 64) * (KB * 128) + (dq_col0(part) % 64) * 2 + kc * 16 * 128;
+        const uint32_t a_off = (dq_part_row0<D>(part) / 64) * (KB * 128) + kc * 16 * 128;
+        const uint32_t b_off = (dq_part_col0<D>(part) / 64) * (KB * 128) + (dq_part_col0<D>(part) % 64) * 2 + kc * 16 * 128;
         mma_ss<NQ, BF16, true>(&acc[0][0], sw128_desc(ds_addr + a_off, KB * 128, 1024),
                                sw128_desc(k_addr + b_off, KB * 128, 1024), kc > 0);
       }
@@ -372,10 +376,10 @@ __global__ void dq_from_fragments(const float4* __restrict__ acc, uint16_t* __re
   const int ntiles = (tq + T - 1) / T;
   for (int64_t u = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; u < units; u += int64_t(gridDim.x) * blockDim.x) {
     const int64_t tile = u / kUnits;
-    const int within = int(u % kUnits), lane = within % 32, n = (within / 32) % (NQ / 8), wgwarp = within / 32 / (NQ / 8);
-    const int wg = wgwarp / 4, warp = wgwarp % 4;
-    const int row = int(tile % ntiles) * T + (T == 128 ? wg * 64 : 0) + warp * 16 + lane / 4;
-    const int col = (T == 128 ? 0 : wg * NQ) + n * 8 + (lane % 4) * 2;
+    const int within = int(u % kUnits), lane = within % 32, n = (within / 32) % (NQ / 8), partwarp = within / 32 / (NQ / 8);
+    const int part = partwarp / 4, warp = partwarp % 4;
+    const int row = int(tile % ntiles) * T + dq_part_row0<D>(part) + warp * 16 + lane / 4;
+    const int col = dq_part_col0<D>(part) + n * 8 + (lane % 4) * 2;
     const float4 x = acc[u];
     uint16_t* base = dq + ((tile / ntiles) * tq) * D + col;
     if (row < tq) *reinterpret_cast<uint32_t*>(base + int64_t(row) * D) = pack2<BF16>(x.x * scale, x.y * scale);
