@@ -237,11 +237,13 @@ __global__ void decode_kernel(Params p, const T* q, const T* k, const T* v, A* p
 // at memory speed. Scores are in log2 units (q pre-scaled by scale * log2 e); each step folds U
 // keys into the running (max, sum, acc) with one rescale. Partials go to decode_combine.
 // MINB: blocks per SM the registers must allow (one query: 4, as the compiler chose without a bound;
-// 5 spilled and ran 30% slower on the H200, session 14).
+// 5 spilled and ran 30% slower on the H200, session 14; 2 for the one-split kernel of 16 rows).
+// With out (one split), the block writes the output and lse itself, as decode_combine would.
 template <class T, int D, int NQ, int U, int MINB = (NQ == 1 ? 4 : NQ == 2 ? 2 : 1)>
 __global__ void __launch_bounds__(128, MINB) decode_half_kernel(Params p, const T* __restrict__ q, const T* __restrict__ k,
                                                           const T* __restrict__ v, float* __restrict__ part_acc,
-                                                          float* __restrict__ part_ml, int splits) {
+                                                          float* __restrict__ part_ml, int splits, T* __restrict__ out,
+                                                          float* __restrict__ lse) {
   constexpr int LPR = D / 8, RPW = 32 / LPR, ROWS = 4 * RPW;  // lanes per row, rows per warp, per block
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane / LPR, li = lane % LPR;
   const int split = blockIdx.x % splits;
@@ -314,6 +316,16 @@ __global__ void __launch_bounds__(128, MINB) decode_half_kernel(Params p, const 
   // merge the ROWS row groups of the block into one partial per query (natural units for decode_combine)
   merge_split_partials<NQ, ROWS, D, 8>(m, l, acc, warp * RPW + sub, li, int(min(int64_t(NQ), p.tq)), bh * p.tq, splits,
                                        split, log2e, part_acc, part_ml);
+  if (out) {  // one split: the block's partial is the row's result (what decode_combine would write)
+    __syncthreads();
+    for (int i = 0; i < NQ && i < p.tq; ++i) {
+      const int64_t row = bh * p.tq + i;
+      const float M = part_ml[row * 2], L = part_ml[row * 2 + 1];
+      for (int d = threadIdx.x; d < D; d += blockDim.x)
+        store_f64(out + row * D + d, L > 0.f ? double(part_acc[row * D + d] / L) : 0.0);
+      if (threadIdx.x == 0) lse[row] = L > 0.f ? M + logf(L) : INFINITY;
+    }
+  }
 }
 
 template <class T, class A>
@@ -527,14 +539,17 @@ void set_smem(K kernel, size_t bytes) {
 }
 
 // Key splits of the bf16/f16 flash-decoding kernel for bh (batch, head) pairs: blocks of equal
-// work, so the last wave of blocks decides how much of the GPU idles at the end. Enough splits for
-// about 32 blocks per SM, each split at least 512 keys: on the H200 (batch 8 x 32 heads, 8k cache)
-// 16 splits ran 2-4% faster than 9, 24, 32, 48 or 64 (docs/benchmarks.md, session 12).
-// NEXUS_DECODE_SPLITS=n forces n (a tuning knob for benchmarks).
+// work, so the last wave of blocks decides how much of the GPU idles at the end. One split when
+// the pairs alone give nearly every SM two blocks: then no merge kernel runs (it cost 5-6.5 us of
+// ~244 at batch 8 x 32 heads, 8k cache, where cuDNN's decode is one kernel of one block per pair:
+// docs/benchmarks.md, session 22). Otherwise enough splits for about 32 blocks per SM, each split
+// at least 512 keys: on the H200 16 splits ran 2-4% faster than 9, 24, 32, 48 or 64 (session 12).
+// NEXUS_DECODE_SPLITS=n forces n (a tuning knob for benchmarks and tests).
 int decode_splits(int64_t bh, int64_t tk) {
   const int64_t most = std::max<int64_t>(1, (tk + kDecodeMinKeys - 1) / kDecodeMinKeys);
   if (const char* forced = std::getenv("NEXUS_DECODE_SPLITS"); forced && std::atoi(forced) > 0)
     return int(std::min<int64_t>(std::atoi(forced), std::max<int64_t>(1, tk)));
+  if (10 * bh >= 19 * int64_t(sm_count())) return 1;
   const int64_t want = (int64_t(kDecodeBlocksPerSm) * sm_count() + bh - 1) / bh;
   return int(std::max<int64_t>(1, std::min(want, most)));
 }
@@ -547,13 +562,20 @@ bool decode_half_typed(const ExecContext& ctx, const Params& p, const View& q, c
   for (const View* x : {&q, &k, &v})
     if (reinterpret_cast<uintptr_t>(x->data) & 15) return false;
   const int splits = decode_splits(p.batch * p.heads, p.tk);
+  const bool direct = splits == 1;  // the kernel writes the output: no merge kernel
   Scratch part_acc(ctx, size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(float));
   Scratch part_ml(ctx, size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(float));
   auto go = [&](auto d_tag, auto nq_tag) {
     constexpr int D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value;
-    decode_half_kernel<T, D, NQ, 8><<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
+    // one split of one query: 16 rows in flight per lane at 2 blocks per SM (those blocks are all
+    // there is), 0.8% faster than 8 rows at 4 (docs/benchmarks.md, session 22)
+    auto kernel = decode_half_kernel<T, D, NQ, 8>;
+    if constexpr (NQ == 1)
+      if (direct) kernel = decode_half_kernel<T, D, NQ, 16, 2>;
+    kernel<<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
         p, static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
-        static_cast<float*>(part_acc.ptr), static_cast<float*>(part_ml.ptr), splits);
+        static_cast<float*>(part_acc.ptr), static_cast<float*>(part_ml.ptr), splits,
+        direct ? static_cast<T*>(out.data) : nullptr, direct ? static_cast<float*>(lse.data) : nullptr);
   };
   auto by_nq = [&](auto d_tag) {
     if (p.tq == 1) go(d_tag, std::integral_constant<int, 1>{});
@@ -564,6 +586,7 @@ bool decode_half_typed(const ExecContext& ctx, const Params& p, const View& q, c
   else if (p.dim == 128) by_nq(std::integral_constant<int, 128>{});
   else by_nq(std::integral_constant<int, 256>{});
   NX_CUDA_LAUNCH_CHECK();
+  if (direct) return true;
   decode_combine<T, float><<<unsigned(p.batch * p.heads * p.tq), 128, 0, stream_of(ctx)>>>(p, static_cast<const float*>(part_acc.ptr),
       static_cast<const float*>(part_ml.ptr), splits, static_cast<T*>(out.data), static_cast<float*>(lse.data));
   NX_CUDA_LAUNCH_CHECK();

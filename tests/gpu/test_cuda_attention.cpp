@@ -76,7 +76,9 @@ INSTANTIATE_TEST_SUITE_P(Grid, CudaAttention, ::testing::Values(
     AttnCase{4, 8, 8, 128, 128, 32, true, false, DType::BF16}, AttnCase{2, 8, 2, 300, 300, 32, true, true, DType::F16},
     AttnCase{1, 4, 2, 100, 1000, 32, false, true, DType::BF16},
     // few-query decode against a long cache (split keys): 3 and 2 queries, head_dim 64 and 256
-    AttnCase{2, 8, 2, 3, 3000, 64, true, true, DType::BF16}, AttnCase{1, 2, 2, 2, 1000, 256, false, false, DType::F16}));
+    AttnCase{2, 8, 2, 3, 3000, 64, true, true, DType::BF16}, AttnCase{1, 2, 2, 2, 1000, 256, false, false, DType::F16},
+    // decode with as many (batch, head) pairs as two blocks per SM of an H200: one split, no merge kernel
+    AttnCase{8, 32, 8, 1, 700, 128, true, false, DType::BF16}));
 
 // The persistent forward (Hopper, TMA: a launch block per multiprocessor, each taking query blocks
 // until none is left, K/V tiles running through one ring across them) gives every query block the
