@@ -1187,7 +1187,8 @@ typedef struct {
 NX_API nx_status nx_plan_get_stats(nx_plan plan, nx_plan_stats* out);
 typedef enum { NX_PLAN_TABLE = 0, NX_PLAN_DOT = 1 } nx_plan_format;
 /* The step compiled last: a table (op, the C call that launched it, buffers: written or read,
- * arena offset or kept buffer, dtype and shape; before it, the arena's fullest op and its largest
+ * arena offset or kept buffer, dtype and shape; on the CPU each op's measured time and the times
+ * summed by op; before it, the arena's fullest op and its largest
  * buffers with the op that made each) or Graphviz DOT (ops as nodes, an edge from the
  * op that last wrote a buffer to each op reading it). Valid until the next call on plan. */
 NX_API nx_status nx_plan_to_string(nx_plan plan, nx_plan_format format, const char** out);

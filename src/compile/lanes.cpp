@@ -110,6 +110,28 @@ void Lanes::run(Backend& backend, const ExecContext& ctx) {
   scheduled_.add(now() - t0);
 }
 
+double Lanes::call_seconds(size_t call) const {
+  return call < t_all_.size() && t_all_[call] < 1e30 ? t_all_[call] : -1.0;
+}
+
+std::string Lanes::time_by_call_name() const {
+  if (stages_.empty()) return "";
+  std::vector<std::pair<std::string, std::pair<double, int>>> by;  // name, (seconds, calls)
+  for (size_t i = 0; i < list_.size(); ++i) {
+    auto it = std::find_if(by.begin(), by.end(), [&](const auto& e) { return e.first == list_[i]->name(); });
+    if (it == by.end()) it = by.insert(by.end(), {list_[i]->name(), {0.0, 0}});
+    it->second.first += t_all_[i], it->second.second++;
+  }
+  std::stable_sort(by.begin(), by.end(), [](const auto& x, const auto& y) { return x.second.first > y.second.first; });
+  std::ostringstream os;
+  os.precision(3);
+  os << "time by call (calibration, all threads):";
+  for (size_t k = 0; k < by.size(); ++k)
+    os << (k ? ", " : " ") << by[k].first << "=" << std::fixed << by[k].second.first * 1e3 << " ms ("
+       << by[k].second.second << ")";
+  return os.str();
+}
+
 char Lanes::lane_of(size_t call) const {
   for (const Stage& s : stages_)
     if (call >= s.first && call < s.last) {

@@ -55,6 +55,12 @@ class Lanes {
   // Call i's lane for the plan's table: '0' or '1' in a two-lane stage, '-' on all threads, '.'
   // before the schedule is made.
   char lane_of(size_t call) const;
+  // Call i's time on all threads as the calibration measured it (seconds, the fastest of its
+  // timed runs); negative before it was measured.
+  double call_seconds(size_t call) const;
+  // One line: the calibration's times summed by call name, the longest first, as
+  // "name=ms ms (calls)" ("" before the calibration ends).
+  std::string time_by_call_name() const;
 
  private:
   struct Stage {

@@ -489,12 +489,15 @@ std::string CompiledStep::table() const {
      << " constant uploads; arena " << arena_bytes_ << " bytes (the eager run's step allocations peaked at "
      << eager_peak_ << "), " << kept_bytes_ << " bytes kept after the step; CUDA graph: " << (graph_ ? "yes" : "no")
      << "\n";
-  if (lanes_) os << lanes_->summary() << "\n";
+  if (lanes_) {
+    os << lanes_->summary() << "\n";
+    if (std::string times = lanes_->time_by_call_name(); !times.empty()) os << times << "\n";
+  }
   for (size_t c : trace_.unwritten_reads)
     os << "warning: call " << c << " (" << trace_.calls[c]->name() << " from " << trace_.calls[c]->api
        << ") reads step memory that no kernel wrote before it\n";
   os << arena_peak();
-  os << "#     op                   fused  lane from C call                   buffers (w: written; arena@offset)\n";
+  os << "#     op                   fused  lane us       from C call                   buffers (w: written; arena@offset)\n";
   int64_t group = 0;
   for (size_t n = 0; n < list_.size(); ++n) {
     Call& call = *list_[n];
@@ -502,7 +505,11 @@ std::string CompiledStep::table() const {
     char head[160], tag[24] = "-";
     if (fused) std::snprintf(tag, sizeof tag, "g%lld", (long long)group++);
     const char lane = lanes_ ? lanes_->lane_of(n) : '-';
-    std::snprintf(head, sizeof head, "%-5zu %-20s %-6s %-4c %-29s ", n, call.name(), tag, lane, call.api.c_str());
+    const double seconds = lanes_ ? lanes_->call_seconds(n) : -1.0;  // measured on CPU plans with lanes
+    char us[16] = "-";
+    if (seconds >= 0) std::snprintf(us, sizeof us, "%.0f", seconds * 1e6);
+    std::snprintf(head, sizeof head, "%-5zu %-20s %-6s %-4c %-8s %-29s ", n, call.name(), tag, lane, us,
+                  call.api.c_str());
     os << head;
     size_t k = 0;
     call.visit([&](void*&, bool written, const View* v) {

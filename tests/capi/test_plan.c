@@ -255,6 +255,23 @@ static long two_lane_stages(nx_plan plan) {
   return strtol(of + 9, NULL, 10);
 }
 
+/* After the lanes' calibration the table gives each call's measured time: a "time by call" line
+ * naming matmul with a positive time, and a number in the us column of the first call's row. */
+static void assert_call_times(nx_plan plan) {
+  const char* text = NULL;
+  NX_OK_(nx_plan_to_string(plan, NX_PLAN_TABLE, &text));
+  const char* line = strstr(text, "time by call (calibration, all threads): ");
+  if (!line) fail_msg("the table has no time-by-call line:\n%.1500s", text);
+  const char *matmul = strstr(line, " matmul="), *eol = strchr(line, '\n');
+  if (!matmul || (eol && matmul > eol) || !(strtod(matmul + 8, NULL) > 0))
+    fail_msg("no positive matmul time in: %.400s", line);
+  const char* row = strstr(text, "\n0     ");
+  if (!row) fail_msg("no row of call 0:\n%.1500s", text);
+  char op[32], tag[16], lane[8], us[24];
+  if (sscanf(row + 1, "%*s %31s %15s %7s %23s", op, tag, lane, us) != 4 || us[0] == '-' || strtod(us, NULL) < 0)
+    fail_msg("call 0 has no measured time: %.200s", row + 1);
+}
+
 /* On the CPU with two threads the replay runs independent calls side by side (one thread each);
  * with one thread it replays in order, and back at two it measures and schedules again. The
  * losses equal eager's at every step throughout, and the parameters at the end: the lanes wait
@@ -285,6 +302,7 @@ static void test_cpu_lanes_equal_eager_and_follow_the_thread_count(void** state)
     if (s == 11 || s == 35) {
       const long stages = two_lane_stages(plan);
       if (stages < 1) fail_msg("step %lld: no two-lane stage in the GPT's plan (%ld)", (long long)s, stages);
+      assert_call_times(plan);
     }
     if (s == 23) assert_int_equal(two_lane_stages(plan), -1);
   }
