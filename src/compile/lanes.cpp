@@ -17,6 +17,9 @@ namespace {
 constexpr int kTimedAll = 2;   // calibration runs on all threads (the first also warms the arena)
 constexpr size_t kWindow = 64;  // the longest paired stage the schedule considers, in calls
 
+// A call's time before any timed run measured it (runs keep the fastest, so any time replaces it).
+constexpr double kUnmeasured = 1e30;
+
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 int max_threads() {
@@ -85,8 +88,8 @@ void Lanes::run(Backend& backend, const ExecContext& ctx) {
     threads_ = threads;
     calibrated_ = 0;
     stages_.clear();
-    t_all_.assign(list_.size(), 1e30);
-    t_one_.assign(list_.size(), 1e30);
+    t_all_.assign(list_.size(), kUnmeasured);
+    t_one_.assign(list_.size(), kUnmeasured);
     scheduled_ = in_order_ = Timer{};
   }
   if (threads < 2) return run_sequential(backend, ctx, nullptr, false);
@@ -111,7 +114,7 @@ void Lanes::run(Backend& backend, const ExecContext& ctx) {
 }
 
 double Lanes::call_seconds(size_t call) const {
-  return call < t_all_.size() && t_all_[call] < 1e30 ? t_all_[call] : -1.0;
+  return call < t_all_.size() && t_all_[call] < kUnmeasured ? t_all_[call] : -1.0;
 }
 
 std::string Lanes::time_by_call_name() const {
