@@ -171,7 +171,7 @@ void empty_cache(int device) {
 }
 
 Scratch::Scratch(const ExecContext& ctx, size_t n) : bytes(n), device(ctx.device.index) {
-  ptr = device_allocate(device, n, stream_of(ctx));
+  if (n) ptr = device_allocate(device, n, stream_of(ctx));  // none asked: ptr stays null
 }
 Scratch::~Scratch() { device_free(device, ptr); }
 

@@ -231,20 +231,33 @@ __global__ void decode_kernel(Params p, const T* q, const T* k, const T* v, A* p
   }
 }
 
-// Flash-decoding for bf16/f16 caches: a block of 4 warps takes one split of the keys of one
+// Flash-decoding for bf16/f16 caches: a block of WARPS warps takes one split of the keys of one
 // (batch, head). A key row is D/8 lanes of 16-byte loads (a warp covers 32/(D/8) rows at once) and
 // every lane keeps U rows of K and of V in flight before using any, so the loop streams the cache
 // at memory speed. Scores are in log2 units (q pre-scaled by scale * log2 e); each step folds U
 // keys into the running (max, sum, acc) with one rescale. Partials go to decode_combine.
 // MINB: blocks per SM the registers must allow (one query: 4, as the compiler chose without a bound;
-// 5 spilled and ran 30% slower on the H200, session 14; 2 for the one-split kernel of 16 rows).
-// With out (one split), the block writes the output and lse itself, as decode_combine would.
-template <class T, int D, int NQ, int U, int MINB = (NQ == 1 ? 4 : NQ == 2 ? 2 : 1)>
-__global__ void __launch_bounds__(128, MINB) decode_half_kernel(Params p, const T* __restrict__ q, const T* __restrict__ k,
+// 5 spilled and ran 30% slower on the H200, session 14; 2 for the one-split kernel of 8 warps).
+// ONE_SPLIT: the block is its pair's only split and writes the output and lse itself (OneSplitRows,
+// what decode_combine would write); otherwise its partial goes to part_acc / part_ml.
+template <class T>
+struct OneSplitRows {
+  T* out;
+  float* lse;
+  int dim;
+  __device__ void value(int64_t r, int d, float sum, float L) const {
+    store_f64(out + r * dim + d, L > 0.f ? double(sum / L) : 0.0);
+  }
+  __device__ void stats(int64_t r, float M, float L) const {
+    lse[r] = L > 0.f ? M / 1.4426950408889634f + logf(L) : INFINITY;  // M in log2 units
+  }
+};
+template <class T, int D, int NQ, int U, int MINB, bool ONE_SPLIT, int WARPS = 4>
+__global__ void __launch_bounds__(32 * WARPS, MINB) decode_half_kernel(Params p, const T* __restrict__ q, const T* __restrict__ k,
                                                           const T* __restrict__ v, float* __restrict__ part_acc,
                                                           float* __restrict__ part_ml, int splits, T* __restrict__ out,
                                                           float* __restrict__ lse) {
-  constexpr int LPR = D / 8, RPW = 32 / LPR, ROWS = 4 * RPW;  // lanes per row, rows per warp, per block
+  constexpr int LPR = D / 8, RPW = 32 / LPR, ROWS = WARPS * RPW;  // lanes per row, rows per warp, per block
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane / LPR, li = lane % LPR;
   const int split = blockIdx.x % splits;
   const int64_t bh = blockIdx.x / splits;
@@ -313,19 +326,13 @@ __global__ void __launch_bounds__(128, MINB) decode_half_kernel(Params p, const 
       }
     }
   }
-  // merge the ROWS row groups of the block into one partial per query (natural units for decode_combine)
-  merge_split_partials<NQ, ROWS, D, 8>(m, l, acc, warp * RPW + sub, li, int(min(int64_t(NQ), p.tq)), bh * p.tq, splits,
-                                       split, log2e, part_acc, part_ml);
-  if (out) {  // one split: the block's partial is the row's result (what decode_combine would write)
-    __syncthreads();
-    for (int i = 0; i < NQ && i < p.tq; ++i) {
-      const int64_t row = bh * p.tq + i;
-      const float M = part_ml[row * 2], L = part_ml[row * 2 + 1];
-      for (int d = threadIdx.x; d < D; d += blockDim.x)
-        store_f64(out + row * D + d, L > 0.f ? double(part_acc[row * D + d] / L) : 0.0);
-      if (threadIdx.x == 0) lse[row] = L > 0.f ? M + logf(L) : INFINITY;
-    }
-  }
+  // merge the ROWS row groups of the block into one result per query
+  const int grp = warp * RPW + sub, nq = int(min(int64_t(NQ), p.tq));
+  if constexpr (ONE_SPLIT)
+    merge_row_groups<NQ, ROWS, D, 8>(m, l, acc, grp, li, nq, bh * p.tq, OneSplitRows<T>{out, lse, D});
+  else  // natural units for decode_combine
+    merge_row_groups<NQ, ROWS, D, 8>(m, l, acc, grp, li, nq, bh * p.tq,
+                                     SplitSlots{part_acc, part_ml, splits, split, D, log2e});
 }
 
 template <class T, class A>
@@ -549,7 +556,7 @@ int decode_splits(int64_t bh, int64_t tk) {
   const int64_t most = std::max<int64_t>(1, (tk + kDecodeMinKeys - 1) / kDecodeMinKeys);
   if (const char* forced = std::getenv("NEXUS_DECODE_SPLITS"); forced && std::atoi(forced) > 0)
     return int(std::min<int64_t>(std::atoi(forced), std::max<int64_t>(1, tk)));
-  if (10 * bh >= 19 * int64_t(sm_count())) return 1;
+  if (decode_pairs_fill_gpu(bh, sm_count())) return 1;
   const int64_t want = (int64_t(kDecodeBlocksPerSm) * sm_count() + bh - 1) / bh;
   return int(std::max<int64_t>(1, std::min(want, most)));
 }
@@ -562,20 +569,23 @@ bool decode_half_typed(const ExecContext& ctx, const Params& p, const View& q, c
   for (const View* x : {&q, &k, &v})
     if (reinterpret_cast<uintptr_t>(x->data) & 15) return false;
   const int splits = decode_splits(p.batch * p.heads, p.tk);
-  const bool direct = splits == 1;  // the kernel writes the output: no merge kernel
-  Scratch part_acc(ctx, size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(float));
-  Scratch part_ml(ctx, size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(float));
+  const bool direct = splits == 1;  // the kernel writes the output: no scratch, no merge kernel
+  Scratch part_acc(ctx, direct ? 0 : size_t(p.batch * p.heads * p.tq * splits * p.dim) * sizeof(float));
+  Scratch part_ml(ctx, direct ? 0 : size_t(p.batch * p.heads * p.tq * splits * 2) * sizeof(float));
   auto go = [&](auto d_tag, auto nq_tag) {
-    constexpr int D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value;
-    // one split of one query: 16 rows in flight per lane at 2 blocks per SM (those blocks are all
-    // there is), 0.8% faster than 8 rows at 4 (docs/benchmarks.md, session 22)
-    auto kernel = decode_half_kernel<T, D, NQ, 8>;
-    if constexpr (NQ == 1)
-      if (direct) kernel = decode_half_kernel<T, D, NQ, 16, 2>;
-    kernel<<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
-        p, static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
-        static_cast<float*>(part_acc.ptr), static_cast<float*>(part_ml.ptr), splits,
-        direct ? static_cast<T*>(out.data) : nullptr, direct ? static_cast<float*>(lse.data) : nullptr);
+    constexpr int D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value, MINB = NQ == 1 ? 4 : NQ == 2 ? 2 : 1;
+    auto launch = [&](auto kernel, int warps = 4) {
+      kernel<<<unsigned(p.batch * p.heads * splits), 32 * warps, 0, stream_of(ctx)>>>(
+          p, static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
+          static_cast<float*>(part_acc.ptr), static_cast<float*>(part_ml.ptr), splits, static_cast<T*>(out.data),
+          static_cast<float*>(lse.data));
+    };
+    // one split of one query: 8 warps of 8 rows in flight per lane at 2 blocks per SM (those blocks
+    // are all there is), as many warps and bytes in flight per SM as the split kernel's 4 blocks;
+    // 0.8% faster than 4 warps of 16 rows (docs/benchmarks.md, session 23)
+    if (!direct) launch(decode_half_kernel<T, D, NQ, 8, MINB, false>);
+    else if constexpr (NQ == 1) launch(decode_half_kernel<T, D, NQ, 8, 2, true, 8>, 8);
+    else launch(decode_half_kernel<T, D, NQ, 8, MINB, true>);
   };
   auto by_nq = [&](auto d_tag) {
     if (p.tq == 1) go(d_tag, std::integral_constant<int, 1>{});

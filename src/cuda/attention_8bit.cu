@@ -97,18 +97,26 @@ __device__ __forceinline__ void dequantize16(const uint4& raw, float (&f)[16]) {
   }
 }
 
-// Block = (b, h, split) of 4 warps; a key row is LPR = D/16 lanes; partial (m, l, acc) per
-// query of the block's split go to decode_8bit_combine. Scores are in log2 units. A launch takes
+// Block = (b, h, split) of WARPS warps; a key row is LPR = D/16 lanes; partial (m, l, acc) per
+// query of the block's split go to decode_8bit_combine, or with ONE_SPLIT (the pair's only split)
+// the block writes the output rows itself (OneSplitRows8). Scores are in log2 units. A launch takes
 // the queries [q_first, q_first + nq) (nq <= NQ; more queries take more launches).
 // MINB: blocks per SM the registers must allow (the occupancy the kernel is compiled for).
-template <class T, int kKind, int D, int NQ, int U, int MINB>
-__global__ void __launch_bounds__(128, MINB) decode_8bit_kernel(DecodeArgs a, const T* __restrict__ q,
+template <class T>
+struct OneSplitRows8 {
+  T* out;
+  int dim;
+  __device__ void value(int64_t r, int d, float sum, float L) const { out[r * dim + d] = from_float<T>(L > 0.f ? sum / L : 0.f); }
+  __device__ void stats(int64_t, float, float) const {}
+};
+template <class T, int kKind, int D, int NQ, int U, int MINB, bool ONE_SPLIT, int WARPS = 4>
+__global__ void __launch_bounds__(32 * WARPS, MINB) decode_8bit_kernel(DecodeArgs a, const T* __restrict__ q,
                                                           const uint8_t* __restrict__ k, const float* __restrict__ ks,
                                                           const uint8_t* __restrict__ v, const float* __restrict__ vs,
                                                           const int32_t* __restrict__ lengths,
                                                           float* __restrict__ part_acc, float* __restrict__ part_ml,
-                                                          int splits) {
-  constexpr int LPR = D / 16, RPW = 32 / LPR, ROWS = 4 * RPW;
+                                                          int splits, T* __restrict__ out) {
+  constexpr int LPR = D / 16, RPW = 32 / LPR, ROWS = WARPS * RPW;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane / LPR, li = lane % LPR;
   const int split = blockIdx.x % splits;
   const int64_t bh = blockIdx.x / splits;
@@ -190,9 +198,13 @@ __global__ void __launch_bounds__(128, MINB) decode_8bit_kernel(DecodeArgs a, co
     load(r, j0);
     consume(r, j0);
   }
-  // merge the ROWS row groups of the block into one partial per query (log2 units)
-  merge_split_partials<NQ, ROWS, D, 16>(m, l, acc, warp * RPW + sub, li, int(a.nq), bh * a.tq + a.q_first, splits,
-                                        split, 1.f, part_acc, part_ml);
+  // merge the ROWS row groups of the block into one result per query (log2 units)
+  const int64_t first_row = bh * a.tq + a.q_first;
+  if constexpr (ONE_SPLIT)
+    merge_row_groups<NQ, ROWS, D, 16>(m, l, acc, warp * RPW + sub, li, int(a.nq), first_row, OneSplitRows8<T>{out, D});
+  else
+    merge_row_groups<NQ, ROWS, D, 16>(m, l, acc, warp * RPW + sub, li, int(a.nq), first_row,
+                                      SplitSlots{part_acc, part_ml, splits, split, D, 1.f});
 }
 
 // One block per query row: the splits' partials merged (log2 units), divided by the sum.
@@ -216,8 +228,10 @@ __global__ void decode_8bit_combine(const float* part_acc, const float* part_ml,
 // Key splits per (batch, head): about 32 blocks per SM, each split at least 2048 keys (a block must
 // stream long enough to amortize its start and its merge: on the H200, batch 8 x 32 heads, 8k
 // cache, 4 splits ran 2-4% faster than 6 or 8 and 10% faster than 16; docs/benchmarks.md, session
-// 14); NEXUS_DECODE_SPLITS=n forces n for benchmarks.
-int decode_8bit_splits(int64_t bh, int64_t tmax) {
+// 14); NEXUS_DECODE_SPLITS=n forces n for benchmarks. An I8 cache takes one split per pair when
+// the pairs fill the GPU (decode_pairs_fill_gpu): there 2.8% faster than 4 splits and the merge;
+// the FP8 codes' dequantization is costlier and one split ran 4% slower (session 23).
+int decode_8bit_splits(int64_t bh, int64_t tmax, int kind) {
   static const int min_keys = [] {
     const char* s = std::getenv("NEXUS_DECODE8_MIN_KEYS");
     return s && std::atoi(s) > 0 ? std::atoi(s) : 2048;
@@ -225,6 +239,7 @@ int decode_8bit_splits(int64_t bh, int64_t tmax) {
   const int64_t most = std::max<int64_t>(1, (tmax + min_keys - 1) / min_keys);
   if (const char* forced = std::getenv("NEXUS_DECODE_SPLITS"); forced && std::atoi(forced) > 0)
     return int(std::min<int64_t>(std::atoi(forced), std::max<int64_t>(1, tmax)));
+  if (kind == 0 && decode_pairs_fill_gpu(bh, sm_count())) return 1;
   const int64_t want = (32 * int64_t(sm_count()) + bh - 1) / bh;
   return int(std::max<int64_t>(1, std::min(want, most)));
 }
@@ -266,13 +281,14 @@ void launch_attention_decode_8bit(const ExecContext& ctx, const AttentionParams&
   a.scale_log2 = float(p.scale * log2e);
   a.causal = p.causal, a.alibi = !p.alibi_slopes.empty();
   for (size_t h = 0; h < p.alibi_slopes.size(); ++h) a.slopes_log2[h] = float(p.alibi_slopes[h] * log2e);
-  const int splits = decode_8bit_splits(p.batch * p.heads, p.tk);
+  const int splits = decode_8bit_splits(p.batch * p.heads, p.tk, kind_of(k.dtype));
   const int64_t rows = p.batch * p.heads * p.tq;
   for (const View* x : {&q, &k, &v})
     if (reinterpret_cast<uintptr_t>(x->data) & 15)
       fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": CUDA needs 16-byte aligned q and caches (a view at an odd offset?)");
-  Scratch part_acc(ctx, size_t(rows * splits * p.dim) * sizeof(float));
-  Scratch part_ml(ctx, size_t(rows * splits * 2) * sizeof(float));
+  const bool direct = splits == 1;  // the kernel writes the output: no scratch, no merge kernel
+  Scratch part_acc(ctx, direct ? 0 : size_t(rows * splits * p.dim) * sizeof(float));
+  Scratch part_ml(ctx, direct ? 0 : size_t(rows * splits * 2) * sizeof(float));
   // NEXUS_DECODE8_UNROLL=8: 8 rows in flight per lane for one query (3 blocks per SM) instead of 4 (4
   // blocks), for measuring; docs/benchmarks.md, session 14
   static const bool unroll8 = [] {
@@ -282,20 +298,31 @@ void launch_attention_decode_8bit(const ExecContext& ctx, const AttentionParams&
   auto launch = [&](auto t_tag, auto kind_tag, auto d_tag, auto nq_tag) {
     using T = decltype(t_tag);
     constexpr int kKind = decltype(kind_tag)::value, D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value;
-    for (a.q_first = 0; a.q_first < p.tq; a.q_first += NQ) {
-      a.nq = std::min<int64_t>(NQ, p.tq - a.q_first);
-      // 4 rows in flight per lane: 4 blocks per SM for one query (the registers allow 3 with 8 rows,
-      // which measured 2-3% slower), 1 for several queries (their q and accumulators fill the rest)
-      auto kernel = decode_8bit_kernel<T, kKind, D, NQ, 4, NQ == 1 ? 4 : 1>;
-      if constexpr (NQ == 1)
-        if (unroll8) kernel = decode_8bit_kernel<T, kKind, D, NQ, 8, 3>;
-      kernel<<<unsigned(p.batch * p.heads * splits), 128, 0, stream_of(ctx)>>>(
+    auto run = [&](auto kernel, int warps = 4) {
+      kernel<<<unsigned(p.batch * p.heads * splits), 32 * warps, 0, stream_of(ctx)>>>(
           a, static_cast<const T*>(q.data), static_cast<const uint8_t*>(k.data),
           static_cast<const float*>(k_scale.data), static_cast<const uint8_t*>(v.data),
           static_cast<const float*>(v_scale.data), static_cast<const int32_t*>(lengths.data),
-          static_cast<float*>(part_acc.ptr), static_cast<float*>(part_ml.ptr), splits);
+          static_cast<float*>(part_acc.ptr), static_cast<float*>(part_ml.ptr), splits, static_cast<T*>(out.data));
       NX_CUDA_LAUNCH_CHECK();
+    };
+    for (a.q_first = 0; a.q_first < p.tq; a.q_first += NQ) {
+      a.nq = std::min<int64_t>(NQ, p.tq - a.q_first);
+      // Split: 4 rows in flight per lane, 4 blocks per SM for one query (the registers allow 3 with 8
+      // rows, which measured 2-3% slower), 1 for several queries (their q and accumulators fill the
+      // rest). One split of one query: 8 warps of 4 rows at 2 blocks per SM, the split kernel's warps
+      // and bytes in flight per SM (4 warps there ran 28% slower; docs/benchmarks.md, session 23).
+      if constexpr (NQ == 1) {
+        if (direct) run(decode_8bit_kernel<T, kKind, D, NQ, 4, 2, true, 8>, 8);
+        else if (unroll8) run(decode_8bit_kernel<T, kKind, D, NQ, 8, 3, false>);
+        else run(decode_8bit_kernel<T, kKind, D, NQ, 4, 4, false>);
+      } else if (direct) {
+        run(decode_8bit_kernel<T, kKind, D, NQ, 4, 1, true>);
+      } else {
+        run(decode_8bit_kernel<T, kKind, D, NQ, 4, 1, false>);
+      }
     }
+    if (direct) return;
     decode_8bit_combine<T><<<unsigned(rows), 128, 0, stream_of(ctx)>>>(static_cast<const float*>(part_acc.ptr),
                                                                         static_cast<const float*>(part_ml.ptr), splits,
                                                                         int(p.dim), static_cast<T*>(out.data));

@@ -141,7 +141,7 @@ static void test_append_writes_rows_at_their_positions(void** state) {
 
 typedef struct {
   int64_t b, h, hkv, tq, tmax, d;
-  int32_t len[2];
+  int32_t len[8];
   bool causal, alibi;
   nx_dtype code, qdtype;
 } DecodeCase;
@@ -246,6 +246,10 @@ static void test_decode_matches_the_f64_reference(void** state) {
       {2, 8, 2, 1, 3000, 128, {2999, 1500}, true, true, NX_F8E4M3, NX_F32},
       {1, 4, 2, 4, 700, 256, {700, 0}, true, false, NX_I8, NX_F32},
       {1, 4, 2, 2, 700, 256, {650, 0}, false, false, NX_F8E5M2, NX_BF16},
+      /* 256 (batch, head) pairs: on a GPU of up to 134 SMs one block per pair writes the output
+       * rows itself, no merge kernel (decode_pairs_fill_gpu) */
+      {8, 32, 8, 1, 600, 128, {600, 590, 0, 301, 600, 17, 599, 450}, true, false, NX_I8, NX_BF16},
+      {8, 32, 8, 6, 300, 64, {300, 2, 299, 150, 0, 300, 64, 7}, true, true, NX_F8E4M3, NX_F16},
   };
   for (int dev = 0; dev < device_count(); ++dev)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; ++i)
