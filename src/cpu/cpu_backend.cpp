@@ -7,6 +7,10 @@
 #include <cstring>
 #include <limits>
 
+#ifdef __linux__
+#include <sys/sysinfo.h>
+#endif
+
 #include "core/int_math.hpp"
 #include "core/philox.hpp"
 #include "cpu/simd.hpp"
@@ -115,6 +119,23 @@ void store_tile(const View& v, int64_t off, const C* buf, int64_t n) {
   });
 }
 
+// Bytes of memory and swap the machine has (queried once). A block larger can never be filled:
+// where the kernel always overcommits, malloc grants it and the process is killed when the block
+// is written (the 32 TiB copy of an expanded q with 2^40 heads, capi.test_errors on the GPU host).
+size_t host_memory_limit() {
+  static const size_t limit = [] {
+#ifdef __linux__
+    struct sysinfo si;
+    if (sysinfo(&si) == 0) {
+      const unsigned __int128 total = (unsigned __int128)(si.totalram + si.totalswap) * si.mem_unit;
+      return total > SIZE_MAX ? SIZE_MAX : size_t(total);
+    }
+#endif
+    return size_t(SIZE_MAX);
+  }();
+  return limit;
+}
+
 class CpuBackend final : public Backend {
  public:
   void* allocate(const ExecContext&, size_t nbytes) override {
@@ -122,6 +143,9 @@ class CpuBackend final : public Backend {
     // within 63 bytes of SIZE_MAX would wrap to 0 when rounded (found by tests/fuzz/fuzz_capi).
     if (nbytes > SIZE_MAX - 63)
       fail(NX_ERR_OUT_OF_MEMORY, current_api(), ": cannot allocate ", nbytes, " bytes on the CPU");
+    if (nbytes > host_memory_limit())
+      fail(NX_ERR_OUT_OF_MEMORY, current_api(), ": cannot allocate ", nbytes, " bytes on the CPU: more than the ",
+           host_memory_limit(), " bytes of memory and swap this machine has");
     size_t rounded = (std::max<size_t>(nbytes, 1) + 63) / 64 * 64;
     void* p = std::aligned_alloc(64, rounded);
     if (!p) fail(NX_ERR_OUT_OF_MEMORY, current_api(), ": cannot allocate ", nbytes, " bytes on the CPU");

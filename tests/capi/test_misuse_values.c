@@ -129,6 +129,10 @@ static int fixtures_teardown(void** state) {
 }
 
 /* ---------------------------------------------------------------- the table */
+/* The index of a CUDA device that does not exist: one past the last (cuda:0 without CUDA), so the
+ * rows that want NX_ERR_DEVICE for it hold on machines with and without GPUs. */
+static int32_t absent_cuda(void) { return (int32_t)nx_cuda_device_count(); }
+
 typedef struct misuse_row misuse_row;
 /* Makes the row's call; a call that makes a handle writes it through out. */
 typedef nx_status (*misuse_call)(const misuse_row* row, void** out);
@@ -771,7 +775,7 @@ static nx_status c_ops_bad_value(const misuse_row* r, void** out) {
       return st;
     }
     case 22: return nx_mse_loss(OUT_T, F.x4, F.x4, (nx_reduction)-1, NULL);
-    case 23: return nx_tensor_to(OUT_T, F.x4, (nx_device){NX_CUDA, 0}, NULL);
+    case 23: return nx_tensor_to(OUT_T, F.x4, (nx_device){NX_CUDA, absent_cuda()}, NULL);
     case 24: return nx_tensor_to(OUT_T, F.x4, (nx_device){(nx_device_type)42, 0}, NULL);
     case 25: {
       nx_tensor xs[2] = {F.x4, F.x23};
@@ -850,7 +854,7 @@ static nx_status c_graph_value(const misuse_row* r, void** out) {
 /* ---- streams and events (a CPU-only build: CUDA devices are unavailable) */
 static nx_status c_stream_event(const misuse_row* r, void** out) {
   nx_device dev;
-  const nx_device cuda = {NX_CUDA, 0}, bad = {(nx_device_type)99, 0};
+  const nx_device cuda = {NX_CUDA, absent_cuda()}, bad = {(nx_device_type)99, 0};
   switch (r->n) {
     case 0: return nx_stream_create(NULL, CPU);
     case 1: return nx_stream_create((nx_stream*)out, cuda);
@@ -888,7 +892,7 @@ static nx_status c_safetensors(const misuse_row* r, void** out) {
     case 9: return nx_safetensors_save("misuse_never_written.safetensors", NULL, ts, 1);
     case 10: return nx_safetensors_save("misuse_never_written.safetensors", names, ts, 2); /* a NULL tensor */
     case 11: return nx_safetensors_save("no/such/dir/x.safetensors", names, ts, 1);
-    case 12: return nx_safetensors_get(OUT_T, G.st, "weight", (nx_device){NX_CUDA, 0}, NULL);
+    case 12: return nx_safetensors_get(OUT_T, G.st, "weight", (nx_device){NX_CUDA, absent_cuda()}, NULL);
     default: (void)n; return nx_safetensors_name(G.st, 0, NULL);
   }
 }
@@ -936,7 +940,7 @@ static nx_status c_module_value(const misuse_row* r, void** out) {
     case 1: return nx_module_kind(F.linear, NULL);
     case 2: return nx_module_parameter_count(F.linear, NULL);
     case 3: return nx_module_parameter(F.linear, 99, &s, OUT_T);
-    case 4: return nx_module_to(F.linear, (nx_device){NX_CUDA, 0}, NULL);
+    case 4: return nx_module_to(F.linear, (nx_device){NX_CUDA, absent_cuda()}, NULL);
     case 5: return nx_module_get_training(F.linear, NULL);
     case 6: return nx_module_save(F.linear, NULL);
     case 7: return nx_module_load(F.linear, NULL);
@@ -946,7 +950,7 @@ static nx_status c_module_value(const misuse_row* r, void** out) {
     case 11: return nx_sequential_create(OUT_M, layers, 2);
     case 12: return nx_linear_create(OUT_M, 2, 3, true, (nx_dtype)99, CPU, NULL);
     case 13: return nx_linear_create(OUT_M, 2, 3, true, NX_I32, CPU, NULL);
-    case 14: return nx_linear_create(OUT_M, 2, 3, true, NX_F32, (nx_device){NX_CUDA, 0}, NULL);
+    case 14: return nx_linear_create(OUT_M, 2, 3, true, NX_F32, (nx_device){NX_CUDA, absent_cuda()}, NULL);
     case 15: return nx_embedding_create(OUT_M, 4, 2, NX_F32, (nx_device){(nx_device_type)-5, 0}, NULL);
     case 16: return nx_avg_pool2d_create(OUT_M, 0, 1);
     case 17: return nx_flatten_create(NULL);
@@ -1102,7 +1106,7 @@ static nx_status c_loader_value(const misuse_row* r, void** out) {
     case 7: return nx_text_loader_create(NULL, G.tokens, 2, 4, 1);
     case 8: return nx_text_loader_next(NULL, &tg, G.loader, CPU, NULL);
     case 9: {
-      nx_status st = nx_text_loader_next(&in, &tg, G.loader, (nx_device){NX_CUDA, 0}, NULL);
+      nx_status st = nx_text_loader_next(&in, &tg, G.loader, (nx_device){NX_CUDA, absent_cuda()}, NULL);
       return st != NX_OK && (in != NULL || tg != NULL) ? NX_ERR_INTERNAL : st;
     }
     case 10: return nx_text_loader_batches_per_epoch(G.loader, NULL);
@@ -1131,7 +1135,7 @@ static nx_status c_dlpack_desc(const misuse_row* r, void** out) {
     case 1: t->dtype.code = NX_DL_COMPLEX, t->dtype.bits = 64; break;
     case 2: t->dtype.bits = 24; break;
     case 3: t->dtype.code = NX_DL_UINT, t->dtype.bits = 8; break;
-    case 4: t->device.device_type = NX_CUDA; break;
+    case 4: t->device.device_type = NX_CUDA, t->device.device_id = absent_cuda(); break;
     case 5: t->device.device_type = 13; break;
     case 6: m.version.major = NX_DL_MAJOR_VERSION + 1; break;
     case 7: m.flags = NX_DL_FLAG_READ_ONLY; break;
@@ -1555,7 +1559,7 @@ static const misuse_row k_rows[] = {
     ROW("cross_entropy 1-d logits", c_ops_bad_value, 0, 20, E_SHAPE, TENSOR, "nx_cross_entropy", NULL),
     ROW("softmax_cross_entropy target 7 of 3 classes", c_ops_bad_value, 0, 21, E_ARG, TENSOR, "nx_softmax_cross_entropy", NULL),
     ROW("mse_loss reduction -1", c_ops_bad_value, 0, 22, E_ARG, TENSOR, "nx_mse_loss", NULL),
-    ROW("tensor_to cuda:0 without CUDA", c_ops_bad_value, 0, 23, NX_ERR_DEVICE, TENSOR, "nx_tensor_to", NULL),
+    ROW("tensor_to a CUDA device not there", c_ops_bad_value, 0, 23, NX_ERR_DEVICE, TENSOR, "nx_tensor_to", NULL),
     ROW("tensor_to device type 42", c_ops_bad_value, 0, 24, NX_ERR_DEVICE, TENSOR, "nx_tensor_to", NULL),
     ROW("cat [4] with [2,3]", c_ops_bad_value, 0, 25, E_SHAPE, TENSOR, "nx_cat", NULL),
     ROW("stack [4] with [4,3]", c_ops_bad_value, 0, 26, E_SHAPE, TENSOR, "nx_stack", NULL),
@@ -1589,13 +1593,13 @@ static const misuse_row k_rows[] = {
     ROW("graph_to_dot out NULL", c_graph_value, 0, 3, E_ARG, NONE, "nx_graph_to_dot", NULL),
     ROW("graph_saved_bytes out NULL", c_graph_value, 0, 4, E_ARG, NONE, "nx_graph_saved_bytes", NULL),
     ROW("stream_create out NULL", c_stream_event, 0, 0, E_ARG, NONE, "nx_stream_create", NULL),
-    ROW("stream_create cuda:0 without CUDA", c_stream_event, 0, 1, NX_ERR_DEVICE, STREAM, "nx_stream_create", NULL),
+    ROW("stream_create on a CUDA device not there", c_stream_event, 0, 1, NX_ERR_DEVICE, STREAM, "nx_stream_create", NULL),
     ROW("stream_create device type 99", c_stream_event, 0, 2, NX_ERR_DEVICE, STREAM, "nx_stream_create", NULL),
     ROW("stream_device of a tokenizer", c_stream_event, 0, 3, E_ARG, NONE, "nx_stream_device", NULL),
     ROW("stream_device of a tensor", c_stream_event, 0, 4, E_ARG, NONE, "nx_stream_device", NULL),
     ROW("stream_synchronize of a module", c_stream_event, 0, 5, E_ARG, NONE, "nx_stream_synchronize", NULL),
     ROW("event_create out NULL", c_stream_event, 0, 6, E_ARG, NONE, "nx_event_create", NULL),
-    ROW("event_create cuda:0 without CUDA", c_stream_event, 0, 7, NX_ERR_DEVICE, EVENT, "nx_event_create", NULL),
+    ROW("event_create on a CUDA device not there", c_stream_event, 0, 7, NX_ERR_DEVICE, EVENT, "nx_event_create", NULL),
     ROW("event_create device type 99", c_stream_event, 0, 8, NX_ERR_DEVICE, EVENT, "nx_event_create", NULL),
     ROW("event_record NULL", c_stream_event, 0, 9, E_ARG, NONE, "nx_event_record", NULL),
     ROW("event_wait NULL", c_stream_event, 0, 10, E_ARG, NONE, "nx_event_wait", NULL),
@@ -1614,7 +1618,7 @@ static const misuse_row k_rows[] = {
     ROW("safetensors_save names NULL", c_safetensors, 0, 9, E_ARG, NONE, "nx_safetensors_save", NULL),
     ROW("safetensors_save a NULL tensor", c_safetensors, 0, 10, E_ARG, NONE, "nx_safetensors_save", NULL),
     ROW("safetensors_save into a missing dir", c_safetensors, 0, 11, NX_ERR_IO, NONE, "nx_safetensors_save", NULL),
-    ROW("safetensors_get onto cuda:0", c_safetensors, 0, 12, NX_ERR_DEVICE, TENSOR, "nx_safetensors_get", NULL),
+    ROW("safetensors_get onto a CUDA device not there", c_safetensors, 0, 12, NX_ERR_DEVICE, TENSOR, "nx_safetensors_get", NULL),
     ROW("safetensors_name out NULL", c_safetensors, 0, 13, E_ARG, NONE, "nx_safetensors_name", NULL),
     ROW("nx_safetensors_count: NULL file", c_safetensors_bad, 0, 0, E_ARG, NONE, "nx_safetensors_count", NULL),
     ROW("nx_safetensors_count: freed file", c_safetensors_bad, 1, 0, E_ARG, NONE, "nx_safetensors_count", NULL),
@@ -1658,7 +1662,7 @@ static const misuse_row k_rows[] = {
     ROW("module_kind out NULL", c_module_value, 0, 1, E_ARG, NONE, "nx_module_kind", NULL),
     ROW("module_parameter_count out NULL", c_module_value, 0, 2, E_ARG, NONE, "nx_module_parameter_count", NULL),
     ROW("module_parameter 99 of 2", c_module_value, 0, 3, E_ARG, TENSOR, "nx_module_parameter", NULL),
-    ROW("module_to cuda:0 without CUDA", c_module_value, 0, 4, NX_ERR_DEVICE, NONE, "nx_module_to", NULL),
+    ROW("module_to a CUDA device not there", c_module_value, 0, 4, NX_ERR_DEVICE, NONE, "nx_module_to", NULL),
     ROW("module_get_training out NULL", c_module_value, 0, 5, E_ARG, NONE, "nx_module_get_training", NULL),
     ROW("module_save path NULL", c_module_value, 0, 6, E_ARG, NONE, "nx_module_save", NULL),
     ROW("module_load path NULL", c_module_value, 0, 7, E_ARG, NONE, "nx_module_load", NULL),
@@ -1668,7 +1672,7 @@ static const misuse_row k_rows[] = {
     ROW("sequential with a NULL layer", c_module_value, 0, 11, E_ARG, MODULE, "nx_sequential_create", NULL),
     ROW("linear dtype 99", c_module_value, 0, 12, E_DTYPE, MODULE, "nx_linear_create", NULL),
     ROW("linear i32", c_module_value, 0, 13, E_DTYPE, MODULE, "nx_linear_create", NULL),
-    ROW("linear on cuda:0 without CUDA", c_module_value, 0, 14, NX_ERR_DEVICE, MODULE, "nx_linear_create", NULL),
+    ROW("linear on a CUDA device not there", c_module_value, 0, 14, NX_ERR_DEVICE, MODULE, "nx_linear_create", NULL),
     ROW("embedding device type -5", c_module_value, 0, 15, NX_ERR_DEVICE, MODULE, "nx_embedding_create", NULL),
     ROW("avg_pool2d kernel 0", c_module_value, 0, 16, E_ARG, MODULE, "nx_avg_pool2d_create", NULL),
     ROW("flatten_create out NULL", c_module_value, 0, 17, E_ARG, NONE, "nx_flatten_create", NULL),
@@ -1784,7 +1788,7 @@ static const misuse_row k_rows[] = {
     ROW("text_loader batch, seq 2^62", c_loader_value, 0, 6, E_ARG, LOADER, "nx_text_loader_create", NULL),
     ROW("text_loader out NULL", c_loader_value, 0, 7, E_ARG, NONE, "nx_text_loader_create", NULL),
     ROW("text_loader_next inputs NULL", c_loader_value, 0, 8, E_ARG, NONE, "nx_text_loader_next", NULL),
-    ROW("text_loader_next onto cuda:0", c_loader_value, 0, 9, NX_ERR_DEVICE, NONE, "nx_text_loader_next", NULL),
+    ROW("text_loader_next onto a CUDA device not there", c_loader_value, 0, 9, NX_ERR_DEVICE, NONE, "nx_text_loader_next", NULL),
     ROW("batches_per_epoch out NULL", c_loader_value, 0, 10, E_ARG, NONE, "nx_text_loader_batches_per_epoch", NULL),
     ROW("text_loader_shard rank 2 of 2", c_loader_value, 0, 11, E_ARG, NONE, "nx_text_loader_shard", NULL),
     ROW("text_loader_shard rank -1", c_loader_value, 0, 12, E_ARG, NONE, "nx_text_loader_shard", NULL),
@@ -1793,7 +1797,7 @@ static const misuse_row k_rows[] = {
     ROW("dlpack complex64", c_dlpack_desc, 0, 1, E_DTYPE, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
     ROW("dlpack float24", c_dlpack_desc, 0, 2, E_DTYPE, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
     ROW("dlpack uint8", c_dlpack_desc, 0, 3, E_DTYPE, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
-    ROW("dlpack kDLCUDA without CUDA", c_dlpack_desc, 0, 4, NX_ERR_DEVICE, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
+    ROW("dlpack kDLCUDA device not there", c_dlpack_desc, 0, 4, NX_ERR_DEVICE, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
     ROW("dlpack device type 13", c_dlpack_desc, 0, 5, NX_ERR_DEVICE, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
     ROW("dlpack major version 2", c_dlpack_desc, 0, 6, NX_ERR_NOT_IMPLEMENTED, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
     ROW("dlpack read-only", c_dlpack_desc, 0, 7, NX_ERR_NOT_IMPLEMENTED, TENSOR, "nx_tensor_from_dlpack_versioned", NULL),
@@ -1887,11 +1891,27 @@ static int run_row(const misuse_row* r) {
   return ok;
 }
 
+/* Whether this build and machine can make communicators (NCCL and a GPU): there the rows that
+ * want NX_ERR_DEVICE from nx_comm_id_create / nx_comm_create do not apply (the Dist tests cover
+ * communicators). */
+static bool communicators_available(void) {
+  nx_comm_id id;
+  return nx_comm_id_create(&id) == NX_OK;
+}
+
 static void test_misuse_table(void** state) {
   (void)state;
-  size_t failed = 0;
-  for (size_t i = 0; i < NROWS; ++i) failed += !run_row(&k_rows[i]);
-  printf("misuse-by-value table: %zu rows, %zu failed\n", (size_t)NROWS, failed);
+  size_t failed = 0, skipped = 0;
+  const bool comm = communicators_available();
+  for (size_t i = 0; i < NROWS; ++i) {
+    if (comm && k_rows[i].call == c_comm && k_rows[i].want == NX_ERR_DEVICE) {
+      ++skipped;
+      continue;
+    }
+    failed += !run_row(&k_rows[i]);
+  }
+  printf("misuse-by-value table: %zu rows, %zu failed, %zu skipped (communicators available)\n", (size_t)NROWS,
+         failed, skipped);
   assert_int_equal(failed, 0);
 }
 
