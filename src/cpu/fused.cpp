@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/backend.hpp"
@@ -227,6 +228,12 @@ void adam_multi_t(const std::vector<AdamSlot>& slots, const AdamParams& p) {
     const T* gp = static_cast<const T*>(s.grad);
     const size_t k = chunks[c].slot;
     const A step = A(sv ? sv[1 + 2 * k] : p.lr / s.bc1), inv_sqrt_bc2 = A(sv ? sv[2 + 2 * k] : 1 / std::sqrt(s.bc2));
+    if constexpr (std::is_same_v<T, float>) {  // the vector unit's step, same expression
+      const AdamF32 a{b1, b2, eps, wd, decay, step, inv_sqrt_bc2, wd == 0.f ? 0 : p.decoupled ? 2 : 1};
+      const int64_t b = chunks[c].begin;
+      simd().adam_f32(pp + b, mp_ + b, vp + b, gp + b, chunks[c].end - b, a);
+      continue;
+    }
     for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i) {
       A g = A(ld(gp[i])), w = A(ld(pp[i]));
       if (wd != A(0) && !p.decoupled) g += wd * w;
@@ -276,6 +283,10 @@ void sumsq_multi_cpu(const std::vector<TensorSlot>& slots, DType dtype, const Vi
 #pragma omp parallel for schedule(dynamic, 1)
     for (size_t c = 0; c < chunks.size(); ++c) {
       const T* x = static_cast<const T*>(slots[chunks[c].slot].data);
+      if constexpr (std::is_same_v<T, float>) {  // lanes on the vector unit, not one f64 chain
+        partial[c] = simd().sumsq_f32(x + chunks[c].begin, chunks[c].end - chunks[c].begin);
+        continue;
+      }
       double acc = 0;
       for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i) {
         const double v = double(ld(x[i]));

@@ -17,6 +17,14 @@ struct AttnArgs {
   const double* slopes;  // one per head, or null: no ALiBi
 };
 
+// One Adam(W) step's constants for f32 parameters (cpu/fused.cpp's adam_multi): mode 0 no weight
+// decay, 1 Adam's g += wd p, 2 AdamW's p *= decay; step = lr / bc1, then
+// p -= step m / (sqrt(v) inv_sqrt_bc2 + eps).
+struct AdamF32 {
+  float b1, b2, eps, wd, decay, step, inv_sqrt_bc2;
+  int mode;
+};
+
 // Strides are in elements. Inner loops: the caller walks the outer dimensions.
 struct SimdTable {
   const char* name;
@@ -72,6 +80,11 @@ struct SimdTable {
   void (*scale_exp_f32)(float* out, const float* x, int64_t n, float shift, float scale);
   // The largest of n f32 elements, NaNs skipped (std::max(m, x[i]) folded from -inf: exact).
   float (*max_f32)(const float* x, int64_t n);
+  // The sum of x[i]^2 in f64 over 8 interleaved lanes (lane j takes i = j mod 8) folded pairwise:
+  // each square is exact in f64, so every ISA gives the same bits (gradient clipping's norm).
+  double (*sumsq_f32)(const float* x, int64_t n);
+  // One Adam(W) step over n contiguous f32 parameters and their moments.
+  void (*adam_f32)(float* p, float* m, float* v, const float* g, int64_t n, const AdamF32& a);
 };
 
 extern const SimdTable simd_scalar;

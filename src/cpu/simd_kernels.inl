@@ -533,6 +533,60 @@ float max_f32(const float* x, int64_t n) {
   return m;
 }
 
+// ---------------------------------------------------------------- clipping and Adam
+double sumsq_f32(const float* x, int64_t n) {
+  constexpr int64_t L = 8;
+  double lane[L];
+  for (int64_t j = 0; j < L; ++j) lane[j] = 0;
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+#pragma omp simd
+    for (int64_t j = 0; j < L; ++j) lane[j] += double(x[i + j]) * double(x[i + j]);
+  for (int64_t j = 0; i + j < n; ++j) lane[j] += double(x[i + j]) * double(x[i + j]);
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
+// The step in the generic kernel's order (cpu/fused.cpp), on a vector of lanes or one float. std::sqrt
+// does not vectorize here (errno), hence the vector square roots.
+typedef float AdamVec __attribute__((vector_size(NX_VEC_BYTES)));
+inline float adam_sqrt(float x) { return std::sqrt(x); }
+#if defined(__AVX512F__)
+inline AdamVec adam_sqrt(AdamVec x) { return AdamVec(_mm512_maskz_sqrt_ps(0xffff, __m512(x))); }  // maskz: GCC PR 105593
+#elif defined(__AVX2__)
+inline AdamVec adam_sqrt(AdamVec x) { return AdamVec(_mm256_sqrt_ps(__m256(x))); }
+#else
+inline AdamVec adam_sqrt(AdamVec x) {
+  for (int j = 0; j < int(sizeof(AdamVec) / 4); ++j) x[j] = std::sqrt(x[j]);
+  return x;
+}
+#endif
+template <int MODE, class V>
+inline void adam_update(V& w, V& m, V& v, V g, const AdamF32& a) {
+  if constexpr (MODE == 1) g += a.wd * w;
+  if constexpr (MODE == 2) w *= a.decay;
+  m = a.b1 * m + (1.f - a.b1) * g;
+  v = a.b2 * v + (1.f - a.b2) * g * g;
+  w = w - a.step * (m / (adam_sqrt(v) * a.inv_sqrt_bc2 + a.eps));
+}
+template <int MODE>
+void adam_run(float* p, float* m, float* v, const float* g, int64_t n, const AdamF32& a) {
+  constexpr int64_t W = int64_t(sizeof(AdamVec) / 4);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    AdamVec w, mv, vv, gv;
+    std::memcpy(&w, p + i, sizeof w), std::memcpy(&mv, m + i, sizeof mv), std::memcpy(&vv, v + i, sizeof vv);
+    std::memcpy(&gv, g + i, sizeof gv);
+    adam_update<MODE>(w, mv, vv, gv, a);
+    std::memcpy(p + i, &w, sizeof w), std::memcpy(m + i, &mv, sizeof mv), std::memcpy(v + i, &vv, sizeof vv);
+  }
+  for (; i < n; ++i) adam_update<MODE>(p[i], m[i], v[i], g[i], a);
+}
+void adam_f32(float* p, float* m, float* v, const float* g, int64_t n, const AdamF32& a) {
+  if (a.mode == 1) adam_run<1>(p, m, v, g, n, a);
+  else if (a.mode == 2) adam_run<2>(p, m, v, g, n, a);
+  else adam_run<0>(p, m, v, g, n, a);
+}
+
 // ---------------------------------------------------------------- GEMM
 // Goto/BLIS structure: B packed in KC x NR panels, A in MR x KC panels, an MR x NR register
 // micro-kernel of two vectors per row. Vector width comes from NX_VEC_BYTES.
@@ -793,5 +847,7 @@ const SimdTable NX_SIMD_TABLE = {
     &NX_SIMD_NS::sum_exp_f32,
     &NX_SIMD_NS::scale_exp_f32,
     &NX_SIMD_NS::max_f32,
+    &NX_SIMD_NS::sumsq_f32,
+    &NX_SIMD_NS::adam_f32,
 };
 }  // namespace nx::cpu

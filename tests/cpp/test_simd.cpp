@@ -60,6 +60,7 @@ namespace {
 using nx::BinaryOp;
 using nx::UnaryOp;
 using nx::cpu::SimdTable;
+using nx::cpu::AdamF32;
 using LD = long double;
 
 bool cpu_has(const std::string& level) {
@@ -975,6 +976,52 @@ TEST_P(SimdLevels, MaxF32IsStdMaxFold) {
       const float got = t_->max_f32(x.data(), n);
       EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0) << "n " << n << " round " << round << ": " << got
                                                           << ", std::max gives " << want;
+    }
+}
+
+// sumsq_f32 (gradient clipping's norm) against its definition: 8 f64 lanes, lane j summing the
+// squares of elements j, j + 8, ..., folded pairwise; every tail length 0..70 and a long run. Each
+// square is exact in f64, so the scalar, avx2 and avx512 tables all give these bits.
+TEST_P(SimdLevels, SumSquaresF32IsEightLanesOfF64) {
+  std::mt19937 g(12);
+  std::uniform_real_distribution<float> u(-3.f, 3.f);
+  for (int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 64, 70, 100003}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (float& v : x) v = u(g) * (g() % 7 == 0 ? 1e3f : 1.f);
+    double lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n; ++i) lane[i % 8] += double(x[size_t(i)]) * double(x[size_t(i)]);
+    const double want = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    const double got = t_->sumsq_f32(x.data(), n);
+    EXPECT_EQ(std::memcmp(&got, &want, sizeof got), 0) << "n " << n << ": " << got << " want " << want;
+  }
+}
+
+// adam_f32 against the step in f64 on random parameters, gradients and moments, in each mode (no
+// decay, Adam's, AdamW's), for lengths that leave every tail of 8 and 16 lanes; f32 rounding of a
+// few operations: relative error 1e-5.
+TEST_P(SimdLevels, AdamF32MatchesTheStepInF64) {
+  std::mt19937 g(13);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  for (int mode = 0; mode < 3; ++mode)
+    for (int64_t n : {1, 5, 16, 17, 33, 1000}) {
+      const AdamF32 a{0.9f, 0.999f, 1e-8f, 0.1f, 1.f - 1e-3f * 0.1f, 1e-3f / 0.19f, 1.f / std::sqrt(0.0199f), mode};
+      const size_t len = static_cast<size_t>(n);
+      std::vector<float> p(len), m(len), v(len), gr(len);
+      for (int64_t i = 0; i < n; ++i)
+        p[size_t(i)] = u(g), m[size_t(i)] = 0.1f * u(g), v[size_t(i)] = 0.01f * std::fabs(u(g)), gr[size_t(i)] = u(g);
+      std::vector<float> p0 = p, m0 = m, v0 = v;
+      t_->adam_f32(p.data(), m.data(), v.data(), gr.data(), n, a);
+      for (int64_t i = 0; i < n; ++i) {
+        double w = p0[size_t(i)], gg = gr[size_t(i)];
+        if (mode == 1) gg += double(a.wd) * w;
+        if (mode == 2) w *= double(a.decay);
+        const double mm = double(a.b1) * m0[size_t(i)] + (1 - double(a.b1)) * gg;
+        const double vv = double(a.b2) * v0[size_t(i)] + (1 - double(a.b2)) * gg * gg;
+        const double pw = w - double(a.step) * (mm / (std::sqrt(vv) * double(a.inv_sqrt_bc2) + double(a.eps)));
+        EXPECT_NEAR(m[size_t(i)], mm, 1e-5 * (std::fabs(mm) + 1e-3)) << "mode " << mode << " n " << n << " i " << i;
+        EXPECT_NEAR(v[size_t(i)], vv, 1e-5 * (std::fabs(vv) + 1e-6)) << "mode " << mode << " n " << n << " i " << i;
+        EXPECT_NEAR(p[size_t(i)], pw, 1e-5 * (std::fabs(pw) + 1e-3)) << "mode " << mode << " n " << n << " i " << i;
+      }
     }
 }
 
