@@ -88,15 +88,35 @@ std::pair<Tensor, Tensor> rope_tables(int64_t start, int64_t t, int64_t d, doubl
   return {slice(tables.cos, 0, start, start + t, 1), slice(tables.sin, 0, start, start + t, 1)};
 }
 
+// x's halves rotated by the tables' angles, rotate-half convention: (x1 c - x2 s, x2 c + x1 s);
+// inverse, by minus the angles: (x1 c + x2 s, x2 c - x1 s).
+Tensor rotate_halves(const Tensor& x, const Tensor& c, const Tensor& s, bool inverse) {
+  const int64_t d = x.shape().back();
+  Tensor x1 = slice(x, -1, 0, d / 2, 1), x2 = slice(x, -1, d / 2, d, 1);
+  if (inverse) return cat({add(mul(x1, c), mul(x2, s)), sub(mul(x2, c), mul(x1, s))}, -1);
+  return cat({sub(mul(x1, c), mul(x2, s)), add(mul(x2, c), mul(x1, s))}, -1);
+}
+
 }  // namespace
 
 Tensor rope(const Tensor& x, int64_t start, double base) {
   const int64_t t = x.shape()[size_t(x.dim() - 2)], d = x.shape().back();
   if (d % 2) fail(NX_ERR_SHAPE, current_api(), ": rotary embeddings need an even head dimension, got ", d);
   if (start < 0) fail(NX_ERR_INVALID_ARGUMENT, current_api(), ": rotary positions start at ", start, ", below 0");
-  const auto [c, s] = rope_tables(start, t, d, base, x.dtype(), x.device());  // [t, d/2]
-  Tensor x1 = slice(x, -1, 0, d / 2, 1), x2 = slice(x, -1, d / 2, d, 1);  // rotate-half convention
-  return cat({sub(mul(x1, c), mul(x2, s)), add(mul(x2, c), mul(x1, s))}, -1);
+  const auto tables = rope_tables(start, t, d, base, x.dtype(), x.device());  // cos, sin [t, d/2]
+  const Tensor c = tables.first, s = tables.second;
+  // One node whose VJP rotates the gradient back (a rotation's transpose is its inverse). The
+  // composite's own backward built each half's gradient in a zero-filled full tensor and added
+  // the two: per call two fills, two copies and a full add more, in eager and in a plan. The
+  // values are the same: each gradient element is the same two products summed.
+  Tensor out;
+  {
+    GradModeGuard off(false);
+    out = rotate_halves(detach(x), c, s, false);
+  }
+  return record1("RopeBackward", out, {x}, {}, [c, s](const std::vector<Tensor>& g, const std::vector<Tensor>&, const auto&) {
+    return std::vector<Tensor>{rotate_halves(g[0], c, s, true)};
+  });
 }
 
 std::vector<double> alibi_slopes(int64_t heads) { return nx::alibi_slopes(heads); }

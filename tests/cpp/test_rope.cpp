@@ -49,6 +49,28 @@ TEST(Rope, CachedTablesGiveTheBitsOfTablesBuiltPerCall) {
         }
 }
 
+// rope's one-node VJP (the gradient rotated back) against the composite's autograd (slices, products,
+// cat: each half's gradient built in a zero-filled tensor and the two added), on a random upstream
+// gradient of a non-contiguous x: equal values (each element is the same two products summed; ==
+// also takes -0 for +0, the one difference the zero-filled sum can make).
+TEST(Rope, GradientEqualsTheCompositesGradient) {
+  nx::manual_seed(4);
+  for (DType dt : {DType::F64, DType::F32, DType::BF16}) {
+    Tensor base = nx::randn({2, 7, 3, 8}, dt, cpu());
+    Tensor up = nx::randn({2, 3, 7, 8}, dt, cpu());
+    auto grad_of = [&](bool composite) {
+      Tensor x = nx::detach(nx::transpose(base, 1, 2));  // [2, 3, 7, 8], not contiguous
+      x.impl()->requires_grad = true;
+      Tensor y = composite ? rope_uncached(x, 5, 10000.0) : nx::fn::rope(x, 5, 10000.0);
+      nx::run_backward(nx::sum(nx::mul(y, up), {}, false), Tensor(), nx::BackwardOptions{});
+      return nx::cast(Tensor(x.impl()->grad), DType::F64);
+    };
+    const std::vector<double> got = nxt::values(grad_of(false)), want = nxt::values(grad_of(true));
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << nx::dtype_name(dt) << " element " << i;
+  }
+}
+
 TEST(Rope, TablesAreSharedSafelyBetweenThreads) {
   // A head dimension no other test uses, so the threads race to build and grow the same tables.
   std::vector<std::thread> threads;
