@@ -232,17 +232,17 @@ void adam_multi_t(const std::vector<AdamSlot>& slots, const AdamParams& p) {
       const AdamF32 a{b1, b2, eps, wd, decay, step, inv_sqrt_bc2, wd == 0.f ? 0 : p.decoupled ? 2 : 1};
       const int64_t b = chunks[c].begin;
       simd().adam_f32(pp + b, mp_ + b, vp + b, gp + b, chunks[c].end - b, a);
-      continue;
-    }
-    for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i) {
-      A g = A(ld(gp[i])), w = A(ld(pp[i]));
-      if (wd != A(0) && !p.decoupled) g += wd * w;
-      if (wd != A(0) && p.decoupled) w *= decay;
-      const A m = b1 * A(ld(mp_[i])) + (A(1) - b1) * g;
-      const A v = b2 * A(ld(vp[i])) + (A(1) - b2) * g * g;
-      st(mp_ + i, m);
-      st(vp + i, v);
-      st(pp + i, w - step * (m / (std::sqrt(v) * inv_sqrt_bc2 + eps)));
+    } else {
+      for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i) {
+        A g = A(ld(gp[i])), w = A(ld(pp[i]));
+        if (wd != A(0) && !p.decoupled) g += wd * w;
+        if (wd != A(0) && p.decoupled) w *= decay;
+        const A m = b1 * A(ld(mp_[i])) + (A(1) - b1) * g;
+        const A v = b2 * A(ld(vp[i])) + (A(1) - b2) * g * g;
+        st(mp_ + i, m);
+        st(vp + i, v);
+        st(pp + i, w - step * (m / (std::sqrt(v) * inv_sqrt_bc2 + eps)));
+      }
     }
   }
 }
@@ -285,14 +285,14 @@ void sumsq_multi_cpu(const std::vector<TensorSlot>& slots, DType dtype, const Vi
       const T* x = static_cast<const T*>(slots[chunks[c].slot].data);
       if constexpr (std::is_same_v<T, float>) {  // lanes on the vector unit, not one f64 chain
         partial[c] = simd().sumsq_f32(x + chunks[c].begin, chunks[c].end - chunks[c].begin);
-        continue;
+      } else {
+        double acc = 0;
+        for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i) {
+          const double v = double(ld(x[i]));
+          acc += v * v;
+        }
+        partial[c] = acc;
       }
-      double acc = 0;
-      for (int64_t i = chunks[c].begin; i < chunks[c].end; ++i) {
-        const double v = double(ld(x[i]));
-        acc += v * v;
-      }
-      partial[c] = acc;
     }
   });
   double total = 0;
