@@ -97,6 +97,34 @@ __device__ __forceinline__ void dequantize16(const uint4& raw, float (&f)[16]) {
   }
 }
 
+// A bf16 or f16 query against an I8 cache: the lane's 16 q values as q ~= s * (256 * hi + lo), hi
+// and lo int8 (packed four to a word), so the key dot product is two dp4a per four codes instead of
+// a conversion and an FMA per code (the 8-bit decode is issue-bound, docs/benchmarks.md, session
+// 24). 16 bits against the lane's largest |q|: below the rounding of the bf16/f16 q itself. A
+// non-finite q makes s NaN, so the scores stay NaN as the float path's would.
+__device__ __forceinline__ void split_q16(const float (&qf)[16], uint32_t (&hi)[4], uint32_t (&lo)[4], float& s) {
+  constexpr float kLimit = 32512.f;  // 127 * 256: hi = floor((Q + 128) / 256) stays within [-127, 127]
+  float amax = 0.f, poison = 0.f;
+#pragma unroll
+  for (int x = 0; x < 16; ++x) {
+    amax = fmaxf(amax, fabsf(qf[x]));
+    poison += qf[x] * 0.f;  // NaN when any q is inf or NaN (fmaxf would drop a NaN)
+  }
+  const float inv = amax > 0.f ? kLimit / amax : 0.f;
+  s = (amax > 0.f ? amax / kLimit : 0.f) + poison;
+#pragma unroll
+  for (int t = 0; t < 4; ++t) {
+    hi[t] = lo[t] = 0u;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int Q = min(max(__float2int_rn(qf[t * 4 + e] * inv), -32512), 32512);
+      const int h = (Q + 128) >> 8, l = Q - h * 256;  // l in [-128, 127]
+      hi[t] |= uint32_t(h & 0xff) << (8 * e);
+      lo[t] |= uint32_t(l & 0xff) << (8 * e);
+    }
+  }
+}
+
 // Block = (b, h, split) of WARPS warps; a key row is LPR = D/16 lanes; partial (m, l, acc) per
 // query of the block's split go to decode_8bit_combine, or with ONE_SPLIT (the pair's only split)
 // the block writes the output rows itself (OneSplitRows8). Scores are in log2 units. A launch takes
@@ -131,7 +159,10 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) decode_8bit_kernel(DecodeArg
   const float* vsh = vs + cache_row0;
   const float slope = a.alibi ? a.slopes_log2[h] : 0.f;
   const unsigned group_mask = (LPR == 32 ? 0xffffffffu : ((1u << LPR) - 1u) << (sub * LPR));
-  float qf[NQ][16], acc[NQ][16], m[NQ], l[NQ];
+  // an f32 q keeps float dot products: its tests hold the error to 2e-5, the split q's is ~1.5e-5
+  constexpr bool kIntDot = kKind == 0 && !std::is_same_v<T, float>;
+  float qf[NQ][16], acc[NQ][16], m[NQ], l[NQ], qs[NQ];
+  uint32_t qhi[NQ][4], qlo[NQ][4];
 #pragma unroll
   for (int i = 0; i < NQ; ++i) {
     const int64_t qi = a.q_first + min(int64_t(i), a.nq - 1);
@@ -141,6 +172,7 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) decode_8bit_kernel(DecodeArg
       qf[i][x] = as_float(qrow[x]) * a.scale_log2;
       acc[i][x] = 0.f;
     }
+    if constexpr (kIntDot) split_q16(qf[i], qhi[i], qlo[i], qs[i]);
     m[i] = -INFINITY;
     l[i] = 0.f;
   }
@@ -167,11 +199,22 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) decode_8bit_kernel(DecodeArg
       float s[U], mx = m[i];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        float kf[16];
-        dequantize16<kKind>(r.k[u], kf);
         float dot = 0.f;
+        if constexpr (kIntDot) {
+          const uint32_t w[4] = {r.k[u].x, r.k[u].y, r.k[u].z, r.k[u].w};
+          int hi = 0, lo = 0;
 #pragma unroll
-        for (int x = 0; x < 16; ++x) dot = fmaf(qf[i][x], kf[x], dot);
+          for (int t = 0; t < 4; ++t) {
+            hi = __dp4a(int(qhi[i][t]), int(w[t]), hi);
+            lo = __dp4a(int(qlo[i][t]), int(w[t]), lo);
+          }
+          dot = float(hi * 256 + lo) * qs[i];  // |hi| <= 16 * 127 * 128: no overflow
+        } else {
+          float kf[16];
+          dequantize16<kKind>(r.k[u], kf);
+#pragma unroll
+          for (int x = 0; x < 16; ++x) dot = fmaf(qf[i][x], kf[x], dot);
+        }
 #pragma unroll
         for (int o = LPR / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(group_mask, dot, o);
         const int64_t j = j0 + int64_t(u) * ROWS;
