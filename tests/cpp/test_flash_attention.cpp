@@ -7,8 +7,10 @@
 #include <cmath>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "autograd/engine.hpp"
+#include "graph/node.hpp"
 #include "cpu/simd.hpp"
 #include "nn/functional.hpp"
 
@@ -53,6 +55,58 @@ INSTANTIATE_TEST_SUITE_P(Grid, FlashVsComposite, ::testing::Values(
     Case{1, 1, 1, 1, 1, 8, false, false}, Case{2, 2, 2, 17, 17, 16, true, false}, Case{1, 4, 2, 33, 33, 32, true, true},
     Case{2, 4, 1, 5, 70, 64, true, false}, Case{1, 2, 2, 70, 70, 24, false, true}, Case{1, 8, 8, 1, 100, 64, true, true},
     Case{1, 3, 1, 40, 65, 128, false, false}, Case{1, 2, 1, 66, 66, 96, true, true}));
+
+// f32, bf16 and f16 (the types the training paths use) against the f64 kernel on the same rounded
+// inputs, forward and the three gradients, on every ISA level: shapes of the CPU GPTs (head_dim
+// 32, causal), a decoding step (one query), more queries than keys (causal: the first rows see no
+// key, output and gradient 0), ALiBi with an odd head_dim. Two runs give the same bits.
+TEST(FlashAttention, LowPrecisionMatchesF64OnEveryLevel) {
+  const Device cpu{};
+  struct LowCase { int64_t b, h, hkv, tq, tk, d; bool causal, alibi; };
+  const LowCase cases[] = {{2, 4, 4, 128, 128, 32, true, false}, {3, 4, 2, 70, 70, 32, true, false},
+                           {1, 4, 4, 1, 100, 32, true, false},    {1, 2, 1, 40, 24, 16, true, false},
+                           {2, 2, 2, 19, 45, 20, false, true}};
+  const std::string restore = cpu::simd().name;
+  for (const LowCase& c : cases) {
+    for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+      manual_seed(17);
+      auto input = [&](Shape s) { return cast(cast(randn(s, DType::F64, cpu), dt), DType::F64); };
+      Tensor q = input({c.b, c.h, c.tq, c.d}), k = input({c.b, c.hkv, c.tk, c.d}), v = input({c.b, c.hkv, c.tk, c.d});
+      Tensor gout = input({c.b, c.h, c.tq, c.d});
+      for (Tensor* t : {&q, &k, &v}) t->impl()->requires_grad = true;
+      BackwardOptions opt;
+      opt.accumulate = false;
+      Tensor ref = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
+      auto gr = run_backward(ref, gout, opt, {q, k, v});
+      const double tol = dt == DType::F32 ? 2e-5 : dt == DType::F16 ? 4e-3 : 3e-2;
+      for (const char* level : {"scalar", "avx2", "avx512"}) {
+        if (!cpu::set_simd_level(level)) continue;
+        std::vector<Tensor> bits;
+        for (int run = 0; run < 2; ++run) {
+          Tensor ql, kl, vl;
+          {
+            GradModeGuard off(false);  // fresh leaves, not casts recorded from q, k, v
+            ql = cast(q, dt), kl = cast(k, dt), vl = cast(v, dt);
+          }
+          for (Tensor* t : {&ql, &kl, &vl}) t->impl()->requires_grad = true;
+          Tensor got = flash_attention(ql, kl, vl, c.causal, c.alibi, 0.0);
+          auto gg = run_backward(got, cast(gout, dt), opt, {ql, kl, vl});
+          const std::string what = std::string(level) + " " + dtype_name(dt) + " tq " + std::to_string(c.tq);
+          EXPECT_LT(max_abs_diff(got, ref), tol) << what;
+          for (int i = 0; i < 3; ++i) EXPECT_LT(max_abs_diff(gg[size_t(i)], gr[size_t(i)]), tol) << what << " gradient " << i;
+          if (c.causal && c.tq > c.tk) {  // queries before the first key: no output, no gradient
+            EXPECT_EQ(max_abs_diff(slice(got, 2, 0, c.tq - c.tk, 1), zeros_like(slice(got, 2, 0, c.tq - c.tk, 1))), 0.0);
+            EXPECT_EQ(max_abs_diff(slice(gg[0], 2, 0, c.tq - c.tk, 1), zeros_like(slice(gg[0], 2, 0, c.tq - c.tk, 1))), 0.0);
+          }
+          bits.push_back(got);
+          for (const Tensor& g : gg) bits.push_back(g);
+        }
+        for (size_t i = 0; i < 4; ++i) EXPECT_EQ(max_abs_diff(bits[i], bits[i + 4]), 0.0) << level << " run to run " << i;
+      }
+    }
+  }
+  cpu::set_simd_level(restore.c_str());
+}
 
 TEST(FlashAttention, F32AndErrors) {
   const Device cpu{};
