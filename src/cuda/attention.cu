@@ -249,7 +249,7 @@ struct OneSplitRows {
     store_f64(out + r * dim + d, L > 0.f ? double(sum / L) : 0.0);
   }
   __device__ void stats(int64_t r, float M, float L) const {
-    lse[r] = L > 0.f ? M / 1.4426950408889634f + logf(L) : INFINITY;  // M in log2 units
+    lse[r] = L > 0.f ? M / kLog2e + logf(L) : INFINITY;  // M in log2 units
   }
 };
 template <class T, int D, int NQ, int U, int MINB, bool ONE_SPLIT, int WARPS = 4>
@@ -266,7 +266,7 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) decode_half_kernel(Params p,
                 j_end = min(p.tk, j_begin + per_split), offset = p.tk - p.tq;
   const T* kh = k + (int64_t(b) * p.kv_heads + hk) * p.tk * D + li * 8;
   const T* vh = v + (int64_t(b) * p.kv_heads + hk) * p.tk * D + li * 8;
-  const float log2e = 1.4426950408889634f, slope2 = p.alibi ? float(p.slopes[h]) * log2e : 0.f;
+  const float slope2 = p.alibi ? float(p.slopes[h]) * kLog2e : 0.f;
   const unsigned group_mask = (LPR == 32 ? 0xffffffffu : ((1u << LPR) - 1u) << (sub * LPR));
   auto widen = [](const uint4& raw, float (&f)[8]) {
     const uint16_t* e = reinterpret_cast<const uint16_t*>(&raw);
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) decode_half_kernel(Params p,
     widen(*reinterpret_cast<const uint4*>(q + ((int64_t(b) * p.heads + h) * p.tq + qi) * D + li * 8), qf[i]);
 #pragma unroll
     for (int x = 0; x < 8; ++x) {
-      qf[i][x] *= float(p.scale) * log2e;
+      qf[i][x] *= float(p.scale) * kLog2e;
       acc[i][x] = 0.f;
     }
     m[i] = -INFINITY;
@@ -332,7 +332,7 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) decode_half_kernel(Params p,
     merge_row_groups<NQ, ROWS, D, 8>(m, l, acc, grp, li, nq, bh * p.tq, OneSplitRows<T>{out, lse, D});
   else  // natural units for decode_combine
     merge_row_groups<NQ, ROWS, D, 8>(m, l, acc, grp, li, nq, bh * p.tq,
-                                     SplitSlots{part_acc, part_ml, splits, split, D, log2e});
+                                     SplitSlots{part_acc, part_ml, splits, split, D, kLog2e});
 }
 
 template <class T, class A>
@@ -584,7 +584,10 @@ bool decode_half_typed(const ExecContext& ctx, const Params& p, const View& q, c
     // are all there is), as many warps and bytes in flight per SM as the split kernel's 4 blocks;
     // 0.8% faster than 4 warps of 16 rows (docs/benchmarks.md, session 23)
     if (!direct) launch(decode_half_kernel<T, D, NQ, 8, MINB, false>);
-    else if constexpr (NQ == 1) launch(decode_half_kernel<T, D, NQ, 8, 2, true, 8>, 8);
+    else if constexpr (NQ == 1) {
+      constexpr int kOneSplitWarps = 8;
+      launch(decode_half_kernel<T, D, NQ, 8, 2, true, kOneSplitWarps>, kOneSplitWarps);
+    }
     else launch(decode_half_kernel<T, D, NQ, 8, MINB, true>);
   };
   auto by_nq = [&](auto d_tag) {

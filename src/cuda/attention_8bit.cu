@@ -320,10 +320,9 @@ void launch_attention_decode_8bit(const ExecContext& ctx, const AttentionParams&
     fail(NX_ERR_NOT_IMPLEMENTED, current_api(), ": ALiBi on CUDA supports up to 128 heads, got ", p.heads);
   DecodeArgs a{};
   a.heads = p.heads, a.kv_heads = p.kv_heads, a.tq = p.tq, a.tmax = p.tk;
-  const double log2e = 1.4426950408889634;
-  a.scale_log2 = float(p.scale * log2e);
+  a.scale_log2 = float(p.scale * kLog2eF64);
   a.causal = p.causal, a.alibi = !p.alibi_slopes.empty();
-  for (size_t h = 0; h < p.alibi_slopes.size(); ++h) a.slopes_log2[h] = float(p.alibi_slopes[h] * log2e);
+  for (size_t h = 0; h < p.alibi_slopes.size(); ++h) a.slopes_log2[h] = float(p.alibi_slopes[h] * kLog2eF64);
   const int splits = decode_8bit_splits(p.batch * p.heads, p.tk, kind_of(k.dtype));
   const int64_t rows = p.batch * p.heads * p.tq;
   for (const View* x : {&q, &k, &v})
@@ -332,12 +331,6 @@ void launch_attention_decode_8bit(const ExecContext& ctx, const AttentionParams&
   const bool direct = splits == 1;  // the kernel writes the output: no scratch, no merge kernel
   Scratch part_acc(ctx, direct ? 0 : size_t(rows * splits * p.dim) * sizeof(float));
   Scratch part_ml(ctx, direct ? 0 : size_t(rows * splits * 2) * sizeof(float));
-  // NEXUS_DECODE8_UNROLL=8: 8 rows in flight per lane for one query (3 blocks per SM) instead of 4 (4
-  // blocks), for measuring; docs/benchmarks.md, session 14
-  static const bool unroll8 = [] {
-    const char* s = std::getenv("NEXUS_DECODE8_UNROLL");
-    return s && std::atoi(s) == 8;
-  }();
   auto launch = [&](auto t_tag, auto kind_tag, auto d_tag, auto nq_tag) {
     using T = decltype(t_tag);
     constexpr int kKind = decltype(kind_tag)::value, D = decltype(d_tag)::value, NQ = decltype(nq_tag)::value;
@@ -356,8 +349,8 @@ void launch_attention_decode_8bit(const ExecContext& ctx, const AttentionParams&
       // rest). One split of one query: 8 warps of 4 rows at 2 blocks per SM, the split kernel's warps
       // and bytes in flight per SM (4 warps there ran 28% slower; docs/benchmarks.md, session 23).
       if constexpr (NQ == 1) {
-        if (direct) run(decode_8bit_kernel<T, kKind, D, NQ, 4, 2, true, 8>, 8);
-        else if (unroll8) run(decode_8bit_kernel<T, kKind, D, NQ, 8, 3, false>);
+        constexpr int kOneSplitWarps = 8;
+        if (direct) run(decode_8bit_kernel<T, kKind, D, NQ, 4, 2, true, kOneSplitWarps>, kOneSplitWarps);
         else run(decode_8bit_kernel<T, kKind, D, NQ, 4, 4, false>);
       } else if (direct) {
         run(decode_8bit_kernel<T, kKind, D, NQ, 4, 1, true>);

@@ -16,6 +16,10 @@
 
 namespace nx::cuda {
 
+// log2(e): the attention, softmax and loss kernels keep scores in log2 units and call exp2
+constexpr double kLog2eF64 = 1.4426950408889634;
+constexpr float kLog2e = float(kLog2eF64);
+
 [[noreturn]] void throw_cuda(cudaError_t err, const char* what, const char* file, int line);
 
 #define NX_CUDA_CHECK(expr)                                                      \

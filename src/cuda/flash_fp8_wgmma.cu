@@ -203,9 +203,8 @@ __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p
     l[0][r] = 0.f;
     row_pos[0][r] = offset + q0 + wg * 64 + warp * 16 + g + r * 8;
   }
-  const float log2e = 1.4426950408889634f;
-  const float scale2 = p.scale * scale_of(scales.q, scales.q_kind, bh) * scale_of(scales.k, scales.k_kind, bhk) * log2e;
-  const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
+  const float scale2 = p.scale * scale_of(scales.q, scales.q_kind, bh) * scale_of(scales.k, scales.k_kind, bhk) * kLog2e;
+  const float slope2 = ALIBI ? p.slopes[h] * kLog2e : 0.f;
   const uint32_t q_addr = smem_addr(qs) + wg * 64 * 128;  // this warpgroup's 64 rows
   mbar_wait(q_full, 0);
 

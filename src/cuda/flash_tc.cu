@@ -122,8 +122,8 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 2) flash_fwd_tc(TcParams p, co
       row_pos[mt][r] = offset + q0 + wr + mt * 16 + g + r * 8;
     }
   }
-  const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
-  const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
+  const float scale2 = p.scale * kLog2e;
+  const float slope2 = ALIBI ? p.slopes[h] * kLog2e : 0.f;
   const int key_end = p.causal ? min(tk, offset + min(tq, q0 + kFwdRows)) : tk;
 
   for (int j0 = 0, buf = 0; j0 < key_end; j0 += BC, buf ^= 1) {
@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kFwdWarps * 32, 2) flash_fwd_tc(TcParams p, co
       for (int dn = 0; dn < D / 8; ++dn)
         *reinterpret_cast<uint32_t*>(orow + dn * 8 + t * 2) = pack2<BF16>(o[mt][dn][r * 2] * inv, o[mt][dn][r * 2 + 1] * inv);
       if (t == 0)
-        lse[(int64_t(b) * p.heads + h) * p.tq + row] = sum > 0.f ? (m[mt][r] + log2f(sum)) / log2e : INFINITY;
+        lse[(int64_t(b) * p.heads + h) * p.tq + row] = sum > 0.f ? (m[mt][r] + log2f(sum)) / kLog2e : INFINITY;
     }
 }
 
@@ -484,7 +484,7 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_fused_tc(TcParams p, const 
 #pragma unroll
     for (int e = 0; e < 4; ++e) dka[i][e] = dva[i][e] = 0.f;
   const int keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
-  const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
+  const float scale2 = p.scale * kLog2e;
 
   for (int i = 0; i < total; ++i) {
     const int buf = i & 1, h = walk.head(i), q0 = walk.q0(i, T);
@@ -521,7 +521,7 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_fused_tc(TcParams p, const 
     }
     // P^T and dS^T; masks only on tiles that cross a sequence end or the diagonal
     const bool edge = q0 + T > tq || k0 + KB > tk || (p.causal && k0 + KB - 1 > offset + q0);
-    const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
+    const float slope2 = ALIBI ? p.slopes[h] * kLog2e : 0.f;
     uint32_t pa[T / 16][4], dsa[T / 16][4];
 #pragma unroll
     for (int n = 0; n < T / 8; ++n) {
@@ -529,7 +529,7 @@ __global__ void __launch_bounds__(NW * 32) flash_bwd_fused_tc(TcParams p, const 
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = n * 8 + t * 2 + (e & 1), query = q0 + col, key = keys[e >> 1], qpos = offset + query;
-        float x = fmaf(st[n][e], scale2, -ls[col] * log2e);
+        float x = fmaf(st[n][e], scale2, -ls[col] * kLog2e);
         if constexpr (ALIBI) x -= slope2 * float(qpos - key);
         pv[e] = ex2(x);  // rows without keys have lse = +inf: weight 0
         if (edge && (query >= tq || key >= tk || (p.causal && key > qpos))) pv[e] = 0.f;

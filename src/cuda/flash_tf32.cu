@@ -163,8 +163,8 @@ __global__ void __launch_bounds__(kFlashThreads, 2) flash_fwd_tf32(TcParams p, c
       row_pos[mt][r] = offset + q0 + wr + mt * 16 + g + r * 8;
     }
   }
-  const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
-  const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
+  const float scale2 = p.scale * kLog2e;
+  const float slope2 = ALIBI ? p.slopes[h] * kLog2e : 0.f;
   const int key_end = p.causal ? min(tk, offset + min(tq, q0 + ROWS)) : tk;
 
   for (int j0 = 0, buf = 0; j0 < key_end; j0 += BC, buf ^= 1) {
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kFlashThreads, 2) flash_fwd_tf32(TcParams p, c
 #pragma unroll
       for (int dn = 0; dn < D / 8; ++dn) store2(orow + dn * 8 + t * 2, o[mt][dn][r * 2] * inv, o[mt][dn][r * 2 + 1] * inv);
       if (t == 0)
-        lse[(int64_t(b) * p.heads + h) * p.tq + row] = sum > 0.f ? (m[mt][r] + log2f(sum)) / log2e : INFINITY;
+        lse[(int64_t(b) * p.heads + h) * p.tq + row] = sum > 0.f ? (m[mt][r] + log2f(sum)) / kLog2e : INFINITY;
     }
 }
 
@@ -286,7 +286,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_tf32(TcParams p,
 #pragma unroll
     for (int e = 0; e < 4; ++e) dka[i][e] = dva[i][e] = 0.f;
   const int keys[2] = {k0 + warp * 16 + g, k0 + warp * 16 + g + 8};
-  const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
+  const float scale2 = p.scale * kLog2e;
 
   for (int i = 0; i < total; ++i) {
     const int buf = i & 1, h = walk.head(i), q0 = walk.q0(i, T);
@@ -323,13 +323,13 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_tf32(TcParams p,
     }
     // P^T into st, dS^T into dpt; masks only on tiles that cross a sequence end or the diagonal
     const bool edge = q0 + T > tq || k0 + KB > tk || (p.causal && k0 + KB - 1 > offset + q0);
-    const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
+    const float slope2 = ALIBI ? p.slopes[h] * kLog2e : 0.f;
 #pragma unroll
     for (int n = 0; n < T / 8; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int col = n * 8 + t * 2 + (e & 1), query = q0 + col, key = keys[e >> 1], qpos = offset + query;
-        float x = fmaf(st[n][e], scale2, -ls[col] * log2e);
+        float x = fmaf(st[n][e], scale2, -ls[col] * kLog2e);
         if constexpr (ALIBI) x -= slope2 * float(qpos - key);
         float pv = ex2(x);  // rows without keys have lse = +inf: weight 0
         if (edge && (query >= tq || key >= tk || (p.causal && key > qpos))) pv = 0.f;
@@ -396,13 +396,13 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_tf32(TcParams p, c
   stage_rows<D, BC>(kv0 + BC * LD, vg, 0, p.tk);
   cp_async_commit();
 
-  const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
-  const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
+  const float scale2 = p.scale * kLog2e;
+  const float slope2 = ALIBI ? p.slopes[h] * kLog2e : 0.f;
   const int rows[2] = {q0 + wr + g, q0 + wr + g + 8};
   float L2[2], Dl[2];  // lse in log2 units (+inf: no keys, or a row past tq), delta
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    L2[r] = rows[r] < tq ? lse[base + rows[r]] * log2e : INFINITY;
+    L2[r] = rows[r] < tq ? lse[base + rows[r]] * kLog2e : INFINITY;
     Dl[r] = rows[r] < tq ? delta[base + rows[r]] : 0.f;
   }
   float dqa[D / 8][4];

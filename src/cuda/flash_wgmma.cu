@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   float o[1][DT][4], s[1][NT][4], m[1][2], l[1][2], corr[1][2];
   uint32_t pa[BN / 16][4];  // P of the previous tile as wgmma A fragments
   int row_pos[1][2];
-  const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
+  const float scale2 = p.scale * kLog2e;
   const uint32_t q_addr = smem_addr(qs) + wg * 64 * 128;  // this warpgroup's 64 rows
   int tile0 = 0, q0 = 0;  // the ring position of the block's first tile; its first row
   float slope2 = 0.f;
@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     if (blk < 0) break;
     const Block x = block_at(blk);
     q0 = x.q0;
-    slope2 = ALIBI ? p.slopes[x.h] * log2e : 0.f;
+    slope2 = ALIBI ? p.slopes[x.h] * kLog2e : 0.f;
 #pragma unroll
     for (int i = 0; i < DT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
 #pragma unroll
@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
 #pragma unroll
       for (int dn = 0; dn < DT; ++dn)
         *reinterpret_cast<uint32_t*>(orow + dn * 8 + t * 2) = pack2<BF16>(o[0][dn][r * 2] * inv, o[0][dn][r * 2 + 1] * inv);
-      if (t == 0) lse[(int64_t(x.b) * p.heads + x.h) * p.tq + row] = sum > 0.f ? (m[0][r] + log2f(sum)) / log2e : INFINITY;
+      if (t == 0) lse[(int64_t(x.b) * p.heads + x.h) * p.tq + row] = sum > 0.f ? (m[0][r] + log2f(sum)) / kLog2e : INFINITY;
     }
     if (!PERSIST) break;
   }

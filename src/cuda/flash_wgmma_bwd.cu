@@ -84,7 +84,7 @@ __global__ void bwd_tile_stats(const float* __restrict__ lse, const float* __res
     const int64_t tile = u / T, ntiles = (tq + T - 1) / T;
     const int row = int(tile % ntiles) * T + int(u % T);
     const int64_t at = (tile / ntiles) * tq + row;
-    out[tile * 2 * T + u % T] = row < tq ? lse[at] * 1.4426950408889634f : INFINITY;
+    out[tile * 2 * T + u % T] = row < tq ? lse[at] * kLog2e : INFINITY;
     out[tile * 2 * T + T + u % T] = row < tq ? delta[at] : 0.f;
   }
 }
@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     for (int e = 0; e < 4; ++e) dka[0][i][e] = dva[0][i][e] = 0.f;
   const int key_row = wg * 64 + warp * 16 + g;  // this thread's first key row in the block
   const int keys[2] = {k0 + key_row, k0 + key_row + 8};
-  const float log2e = 1.4426950408889634f, scale2 = p.scale * log2e;
+  const float scale2 = p.scale * kLog2e;
   const uint32_t k_addr = smem_addr(ks), v_addr = smem_addr(vs);
   mbar_wait(kv_full, 0);
 
@@ -256,7 +256,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     // with the mask under a runtime test, the compiler computed it for every element of every tile
     // (ncu, session 18: a third of the compute warps' instructions at d64 were compares and selects).
     const bool edge = q0 + T > tq || k0 + KB > tk || (p.causal && k0 + wg * 64 + 63 > offset + q0);
-    const float slope2 = ALIBI ? p.slopes[h] * log2e : 0.f;
+    const float slope2 = ALIBI ? p.slopes[h] * kLog2e : 0.f;
     auto probabilities = [&](auto masked) {
 #pragma unroll
       for (int n = 0; n < NT; ++n)

@@ -32,7 +32,7 @@ using namespace fused;
 // f64: k = 1, M = m, E::exp = exp, as before.
 template <class A> struct Exp;
 template <> struct Exp<float> {
-  static constexpr float k = 1.4426950408889634f;
+  static constexpr float k = kLog2e;
   __device__ static __forceinline__ float scaled(float m) { return __fmul_rn(m, k); }  // never fused into an FFMA
   __device__ static __forceinline__ float exp(float t) {
     float y;
@@ -63,7 +63,7 @@ __device__ __forceinline__ void merge(A& m, A& s, A m2, A s2) {
   else s += s2 * E::exp(E::scaled(m2) - E::scaled(m));
 }
 
-__device__ __forceinline__ float exp_diff(float a, float b) { return exp2f((a - b) * 1.4426950408889634f); }
+__device__ __forceinline__ float exp_diff(float a, float b) { return exp2f((a - b) * kLog2e); }
 __device__ __forceinline__ double exp_diff(double a, double b) { return exp(a - b); }
 
 // A 16-byte pack as 32-bit words: its elements widened to A, the max of its elements, and a pack

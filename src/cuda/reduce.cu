@@ -366,7 +366,6 @@ __global__ void __launch_bounds__(512) softmax_rows_pipelined(const float4* src,
   float4 cur[P];
   int64_t row = blockIdx.x;
   if (row < rows) load(row, cur);
-  const float log2e = 1.4426950408889634f;
   for (int parity = 0; row < rows; row += gridDim.x, parity ^= 1) {
     float4 next[P];
     if (row + gridDim.x < rows) load(row + gridDim.x, next);
@@ -375,25 +374,25 @@ __global__ void __launch_bounds__(512) softmax_rows_pipelined(const float4* src,
     float m = -INFINITY;
 #pragma unroll
     for (int k = 0; k < P; ++k) m = fmaxf(m, fmaxf(fmaxf(cur[k].x, cur[k].y), fmaxf(cur[k].z, cur[k].w)));
-    const float base = m == -INFINITY ? 0.f : m * log2e;  // an all -inf slice adds nothing
+    const float base = m == -INFINITY ? 0.f : m * kLog2e;  // an all -inf slice adds nothing
     float s = 0.f;
 #pragma unroll
     for (int k = 0; k < P; ++k) {
       float4& c = cur[k];
       if (!log_out) {
-        c = make_float4(exp2f(fmaf(c.x, log2e, -base)), exp2f(fmaf(c.y, log2e, -base)),
-                        exp2f(fmaf(c.z, log2e, -base)), exp2f(fmaf(c.w, log2e, -base)));
+        c = make_float4(exp2f(fmaf(c.x, kLog2e, -base)), exp2f(fmaf(c.y, kLog2e, -base)),
+                        exp2f(fmaf(c.z, kLog2e, -base)), exp2f(fmaf(c.w, kLog2e, -base)));
         s += (c.x + c.y) + (c.z + c.w);
       } else {
-        s += (exp2f(fmaf(c.x, log2e, -base)) + exp2f(fmaf(c.y, log2e, -base))) +
-             (exp2f(fmaf(c.z, log2e, -base)) + exp2f(fmaf(c.w, log2e, -base)));
+        s += (exp2f(fmaf(c.x, kLog2e, -base)) + exp2f(fmaf(c.y, kLog2e, -base))) +
+             (exp2f(fmaf(c.z, kLog2e, -base)) + exp2f(fmaf(c.w, kLog2e, -base)));
       }
     }
     float wm = m, ws = s;
     for (int o = 16; o > 0; o >>= 1) {
       const float om = __shfl_xor_sync(0xffffffffu, wm, o), os = __shfl_xor_sync(0xffffffffu, ws, o);
       const float mm = fmaxf(wm, om);
-      ws = mm == -INFINITY ? 0.f : ws * exp2f((wm - mm) * log2e) + os * exp2f((om - mm) * log2e);
+      ws = mm == -INFINITY ? 0.f : ws * exp2f((wm - mm) * kLog2e) + os * exp2f((om - mm) * kLog2e);
       wm = mm;
     }
     // two alternating slots: a fast warp may write the next row's pair while slow ones still read
@@ -403,9 +402,9 @@ __global__ void __launch_bounds__(512) softmax_rows_pipelined(const float4* src,
     for (int w = 0; w < nwarps; ++w) M = fmaxf(M, red[parity][w]);
     float S = 0.f;
     if (M != -INFINITY)
-      for (int w = 0; w < nwarps; ++w) S += red[parity][16 + w] * exp2f((red[parity][w] - M) * log2e);
+      for (int w = 0; w < nwarps; ++w) S += red[parity][16 + w] * exp2f((red[parity][w] - M) * kLog2e);
     const float ls = M + logf(S);                                         // log-softmax: x - ls
-    const float scale = (m == -INFINITY ? 0.f : exp2f((m - M) * log2e)) / S;  // softmax: e * scale
+    const float scale = (m == -INFINITY ? 0.f : exp2f((m - M) * kLog2e)) / S;  // softmax: e * scale
 #pragma unroll
     for (int k = 0; k < P; ++k) {
       const int i = threadIdx.x + k * blockDim.x;
