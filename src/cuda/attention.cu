@@ -252,7 +252,7 @@ struct OneSplitRows {
     lse[r] = L > 0.f ? M / kLog2e + logf(L) : INFINITY;  // M in log2 units
   }
 };
-template <class T, int D, int NQ, int U, int MINB, bool ONE_SPLIT, int WARPS = 4>
+template <class T, int D, int NQ, int U, int MINB, bool ONE_SPLIT, int WARPS = 4, bool PIPE = false>
 __global__ void __launch_bounds__(32 * WARPS, MINB) decode_half_kernel(Params p, const T* __restrict__ q, const T* __restrict__ k,
                                                           const T* __restrict__ v, float* __restrict__ part_acc,
                                                           float* __restrict__ part_ml, int splits, T* __restrict__ out,
@@ -286,14 +286,26 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) decode_half_kernel(Params p,
     m[i] = -INFINITY;
     l[i] = 0.f;
   }
-  for (int64_t j0 = j_begin + warp * RPW + sub; j0 < j_end; j0 += int64_t(ROWS) * U) {
-    uint4 kr[U], vr[U];
+  auto load = [&](uint4 (&kr)[U], uint4 (&vr)[U], int64_t j0) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t j = j0 + int64_t(u) * ROWS;
       const bool ok = j < j_end;
       kr[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(kh + j * D)) : make_uint4(0, 0, 0, 0);
       vr[u] = ok ? __ldcs(reinterpret_cast<const uint4*>(vh + j * D)) : make_uint4(0, 0, 0, 0);
+    }
+  };
+  // PIPE: the next step's rows are requested before this step's are used (two register sets)
+  [[maybe_unused]] uint4 kn[U], vn[U];
+  if constexpr (PIPE) load(kn, vn, j_begin + warp * RPW + sub);
+  for (int64_t j0 = j_begin + warp * RPW + sub; j0 < j_end; j0 += int64_t(ROWS) * U) {
+    uint4 kr[U], vr[U];
+    if constexpr (PIPE) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) kr[u] = kn[u], vr[u] = vn[u];
+      load(kn, vn, j0 + int64_t(ROWS) * U);
+    } else {
+      load(kr, vr, j0);
     }
 #pragma unroll
     for (int i = 0; i < NQ; ++i) {
@@ -580,13 +592,14 @@ bool decode_half_typed(const ExecContext& ctx, const Params& p, const View& q, c
           static_cast<float*>(part_acc.ptr), static_cast<float*>(part_ml.ptr), splits, static_cast<T*>(out.data),
           static_cast<float*>(lse.data));
     };
-    // one split of one query: 8 warps of 8 rows in flight per lane at 2 blocks per SM (those blocks
-    // are all there is), as many warps and bytes in flight per SM as the split kernel's 4 blocks;
-    // 0.8% faster than 4 warps of 16 rows (docs/benchmarks.md, session 23)
+    // one split of one query: 8 warps at 2 blocks per SM (those blocks are all there is), as many
+    // warps per SM as the split kernel's 4 blocks (0.8% faster than 4 warps, session 23); 4 rows a
+    // step per lane with the next step's 4 requested before this step's are used (PIPE): 0.6-1%
+    // faster than 8 rows loaded then used (docs/benchmarks.md, session 24)
     if (!direct) launch(decode_half_kernel<T, D, NQ, 8, MINB, false>);
     else if constexpr (NQ == 1) {
       constexpr int kOneSplitWarps = 8;
-      launch(decode_half_kernel<T, D, NQ, 8, 2, true, kOneSplitWarps>, kOneSplitWarps);
+      launch(decode_half_kernel<T, D, NQ, 4, 2, true, kOneSplitWarps, true>, kOneSplitWarps);
     }
     else launch(decode_half_kernel<T, D, NQ, 8, MINB, true>);
   };
