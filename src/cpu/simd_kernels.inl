@@ -144,7 +144,10 @@ inline float as_float(int32_t i) { float f; std::memcpy(&f, &i, 4); return f; }
 inline int32_t as_int(float f) { int32_t i; std::memcpy(&i, &f, 4); return i; }
 
 // exp for f32: range reduction x = k ln2 + r, |r| <= ln2/2, degree-7 Taylor on r.
-inline float exp_f32(float x) {
+// These element functions are always inlined: a loop that calls one out of line does not
+// vectorize (GCC left exp_f32 out of line in scale_exp_f32 and softmax_kernel: the f32
+// cross-entropy backward ran one element at a time, 10% of the CPU GPT step).
+[[gnu::always_inline]] inline float exp_f32(float x) {
   // hi: the largest float whose exp is finite (ln FLT_MAX rounded down); results below FLT_MIN
   // are flushed to 0.
   const float hi = 88.7228317f, lo = -87.3365f;
@@ -172,7 +175,7 @@ inline float exp_f32(float x) {
 }
 
 // log for f32 (Cephes logf): x = m 2^e, m in [sqrt(1/2), sqrt(2)).
-inline float log_f32(float x) {
+[[gnu::always_inline]] inline float log_f32(float x) {
   float xs = x < 1.17549435e-38f ? x * 8388608.f : x;  // lift subnormals
   float eadj = x < 1.17549435e-38f ? -23.f : 0.f;
   int32_t u = as_int(xs);
@@ -202,7 +205,7 @@ inline float log_f32(float x) {
 }
 
 // tanh for f32: polynomial near 0 (no cancellation), 1 - 2/(e^{2|x|}+1) elsewhere.
-inline float tanh_f32(float x) {
+[[gnu::always_inline]] inline float tanh_f32(float x) {
   float ax = std::fabs(x);
   float z = x * x;
   float p = -5.70498872745e-3f;
@@ -219,7 +222,7 @@ inline float tanh_f32(float x) {
 // erf for f32: |x| < 1 the odd Taylor series x P(x^2) (12 terms, truncation < 1e-10 relative);
 // elsewhere Abramowitz-Stegun 7.1.26 (absolute error < 1.5e-7), odd-extended. A&S alone cancels
 // in 1 - (...) near 0 and loses all relative accuracy there.
-inline float erf_f32(float x) {
+[[gnu::always_inline]] inline float erf_f32(float x) {
   float ax = std::fabs(x);
   float t = 1.f / (1.f + 0.3275911f * ax);
   float p = 1.061405429f;
