@@ -91,8 +91,10 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     const int bh = blk / nqb, qi = blk % nqb, qb = p.causal ? nqb - 1 - qi : qi;
     Block x;
     x.h = bh % int(p.heads), x.b = bh / int(p.heads), x.hk = x.h / int(p.heads / p.kv_heads), x.q0 = qb * BM;
+    // At least one tile, also for rows that see no key (causal with Tq > Tk, or Tk = 0): the mask
+    // then leaves P = 0, so they store zeros and lse = inf, and every block has the same phases.
     const int key_end = p.causal ? max(0, min(tk, offset + min(tq, x.q0 + BM))) : tk;
-    x.ntiles = (key_end + BN - 1) / BN;
+    x.ntiles = max(1, (key_end + BN - 1) / BN);
     return x;
   };
   constexpr int kLoadArrivals = TMA ? 1 : 128;  // the TMA thread's, or one per loader thread
@@ -212,72 +214,28 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   // phase is taken at the end.
   const int my_turn = 1 + wg, next_turn = 1 + (wg + 1) % WGS;
   bool phases_run = false;
-  for (int n = 0;; ++n) {
-    mbar_wait(q_full, n & 1);
-    const int blk = PERSIST ? *block_slot : (n == 0 ? int(blockIdx.x) : -1);
-    if (blk < 0) break;
-    const Block x = block_at(blk);
+  auto take_turn = [&] {
+    if (wg > 0 || phases_run) named_sync(my_turn, 256);
+    phases_run = true;
+    wg_fence();
+  };
+  auto start_block = [&](const Block& x) {  // O is zero already
     q0 = x.q0;
     slope2 = ALIBI ? p.slopes[x.h] * kLog2e : 0.f;
-#pragma unroll
-    for (int i = 0; i < DT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       m[0][r] = -INFINITY;
       l[0][r] = 0.f;
       row_pos[0][r] = offset + q0 + wg * 64 + warp * 16 + g + r * 8;
     }
-    const int ntiles = x.ntiles;
-    if (ntiles == 0) release(q_empty);
-    if (ntiles > 0) {
-      // phase 0: S_0 alone
-      wait_full(k_full, 0);
-      fence_async_smem();
-      if (wg > 0 || phases_run) named_sync(my_turn, 256);
-      phases_run = true;
-      wg_fence();
-      issue_s(0);
-      named_arrive(next_turn, 256);
-      wg_wait<0>();
-      if (ntiles == 1) release(q_empty);  // the block's last S has landed: Q may be replaced
-      softmax(0);
-      to_a_fragments<BF16>(pa, s);
-      // phases 1 .. ntiles - 1: S_j and P_{j-1} V_{j-1}; the softmax of tile j runs under P V
-      for (int j = 1; j < ntiles; ++j) {
-        wait_full(k_full, j);
-        wait_full(v_full, j - 1);
-        fence_async_smem();
-        named_sync(my_turn, 256);
-        wg_fence();
-        issue_s(j);
-        issue_pv(j - 1);
-        named_arrive(next_turn, 256);
-        wg_wait<1>();
-        if (j == ntiles - 1) release(q_empty);
-        softmax(j);
-        wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled, P overwritten, the stage freed
-        release(empty + (tile0 + j - 1) % S);
-        rescale_rows(o, corr);
-        to_a_fragments<BF16>(pa, s);
-      }
-      // last phase: P V of the last tile
-      wait_full(v_full, ntiles - 1);
-      fence_async_smem();
-      named_sync(my_turn, 256);
-      wg_fence();
-      issue_pv(ntiles - 1);
-      named_arrive(next_turn, 256);
-      wg_wait<0>();
-      release(empty + (tile0 + ntiles - 1) % S);
-      tile0 += ntiles;
-    }
-    // row sums across the quad, then normalize and store
+  };
+  auto finish_block = [&](const Block& x) {  // normalize and store O and the lse; O zeroed
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float sum = l[0][r];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      const int row = q0 + wg * 64 + warp * 16 + g + r * 8;
+      const int row = x.q0 + wg * 64 + warp * 16 + g + r * 8;
       if (row >= tq) continue;
       const float inv = sum > 0.f ? 1.f / sum : 0.f;
       uint16_t* orow = out + ((int64_t(x.b) * p.heads + x.h) * p.tq + row) * D;
@@ -286,8 +244,79 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
         *reinterpret_cast<uint32_t*>(orow + dn * 8 + t * 2) = pack2<BF16>(o[0][dn][r * 2] * inv, o[0][dn][r * 2 + 1] * inv);
       if (t == 0) lse[(int64_t(x.b) * p.heads + x.h) * p.tq + row] = sum > 0.f ? (m[0][r] + log2f(sum)) / kLog2e : INFINITY;
     }
-    if (!PERSIST) break;
+#pragma unroll
+    for (int i = 0; i < DT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
+  };
+  // One pipeline across the query blocks a launch block takes (persistent): the last phase of a
+  // block issues its last P V and the next block's S_0 together, and the block's stores run while
+  // that S_0 is in flight, so a block boundary costs no phase of its own (short causal rows have
+  // 1-4 tiles a block). Every block runs the same phases, so the wgmma groups outstanding at each
+  // wait do not depend on the data (ptxas serializes the wgmmas where they would).
+#pragma unroll
+  for (int i = 0; i < DT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
+  mbar_wait(q_full, 0);
+  Block x = block_at(PERSIST ? *block_slot : int(blockIdx.x));  // the first is never -1
+  int n = 0;  // query blocks taken
+  wait_full(k_full, 0);
+  fence_async_smem();
+  take_turn();
+  issue_s(0);
+  named_arrive(next_turn, 256);
+  start_block(x);
+  wg_wait<0>();
+  for (;;) {  // S_0 of block x has landed
+    const int ntiles = x.ntiles;
+    if (ntiles == 1) release(q_empty);  // the block's last S has landed: Q may be replaced
+    softmax(0);
+    to_a_fragments<BF16>(pa, s);
+    // phases 1 .. ntiles - 1: S_j and P_{j-1} V_{j-1}; the softmax of tile j runs under P V
+    for (int j = 1; j < ntiles; ++j) {
+      wait_full(k_full, j);
+      wait_full(v_full, j - 1);
+      fence_async_smem();
+      take_turn();
+      issue_s(j);
+      issue_pv(j - 1);
+      named_arrive(next_turn, 256);
+      wg_wait<1>();
+      if (j == ntiles - 1) release(q_empty);
+      softmax(j);
+      wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled, P overwritten, the stage freed
+      release(empty + (tile0 + j - 1) % S);
+      rescale_rows(o, corr);
+      to_a_fragments<BF16>(pa, s);
+    }
+    // last phase: P V of the last tile, and (persistent) S_0 of the next block once its Q and
+    // first tile are in; after the last block an S_0 of what the buffers hold, never read
+    wait_full(v_full, ntiles - 1);
+    fence_async_smem();
+    take_turn();
+    issue_pv(ntiles - 1);
+    int next = -1;
+    if (PERSIST) {
+      mbar_wait(q_full, (n + 1) & 1);
+      next = *block_slot;
+      if (next >= 0) {
+        wait_full(k_full, ntiles);
+        fence_async_smem();
+      }
+      wg_fence();
+      issue_s(ntiles);
+    }
+    named_arrive(next_turn, 256);
+    // the stores of this block run under the next block's S_0
+    if constexpr (PERSIST) wg_wait<1>();
+    else wg_wait<0>();
+    release(empty + (tile0 + ntiles - 1) % S);
+    finish_block(x);
+    tile0 += ntiles;
+    ++n;
+    if (next < 0) break;
+    x = block_at(next);
+    start_block(x);
+    wg_wait<0>();
   }
+  if constexpr (PERSIST) wg_wait<0>();  // the unread S_0
   if (wg == 0 && phases_run) named_sync(my_turn, 256);  // the last warpgroup's arrival after the last phase
 #endif
 }
