@@ -21,8 +21,9 @@
 // counter until none is left, so short rows (causal, s512-s2048: 1-16 key tiles a block) no
 // longer pay a launch block's start and end each: the loader brings the next block's first K/V
 // tile and, once the compute warps' last S of a block has landed (q_empty), its Q, while they
-// finish that block's softmax, P V and stores. The K/V ring, its phases and the warpgroups'
-// turns run on across blocks.
+// finish that block's softmax; the block's last P V is issued with the next block's S_0, and its
+// stores run under that S_0 (session 25). The K/V ring, its phases and the warpgroups' turns run
+// on across blocks.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
