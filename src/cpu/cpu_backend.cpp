@@ -44,6 +44,7 @@ void scale_multi_cpu(const std::vector<TensorSlot>& slots, DType dtype, const Vi
 void reduce_rows_cpu(ReduceOp op, const View& dst, const View& src, int64_t rows, int64_t cols);
 void reduce_middle_cpu(ReduceOp op, const View& dst, const View& src, int64_t outer, int64_t n, int64_t inner);
 void softmax_rows_cpu(const View& dst, const View& src, int64_t rows, int64_t cols, bool log);
+void rotary_cpu(const View& dst, const View& x, const View& cosv, const View& sinv, bool inverse);
 // fused_elementwise.cpp
 void fused_elementwise_cpu(const FusedProgram& program);
 void fused_reduce_rows_cpu(const FusedProgram& p, int reg, ReduceOp op, const View& dst, int64_t rows, int64_t cols);
@@ -455,6 +456,10 @@ class CpuBackend final : public Backend {
   void softmax_rows(const ExecContext&, const View& dst, const View& src, int64_t rows, int64_t cols,
                     bool log) override {
     softmax_rows_cpu(dst, src, rows, cols, log);
+  }
+  void rotary(const ExecContext&, const View& dst, const View& x, const View& cosv, const View& sinv,
+              bool inverse) override {
+    rotary_cpu(dst, x, cosv, sinv, inverse);
   }
 
   static int64_t index_at(const View& index, int64_t i) {

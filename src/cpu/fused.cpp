@@ -199,6 +199,43 @@ void xent_backward_t(const View& dlogits, const View& logits, const View& target
   }
 }
 
+// v rounded to T and widened back: what an elementwise op's output holds (identity for f32, f64).
+template <class T>
+inline Acc<T> rounded(Acc<T> v) {
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    return v;
+  } else {
+    T r;
+    st(&r, double(v));
+    return Acc<T>(ld(r));
+  }
+}
+
+// RoPE's rotation with the rounding of the composite it replaces (four products, a difference and
+// a sum, each an elementwise op rounded to T); this file is compiled without FMA (no -mfma), so
+// no product is contracted into the sum. Rows of x are read through its strides.
+template <class T>
+void rotary_t(const View& dst, const View& x, const View& cosv, const View& sinv, bool inverse) {
+  using A = Acc<T>;
+  const int64_t H = x.shape[1], tn = x.shape[2], half = x.shape[3] / 2, rows = x.shape[0] * H * tn;
+  const int64_t s0 = x.strides[0], s1 = x.strides[1], s2 = x.strides[2], s3 = x.strides[3];
+  const T *xp = cp<T>(x), *cosp = cp<T>(cosv), *sinp = cp<T>(sinv);
+  T* dp = mp<T>(dst);
+#pragma omp parallel for schedule(static) if (rows * half >= (int64_t(1) << 15))
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t t = r % tn, h = (r / tn) % H, b = r / tn / H;
+    const T* xr = xp + b * s0 + h * s1 + t * s2;
+    const T *cr = cosp + t * half, *sr = sinp + t * half;
+    T* dr = dp + r * 2 * half;
+    for (int64_t i = 0; i < half; ++i) {
+      const A x1 = A(ld(xr[i * s3])), x2 = A(ld(xr[(i + half) * s3])), c = A(ld(cr[i])), s = A(ld(sr[i]));
+      const A x1c = rounded<T>(x1 * c), x2s = rounded<T>(x2 * s), x2c = rounded<T>(x2 * c), x1s = rounded<T>(x1 * s);
+      st(dr + i, double(inverse ? x1c + x2s : x1c - x2s));
+      st(dr + half + i, double(inverse ? x2c - x1s : x2c + x1s));
+    }
+  }
+}
+
 // Multi-tensor kernels work in chunks of elements of one slot (the parallel unit).
 struct Chunk {
   size_t slot;
@@ -268,6 +305,9 @@ void xent_backward_cpu(const View& dlogits, const View& logits, const View& targ
   dispatch_float(logits.dtype, "cross-entropy backward", [&](auto tag) {
     xent_backward_t<decltype(tag)>(dlogits, logits, target, lse, scale, rows, cols, ignore_index);
   });
+}
+void rotary_cpu(const View& dst, const View& x, const View& cosv, const View& sinv, bool inverse) {
+  dispatch_float(x.dtype, "rotary embedding", [&](auto tag) { rotary_t<decltype(tag)>(dst, x, cosv, sinv, inverse); });
 }
 void adam_multi_cpu(const std::vector<AdamSlot>& slots, DType dtype, const AdamParams& p) {
   dispatch_float(dtype, "adam", [&](auto tag) { adam_multi_t<decltype(tag)>(slots, p); });

@@ -232,7 +232,8 @@ static void test_replay_equals_eager_bit_for_bit(void** state) {
   /* the greedy placement may lose a little to fragmentation against the eager peak */
   assert_true(st.arena_bytes <= st.eager_peak_bytes + st.eager_peak_bytes / 10);
   if (!getenv("NEXUS_TEST_PLAN_FUSE")) { /* bit for bit with fusion on (CPU and CUDA) */
-    assert_true(st.fused_groups > 10);
+    /* 8 groups of 24 ops since RoPE is one kernel (session 25; its products and sums were more) */
+    assert_true(st.fused_groups >= 5);
     assert_true(st.fused_ops >= 2 * st.fused_groups);
   }
   nx_plan_free(plan);

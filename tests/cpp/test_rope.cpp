@@ -37,9 +37,11 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 // shorter windows from the grown tables.
 const std::pair<int64_t, int64_t> kWindows[] = {{0, 5}, {3, 4}, {60, 10}, {130, 7}, {0, 300}, {0, 1}, {299, 1}, {17, 33}};
 
+// Since session 25 rope runs one `rotary` kernel that rounds each product and sum as the composite's
+// ops did: the same bits in every floating dtype.
 TEST(Rope, CachedTablesGiveTheBitsOfTablesBuiltPerCall) {
   nx::manual_seed(3);
-  for (DType dt : {DType::F64, DType::F32, DType::BF16})
+  for (DType dt : {DType::F64, DType::F32, DType::BF16, DType::F16})
     for (int64_t d : {4, 10})
       for (double base : {10000.0, 500.0})
         for (const auto& [start, t] : kWindows) {
@@ -55,7 +57,7 @@ TEST(Rope, CachedTablesGiveTheBitsOfTablesBuiltPerCall) {
 // also takes -0 for +0, the one difference the zero-filled sum can make).
 TEST(Rope, GradientEqualsTheCompositesGradient) {
   nx::manual_seed(4);
-  for (DType dt : {DType::F64, DType::F32, DType::BF16}) {
+  for (DType dt : {DType::F64, DType::F32, DType::BF16, DType::F16}) {
     Tensor base = nx::randn({2, 7, 3, 8}, dt, cpu());
     Tensor up = nx::randn({2, 3, 7, 8}, dt, cpu());
     auto grad_of = [&](bool composite) {
@@ -68,6 +70,25 @@ TEST(Rope, GradientEqualsTheCompositesGradient) {
     const std::vector<double> got = nxt::values(grad_of(false)), want = nxt::values(grad_of(true));
     ASSERT_EQ(got.size(), want.size());
     for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want[i]) << nx::dtype_name(dt) << " element " << i;
+  }
+}
+
+// The kernel reads x through its strides (the attention layer's q and k are head-transposed views)
+// and takes any rank >= 2 (as [1, rows, t, d]): the composite's bits for each layout.
+TEST(Rope, StridedAndOtherRankInputsGiveTheCompositesBits) {
+  nx::manual_seed(5);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    Tensor base = nx::randn({2, 9, 3, 8}, dt, cpu());
+    Tensor heads = nx::transpose(base, 1, 2);  // [2, 3, 9, 8], not contiguous
+    EXPECT_TRUE(same_bits(nx::fn::rope(heads, 7, 10000.0), rope_uncached(heads, 7, 10000.0))) << nx::dtype_name(dt);
+    Tensor every_other = nx::slice(nx::randn({2, 3, 9, 16}, dt, cpu()), -1, 0, 16, 2);  // last stride 2
+    EXPECT_TRUE(same_bits(nx::fn::rope(every_other, 0, 500.0), rope_uncached(every_other, 0, 500.0)));
+    for (const nx::Shape& shape : std::vector<nx::Shape>{{9, 8}, {4, 9, 8}, {2, 2, 2, 9, 8}}) {
+      Tensor x = nx::randn(shape, dt, cpu());
+      EXPECT_TRUE(same_bits(nx::fn::rope(x, 3, 10000.0), rope_uncached(x, 3, 10000.0))) << shape.size() << "-d";
+    }
+    Tensor empty = nx::randn({2, 0, 9, 8}, dt, cpu());
+    EXPECT_EQ(nx::fn::rope(empty, 0, 10000.0).numel(), 0);
   }
 }
 
@@ -89,11 +110,13 @@ TEST(Rope, TablesAreSharedSafelyBetweenThreads) {
   for (int i = 0; i < 8; ++i) EXPECT_EQ(ok[size_t(i)], 1) << "thread " << i;
 }
 
-TEST(Rope, OddHeadDimensionsAndNegativeStartsAreRefused) {
+TEST(Rope, OddHeadDimensionsNegativeStartsAndIntegersAreRefused) {
   Tensor x = nx::randn({1, 1, 4, 5}, DType::F32, cpu());
   EXPECT_THROW(nx::fn::rope(x, 0, 10000.0), nx::Error);
   Tensor y = nx::randn({1, 1, 4, 6}, DType::F32, cpu());
   EXPECT_THROW(nx::fn::rope(y, -1, 10000.0), nx::Error);
+  Tensor ints = nx::zeros({1, 1, 4, 6}, DType::I32, cpu());
+  EXPECT_THROW(nx::fn::rope(ints, 0, 10000.0), nx::Error);
 }
 
 }  // namespace

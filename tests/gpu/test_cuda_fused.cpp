@@ -6,6 +6,7 @@
 
 #include "autograd/engine.hpp"
 #include "gpu_test_util.hpp"
+#include "nn/functional.hpp"
 
 namespace nx::gputest {
 namespace {
@@ -229,6 +230,41 @@ TEST(CudaFused, CrossEntropyTargetOutOfRangeIsNaN) {
   auto v = values(softmax_cross_entropy(logits, t, -100, Reduction::None));
   EXPECT_FALSE(std::isnan(v[0]));
   EXPECT_TRUE(std::isnan(v[1]));
+}
+
+// RoPE's `rotary` kernel rounds each product and sum as the composite's ops do, on either device:
+// CUDA's output and gradient have the CPU's bits, for a head-transposed (strided) x, in f32, bf16
+// and f16, and positions past the start of the tables; f64 agrees to its last bits (its cos/sin
+// tables are computed on each device, and CUDA's f64 cos/sin are not libm's).
+TEST(CudaFused, RopeHasTheCpuBits) {
+  NX_REQUIRE_GPU();
+  for (DType dt : {DType::F32, DType::F64, DType::BF16, DType::F16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    manual_seed(21);
+    const Tensor base = cast(randn({2, 33, 4, 64}, DType::F32, kCpu), dt), up = cast(randn({2, 4, 33, 64}, DType::F32, kCpu), dt);
+    std::vector<uint8_t> bits[2][2];
+    for (int dev = 0; dev < 2; ++dev) {
+      const Device d = dev ? kGpu : kCpu;
+      Tensor leaf = leaf_on(base, d);
+      Tensor y = fn::rope(transpose(leaf, 1, 2), 100, 10000.0);
+      run_backward(sum(mul(y, to_device(up, d)), {}, false), Tensor(), BackwardOptions{});
+      for (int k = 0; k < 2; ++k) {
+        const Tensor t = contiguous(to_device(k ? Tensor(leaf.impl()->grad) : y, kCpu));
+        bits[dev][k].resize(size_t(t.numel()) * dtype_size(dt));
+        copy_to_host(t, bits[dev][k].data(), bits[dev][k].size());
+      }
+    }
+    if (dt == DType::F64) {  // f64 tables differ in the last bit: CUDA's cos/sin are not the CPU's libm
+      for (int k = 0; k < 2; ++k) {
+        const double* a = reinterpret_cast<const double*>(bits[0][k].data());
+        const double* b = reinterpret_cast<const double*>(bits[1][k].data());
+        for (size_t i = 0; i < bits[0][k].size() / 8; ++i) ASSERT_NEAR(a[i], b[i], 1e-14 * (1 + std::fabs(a[i]))) << k << " " << i;
+      }
+      continue;
+    }
+    EXPECT_TRUE(bits[0][0] == bits[1][0]) << "forward";
+    EXPECT_TRUE(bits[0][1] == bits[1][1]) << "gradient";
+  }
 }
 
 TEST(CudaFused, SwiGLU) {
