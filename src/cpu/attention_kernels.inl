@@ -170,10 +170,75 @@ inline void rows_times_keys(T* y, int64_t Dp, const T* pt, int64_t ldr, const T*
   }
 }
 
+// One query row per (batch, head), as when decoding with a KV cache: the block layout above would
+// put that row in one of a vector's lanes (scores, masks and exps computed W times over), so here
+// the keys take the lanes instead. Scores are dot products over D, the online softmax runs over
+// each tile's keys as vectors, and O += P V is the same register block as the general path's.
+template <class S>
+void attn_forward_one_query(const AttnArgs& p, const S* q, const S* k, const S* v, S* out, ComputeOf<S>* lse) {
+  using T = ComputeOf<S>;
+  constexpr int64_t W = GemmShape<T>::W;
+  const int64_t D = p.dim, Dp = (D + W - 1) / W * W, group = p.heads / p.kv_heads, tasks = p.batch * p.heads;
+  const int64_t qpos = p.tk - 1, last_key = p.causal ? vmin(p.tk, qpos + 1) : p.tk;  // causal: every key
+  const T scale = T(p.scale);
+#pragma omp parallel
+  {
+    Buffer<T> qp(static_cast<size_t>(Dp)), o(static_cast<size_t>(Dp)), kb(static_cast<size_t>(kAttnKeys * Dp)),
+        vb(static_cast<size_t>(kAttnKeys * Dp));
+    alignas(64) T sc[kAttnKeys];
+#pragma omp for schedule(dynamic)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int64_t h = task % p.heads, b = task / p.heads, hk = h / group;
+      const T slope = p.slopes ? T(p.slopes[h]) : T(0);
+      load_rows(qp.p, Dp, q + (b * p.heads + h) * D, 1, D, 1);
+      const S* kh = k + ((b * p.kv_heads + hk) * p.tk) * D;
+      const S* vh = v + ((b * p.kv_heads + hk) * p.tk) * D;
+      for (int64_t d = 0; d < Dp; ++d) o.p[d] = T(0);
+      T m = neg_inf<T>(), l = T(0);
+      for (int64_t j0 = 0; j0 < last_key; j0 += kAttnKeys) {
+        const int64_t cols = vmin(kAttnKeys, last_key - j0);
+        int64_t ldk, ldv;
+        const T* kr = tile_rows(kb.p, kh + j0 * D, cols, D, Dp, ldk);
+        const T* vr = tile_rows(vb.p, vh + j0 * D, cols, D, Dp, ldv);
+        T mx = m;
+        for (int64_t c = 0; c < cols; ++c) {
+          const T* kc = kr + c * ldk;
+          T dot = T(0);
+#pragma omp simd reduction(+ : dot)
+          for (int64_t d = 0; d < Dp; ++d) dot += qp.p[d] * kc[d];
+          const T s = dot * scale - slope * T(qpos - (j0 + c));
+          sc[c] = s;
+          mx = mx < s ? s : mx;
+        }
+        const bool none = mx == neg_inf<T>();  // nothing visible yet
+        const T corr = none ? T(1) : vexp(m - mx), sub = none ? T(0) : mx;
+        T sum = T(0);
+#pragma omp simd reduction(+ : sum)
+        for (int64_t c = 0; c < cols; ++c) {
+          sc[c] = vexp(sc[c] - sub);
+          sum += sc[c];
+        }
+        l = l * corr + sum;
+        m = mx;
+        if (corr != T(1))
+#pragma omp simd
+          for (int64_t d = 0; d < Dp; ++d) o.p[d] *= corr;
+        attn_rows<1>(o.p, Dp, sc, 1, 1, vr, ldv, Dp / W, 0, cols, true);  // O += P V
+      }
+      const T inv = l > 0 ? T(1) / l : T(0);
+#pragma omp simd
+      for (int64_t d = 0; d < D; ++d) o.p[d] *= inv;
+      narrow_n(out + (b * p.heads + h) * D, o.p, D);
+      lse[b * p.heads + h] = l > 0 ? m + vlog(l) : -neg_inf<T>();
+    }
+  }
+}
+
 template <class S>
 void attn_forward(const AttnArgs& p, const S* q, const S* k, const S* v, S* out, ComputeOf<S>* lse) {
   using T = ComputeOf<S>;
   constexpr int64_t W = GemmShape<T>::W;
+  if (p.tq == 1) return attn_forward_one_query(p, q, k, v, out, lse);
   // rows per block (fewer when all the queries are fewer, as when decoding)
   const int64_t C = vmin(kAttnRows, (p.tq + kAttnAlign - 1) / kAttnAlign * kAttnAlign);
   const int64_t D = p.dim, Dp = (D + W - 1) / W * W, nqb = (p.tq + C - 1) / C, group = p.heads / p.kv_heads;

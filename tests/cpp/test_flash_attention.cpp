@@ -54,7 +54,9 @@ TEST_P(FlashVsComposite, ForwardAndGradientsMatch) {
 INSTANTIATE_TEST_SUITE_P(Grid, FlashVsComposite, ::testing::Values(
     Case{1, 1, 1, 1, 1, 8, false, false}, Case{2, 2, 2, 17, 17, 16, true, false}, Case{1, 4, 2, 33, 33, 32, true, true},
     Case{2, 4, 1, 5, 70, 64, true, false}, Case{1, 2, 2, 70, 70, 24, false, true}, Case{1, 8, 8, 1, 100, 64, true, true},
-    Case{1, 3, 1, 40, 65, 128, false, false}, Case{1, 2, 1, 66, 66, 96, true, true}));
+    Case{1, 3, 1, 40, 65, 128, false, false}, Case{1, 2, 1, 66, 66, 96, true, true},
+    // one query (the keys-in-the-lanes forward): several tiles and a partial one, grouped heads
+    Case{2, 4, 2, 1, 150, 32, false, false}, Case{1, 6, 3, 1, 129, 40, true, true}));
 
 // f32, bf16 and f16 (the types the training paths use) against the f64 kernel on the same rounded
 // inputs, forward and the three gradients, on every ISA level: shapes of the CPU GPTs (head_dim
