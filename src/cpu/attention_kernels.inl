@@ -77,30 +77,32 @@ inline void attn_rows(T* y, int64_t ldy, const T* a, int64_t ai, int64_t ak, con
   for (; v < nvec; ++v) attn_block<IB, 1>(y + v * W, ldy, a, ai, ak, b + v * W, ldb, k0, k1, accumulate);
 }
 
-// n rows of D contiguous elements widened into dst (row stride ld), zero-padded to ld columns and
-// to rows_to rows.
+// n rows of D contiguous elements (src_ld apart; D when 0) widened into dst (row stride ld),
+// zero-padded to ld columns and to rows_to rows.
 template <class T, class S>
-inline void load_rows(T* dst, int64_t ld, const S* src, int64_t n, int64_t D, int64_t rows_to) {
+inline void load_rows(T* dst, int64_t ld, const S* src, int64_t n, int64_t D, int64_t rows_to, int64_t src_ld = 0) {
+  if (src_ld == 0) src_ld = D;
   for (int64_t r = 0; r < n; ++r) {
-    widen_n(dst + r * ld, src + r * D, D);
+    widen_n(dst + r * ld, src + r * src_ld, D);
     for (int64_t d = D; d < ld; ++d) dst[r * ld + d] = T(0);
   }
   for (int64_t i = n * ld; i < rows_to * ld; ++i) dst[i] = T(0);
 }
 
-// A tile's cols key (or value) rows in the compute type with a row stride of at least Dp (set in
-// ld): in place when they are stored so with D = Dp and the tile is whole, else widened into buf
-// and zero-padded to Dp columns and to a multiple of kAttnAcc rows (scores_t's groups of keys
-// read past the end of a short last tile).
+// A tile's cols key (or value) rows (src_ld apart; D when 0) in the compute type with a row stride
+// of at least Dp (set in ld): in place when they are stored so with D = Dp and the tile is whole,
+// else widened into buf and zero-padded to Dp columns and to a multiple of kAttnAcc rows
+// (scores_t's groups of keys read past the end of a short last tile).
 template <class T, class S>
-inline const T* tile_rows(T* buf, const S* src, int64_t cols, int64_t D, int64_t Dp, int64_t& ld) {
+inline const T* tile_rows(T* buf, const S* src, int64_t cols, int64_t D, int64_t Dp, int64_t& ld, int64_t src_ld = 0) {
+  if (src_ld == 0) src_ld = D;
   if constexpr (std::is_same_v<S, T>) {
     if (D == Dp && cols == kAttnKeys) {
-      ld = D;
+      ld = src_ld;
       return src;
     }
   }
-  load_rows(buf, Dp, src, cols, D, (cols + kAttnAcc - 1) / kAttnAcc * kAttnAcc);
+  load_rows(buf, Dp, src, cols, D, (cols + kAttnAcc - 1) / kAttnAcc * kAttnAcc, src_ld);
   ld = Dp;
   return buf;
 }
@@ -191,15 +193,15 @@ void attn_forward_one_query(const AttnArgs& p, const S* q, const S* k, const S* 
       const int64_t h = task % p.heads, b = task / p.heads, hk = h / group;
       const T slope = p.slopes ? T(p.slopes[h]) : T(0);
       load_rows(qp.p, Dp, q + (b * p.heads + h) * D, 1, D, 1);
-      const S* kh = k + ((b * p.kv_heads + hk) * p.tk) * D;
-      const S* vh = v + ((b * p.kv_heads + hk) * p.tk) * D;
+      const S* kh = k + b * p.k_strides[0] + hk * p.k_strides[1];  // strided: a KV cache's first positions
+      const S* vh = v + b * p.v_strides[0] + hk * p.v_strides[1];
       for (int64_t d = 0; d < Dp; ++d) o.p[d] = T(0);
       T m = neg_inf<T>(), l = T(0);
       for (int64_t j0 = 0; j0 < last_key; j0 += kAttnKeys) {
         const int64_t cols = vmin(kAttnKeys, last_key - j0);
         int64_t ldk, ldv;
-        const T* kr = tile_rows(kb.p, kh + j0 * D, cols, D, Dp, ldk);
-        const T* vr = tile_rows(vb.p, vh + j0 * D, cols, D, Dp, ldv);
+        const T* kr = tile_rows(kb.p, kh + j0 * p.k_strides[2], cols, D, Dp, ldk, p.k_strides[2]);
+        const T* vr = tile_rows(vb.p, vh + j0 * p.v_strides[2], cols, D, Dp, ldv, p.v_strides[2]);
         T mx = m;
         for (int64_t c = 0; c < cols; ++c) {
           const T* kc = kr + c * ldk;

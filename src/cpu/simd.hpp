@@ -15,6 +15,10 @@ struct AttnArgs {
   double scale;
   bool causal;
   const double* slopes;  // one per head, or null: no ALiBi
+  // Element strides of k and v ([batch, kv head, key]; the last dimension is contiguous). Only the
+  // one-query forward reads them (a KV cache's first positions, a strided view); every other path
+  // takes contiguous k and v (cpu/attention.cpp checks).
+  int64_t k_strides[3], v_strides[3];
 };
 
 // One Adam(W) step's constants for f32 parameters (cpu/fused.cpp's adam_multi): mode 0 no weight

@@ -67,12 +67,21 @@ Tensor flash_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_i
   p.deterministic = deterministic();
   const Kernels kernel = kernels(q.device());
   const DType cd = kernel.be.native_half_attention() ? q.dtype() : compute_dtype(q.dtype());
+  // A one-query step that records no gradient (decoding with a KV cache) on the CPU reads k and v
+  // where they are: the cache's first positions are a strided view, and copying them every step
+  // cost about as much as the attention. Every other call gets contiguous k and v.
+  const bool kv_in_place_ok = q.device().type == NX_CPU && p.tq == 1 && !any_requires_grad({q, k, v});
   Tensor qc, kc, vc;
   {
     GradModeGuard off(false);
     qc = contiguous(cast_if_needed(detach(q), cd));  // no copy of inputs already in place
-    kc = contiguous(cast_if_needed(detach(k), cd));
-    vc = contiguous(cast_if_needed(detach(v), cd));
+    kc = cast_if_needed(detach(k), cd);
+    vc = cast_if_needed(detach(v), cd);
+    const bool in_place = kv_in_place_ok && kc.strides().back() == 1 && vc.strides().back() == 1;
+    if (!in_place) {
+      kc = contiguous(kc);
+      vc = contiguous(vc);
+    }
   }
   Tensor out = Tensor::empty(q.shape(), cd, q.device());
   // f64 keeps an f64 log-sum-exp: the backward's exp(s - lse) needs it to 1e-16.

@@ -132,5 +132,34 @@ TEST(FlashAttention, F32AndErrors) {
   }
 }
 
+// Decoding reads the KV cache where it is: a one-query call that records no gradient takes k and v
+// as strided views (a cache's first positions, grouped heads, a batch) and gives the bits of the
+// same call on contiguous copies; with a gradient recorded the op makes them contiguous and the
+// gradient flows.
+TEST(FlashAttention, OneQueryReadsAStridedCacheInPlace) {
+  const Device cpu{};
+  for (DType dt : {DType::F32, DType::BF16, DType::F64}) {
+    manual_seed(23);
+    Tensor kcache = cast(randn({2, 3, 90, 32}, DType::F32, cpu), dt), vcache = cast(randn({2, 3, 90, 32}, DType::F32, cpu), dt);
+    Tensor q = cast(randn({2, 6, 1, 32}, DType::F32, cpu), dt);
+    for (int64_t len : {1, 37, 64, 90}) {
+      Tensor k = slice(kcache, 2, 0, len, 1), v = slice(vcache, 2, 0, len, 1);
+      if (len < 90) ASSERT_FALSE(k.is_contiguous());
+      for (bool alibi : {false, true}) {
+        const Tensor strided = flash_attention(q, k, v, true, alibi, 0.0);
+        const Tensor dense = flash_attention(q, contiguous(k), contiguous(v), true, alibi, 0.0);
+        EXPECT_EQ(max_abs_diff(strided, dense), 0.0) << dtype_name(dt) << " len " << len << " alibi " << alibi;
+      }
+    }
+    Tensor qg = detach(q);
+    qg.impl()->requires_grad = true;
+    Tensor k = slice(kcache, 2, 0, 37, 1), v = slice(vcache, 2, 0, 37, 1);
+    Tensor out = flash_attention(qg, k, v, true, false, 0.0);
+    run_backward(sum(out, {}, false), Tensor(), BackwardOptions{});
+    ASSERT_TRUE(qg.impl()->grad != nullptr) << dtype_name(dt);
+    EXPECT_EQ(max_abs_diff(out, flash_attention(q, contiguous(k), contiguous(v), true, false, 0.0)), 0.0);
+  }
+}
+
 }  // namespace
 }  // namespace nx
