@@ -20,8 +20,12 @@ namespace nx::cpu::NX_SIMD_NS {
 // Every helper here lives in this per-ISA namespace: an inline std:: template instantiated in an
 // AVX-512 translation unit could otherwise be picked by the linker for all callers (ODR), and
 // fault on processors without AVX-512. Hence no std::vector/std::min/std::fill below.
-template <class T> inline T vmin(T a, T b) { return b < a ? b : a; }
-template <class T> inline T vmax(T a, T b) { return a < b ? b : a; }
+// Element helpers called inside vector loops are forced inline (NX_ELEMENT): GCC keeps an `inline`
+// function out of line when it judges it large (vexp<float> with its polynomial), and a loop that
+// calls one does not vectorize.
+#define NX_ELEMENT [[gnu::always_inline]] inline
+template <class T> NX_ELEMENT T vmin(T a, T b) { return b < a ? b : a; }
+template <class T> NX_ELEMENT T vmax(T a, T b) { return a < b ? b : a; }
 template <class T> struct Buffer {
   T* p;
   explicit Buffer(size_t n) : p(static_cast<T*>(std::aligned_alloc(64, (n * sizeof(T) + 63) / 64 * 64))) {}
@@ -140,14 +144,14 @@ inline void narrow_n(S* dst, const ComputeOf<S>* src, int64_t n) {
   }
 }
 
-inline float as_float(int32_t i) { float f; std::memcpy(&f, &i, 4); return f; }
-inline int32_t as_int(float f) { int32_t i; std::memcpy(&i, &f, 4); return i; }
+NX_ELEMENT float as_float(int32_t i) { float f; std::memcpy(&f, &i, 4); return f; }
+NX_ELEMENT int32_t as_int(float f) { int32_t i; std::memcpy(&i, &f, 4); return i; }
 
 // exp for f32: range reduction x = k ln2 + r, |r| <= ln2/2, degree-7 Taylor on r.
 // These element functions are always inlined: a loop that calls one out of line does not
 // vectorize (GCC left exp_f32 out of line in scale_exp_f32 and softmax_kernel: the f32
 // cross-entropy backward ran one element at a time, 10% of the CPU GPT step).
-[[gnu::always_inline]] inline float exp_f32(float x) {
+NX_ELEMENT float exp_f32(float x) {
   // hi: the largest float whose exp is finite (ln FLT_MAX rounded down); results below FLT_MIN
   // are flushed to 0.
   const float hi = 88.7228317f, lo = -87.3365f;
@@ -175,7 +179,7 @@ inline int32_t as_int(float f) { int32_t i; std::memcpy(&i, &f, 4); return i; }
 }
 
 // log for f32 (Cephes logf): x = m 2^e, m in [sqrt(1/2), sqrt(2)).
-[[gnu::always_inline]] inline float log_f32(float x) {
+NX_ELEMENT float log_f32(float x) {
   float xs = x < 1.17549435e-38f ? x * 8388608.f : x;  // lift subnormals
   float eadj = x < 1.17549435e-38f ? -23.f : 0.f;
   int32_t u = as_int(xs);
@@ -205,7 +209,7 @@ inline int32_t as_int(float f) { int32_t i; std::memcpy(&i, &f, 4); return i; }
 }
 
 // tanh for f32: polynomial near 0 (no cancellation), 1 - 2/(e^{2|x|}+1) elsewhere.
-[[gnu::always_inline]] inline float tanh_f32(float x) {
+NX_ELEMENT float tanh_f32(float x) {
   float ax = std::fabs(x);
   float z = x * x;
   float p = -5.70498872745e-3f;
@@ -222,7 +226,7 @@ inline int32_t as_int(float f) { int32_t i; std::memcpy(&i, &f, 4); return i; }
 // erf for f32: |x| < 1 the odd Taylor series x P(x^2) (12 terms, truncation < 1e-10 relative);
 // elsewhere Abramowitz-Stegun 7.1.26 (absolute error < 1.5e-7), odd-extended. A&S alone cancels
 // in 1 - (...) near 0 and loses all relative accuracy there.
-[[gnu::always_inline]] inline float erf_f32(float x) {
+NX_ELEMENT float erf_f32(float x) {
   float ax = std::fabs(x);
   float t = 1.f / (1.f + 0.3275911f * ax);
   float p = 1.061405429f;
@@ -247,20 +251,20 @@ inline int32_t as_int(float f) { int32_t i; std::memcpy(&i, &f, 4); return i; }
   return ax < 1.f ? x * q : std::copysign(r, x);
 }
 
-template <class T> inline T vexp(T x) {
+template <class T> NX_ELEMENT T vexp(T x) {
   if constexpr (std::is_same_v<T, float>) return exp_f32(x); else return std::exp(x);
 }
-template <class T> inline T vlog(T x) {
+template <class T> NX_ELEMENT T vlog(T x) {
   if constexpr (std::is_same_v<T, float>) return log_f32(x); else return std::log(x);
 }
-template <class T> inline T vtanh(T x) {
+template <class T> NX_ELEMENT T vtanh(T x) {
   if constexpr (std::is_same_v<T, float>) return tanh_f32(x); else return std::tanh(x);
 }
-template <class T> inline T verf(T x) {
+template <class T> NX_ELEMENT T verf(T x) {
   if constexpr (std::is_same_v<T, float>) return erf_f32(x); else return std::erf(x);
 }
-template <class T> inline T vsigmoid(T x) { return T(1) / (T(1) + vexp(-x)); }
-template <class T> inline T vsoftplus(T x) {
+template <class T> NX_ELEMENT T vsigmoid(T x) { return T(1) / (T(1) + vexp(-x)); }
+template <class T> NX_ELEMENT T vsoftplus(T x) {
   // torch's threshold: x > 20 gives x itself. log1p(u) for f32 as log(w) u / (w - 1), w = 1 + u
   // (u itself where w rounds to 1): log(1 + u) alone loses u's low bits for very negative x.
   T u = vexp(-std::fabs(x)), l1p;
@@ -276,17 +280,17 @@ template <class T> inline T vsoftplus(T x) {
 
 // Activation derivatives for the fused backward ops (grad * f'(x)), in torch's gelu_backward and
 // silu_backward formulas, so that infinities and NaN give what torch gives.
-template <class T> inline T gelu_derivative(T v) {
+template <class T> NX_ELEMENT T gelu_derivative(T v) {
   T cdf = T(0.5) * (T(1) + verf(v * T(0.70710678118654752440)));
   T pdf = T(0.39894228040143267794) * vexp(T(-0.5) * v * v);
   return cdf + v * pdf;
 }
-template <class T> inline T gelu_tanh_derivative(T v) {
+template <class T> NX_ELEMENT T gelu_tanh_derivative(T v) {
   const T beta = T(0.79788456080286535588), kappa = T(0.044715);
   T t = vtanh(beta * (v + kappa * v * v * v));
   return T(0.5) * (T(1) + t) + T(0.5) * v * (T(1) - t * t) * beta * (T(1) + T(3) * kappa * v * v);
 }
-template <class T> inline T silu_derivative(T v) {
+template <class T> NX_ELEMENT T silu_derivative(T v) {
   T s = vsigmoid(v);
   return s * (T(1) + v * (T(1) - s));
 }
