@@ -77,6 +77,13 @@ __device__ __forceinline__ void softmax_step(float (&s)[MT][NT][4], float (&m)[M
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
     float mx[2] = {-INFINITY, -INFINITY};
+    // Masked: key >= tk, or causal and key > the row's position, i.e. key >= lim, one bound per
+    // row. Element (n, e) holds key j0 + 2t + 8n + (e & 1), so the test is one compare of a
+    // constant against the bound taken relative to j0 + 2t (two instructions an element).
+    int lim[2] = {0, 0};
+    if constexpr (MASK)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) lim[r] = (causal ? min(tk, row_pos[mt][r] + 1) : tk) - (j0 + t * 2);
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
@@ -85,7 +92,7 @@ __device__ __forceinline__ void softmax_step(float (&s)[MT][NT][4], float (&m)[M
         float x = s[mt][n][e];
         if constexpr (ALIBI) x = x * scale2 - slope2 * float(row_pos[mt][r] - key);
         if constexpr (MASK)
-          if (key >= tk || (causal && key > row_pos[mt][r])) x = -INFINITY;
+          if (n * 8 + (e & 1) >= lim[r]) x = -INFINITY;
         s[mt][n][e] = x;
         mx[r] = fmaxf(mx[r], x);
       }
