@@ -1,4 +1,6 @@
 // Flash-attention backward on Hopper's warpgroup MMA (wgmma, sm_90a), bf16/f16, head_dim 64 or 128.
+#include <climits>
+
 #include "cuda/flash_order.hpp"
 #include "cuda/flash_sm90.cuh"
 #include "cuda/flash_tma.hpp"
@@ -258,18 +260,41 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     const bool edge = q0 + T > tq || k0 + KB > tk || (p.causal && k0 + wg * 64 + 63 > offset + q0);
     const float slope2 = ALIBI ? p.slopes[h] * kLog2e : 0.f;
     auto probabilities = [&](auto masked) {
+      if constexpr (ALIBI) {
 #pragma unroll
-      for (int n = 0; n < NT; ++n)
+        for (int n = 0; n < NT; ++n)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = n * 8 + t * 2 + (e & 1), query = q0 + col, key = keys[e >> 1], qpos = offset + query;
-          float x = fmaf(st[0][n][e], scale2, -ls[col]);
-          if constexpr (ALIBI) x -= slope2 * float(qpos - key);
-          float pv = ex2(x);  // rows without keys have lse = +inf: weight 0
-          if constexpr (decltype(masked)::value)
-            if (query >= tq || key >= tk || (p.causal && key > qpos)) pv = 0.f;
-          st[0][n][e] = pv;
+          for (int e = 0; e < 4; ++e) {
+            const int col = n * 8 + t * 2 + (e & 1), query = q0 + col, key = keys[e >> 1], qpos = offset + query;
+            float x = fmaf(st[0][n][e], scale2, -ls[col]) - slope2 * float(qpos - key);
+            float pv = ex2(x);  // rows without keys have lse = +inf: weight 0
+            if constexpr (decltype(masked)::value)
+              if (query >= tq || key >= tk || (p.causal && key > qpos)) pv = 0.f;
+            st[0][n][e] = pv;
+          }
+      } else {
+        // Kept: query < tq, key < tk and (causal) key <= offset + query, i.e. lo[r] <= c < hi for
+        // the element's column c = n * 8 + (e & 1) past the thread's first (query q0 + 2t): the
+        // bounds once per row, then two compares of a constant and a select per element. (ALiBi
+        // keeps the test above: with its distances live, these bounds made ptxas spill.)
+        int lo[2] = {0, 0}, hi = 0;
+        if constexpr (decltype(masked)::value) {
+          hi = tq - q0 - t * 2;
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+            lo[r] = keys[r] >= tk ? INT_MAX : p.causal ? keys[r] - offset - q0 - t * 2 : INT_MIN;
         }
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c = n * 8 + (e & 1);
+            float pv = ex2(fmaf(st[0][n][e], scale2, -ls[c + t * 2]));  // lse = +inf: weight 0
+            if constexpr (decltype(masked)::value)
+              if (c < lo[e >> 1] || c >= hi) pv = 0.f;
+            st[0][n][e] = pv;
+          }
+      }
     };
     wg_wait<1>();
     if (edge) probabilities(std::true_type{});
