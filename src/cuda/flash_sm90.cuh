@@ -22,6 +22,11 @@ __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.
 // cp.async writes are generic-proxy; wgmma reads through the async proxy.
 __device__ __forceinline__ void fence_async_smem() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+// This thread's warpgroup as a value the compiler knows is the same across the warp (a shuffle
+// from lane 0): addresses and wgmma descriptors derived from it can then be formed in uniform
+// registers, instead of per thread and moved (R2UR) before every wgmma.
+__device__ __forceinline__ int warpgroup_index() { return __shfl_sync(0xffffffffu, int(threadIdx.x) / 128, 0); }
+
 // Descriptor of a 128-byte-swizzled operand at byte address addr: lbo = distance between 64-element
 // column blocks (N-major operands only), sbo = distance between groups of 8 rows.
 __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {

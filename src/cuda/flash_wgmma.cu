@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   }
   if constexpr (WGS == 2) asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
   else asm volatile("setmaxnreg.inc.sync.aligned.u32 160;\n");
-  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int wg = warpgroup_index(), warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
   float o[1][DT][4], s[1][NT][4], m[1][2], l[1][2], corr[1][2];
   uint32_t pa[BN / 16][4];  // P of the previous tile as wgmma A fragments

@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 224;\n");
-  const int wg = threadIdx.x / 128, warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
+  const int wg = warpgroup_index(), warp = (threadIdx.x % 128) / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
 
   float dka[1][DT][4], dva[1][DT][4];
