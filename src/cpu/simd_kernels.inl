@@ -596,10 +596,14 @@ void adam_f32(float* p, float* m, float* v, const float* g, int64_t n, const Ada
 
 // ---------------------------------------------------------------- GEMM
 // Goto/BLIS structure: B packed in KC x NR panels, A in MR x KC panels, an MR x NR register
-// micro-kernel of two vectors per row. Vector width comes from NX_VEC_BYTES.
+// micro-kernel of NV vectors per row. Vector width comes from NX_VEC_BYTES. AVX-512 has 32 vector
+// registers: 6 x 4 accumulators (a 6 x 64 f32 tile) ran 9% faster than 6 x 2 on this project's
+// 2-core Xeon (188 against 173 GFLOP/s a core at k = 128, peak 210; session 26), as each
+// broadcast of A feeds four FMAs instead of two. AVX2's 16 registers hold 6 x 2.
 template <class T> struct GemmShape {
   static constexpr int W = NX_VEC_BYTES / int(sizeof(T));
-  static constexpr int MR = 6, NR = 2 * W;
+  static constexpr int NV = NX_VEC_BYTES >= 64 ? 4 : 2;
+  static constexpr int MR = 6, NR = NV * W;
   static constexpr int64_t KC = 256, MC = 120, NC = 3072;
   typedef T vec __attribute__((vector_size(NX_VEC_BYTES)));
 };
@@ -611,42 +615,38 @@ void micro_kernel(int64_t kc, const T* __restrict ap, int64_t rsa, const T* __re
                   int nr, bool accumulate) {
   using G = GemmShape<T>;
   using V = typename G::vec;
-  constexpr int W = G::W, MR = G::MR, NR = G::NR;
+  constexpr int W = G::W, MR = G::MR, NR = G::NR, NV = G::NV;
   const T* ar[MR];
   for (int i = 0; i < MR; ++i) ar[i] = IN_PLACE ? ap + i * rsa : ap + i;
   constexpr int64_t step = IN_PLACE ? 1 : MR;
-  V acc[MR][2];
-  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = V{} ;
+  V acc[MR][NV];
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) acc[i][v] = V{};
   for (int64_t p = 0; p < kc; ++p) {
-    V b0, b1;
-    std::memcpy(&b0, bp + p * NR, sizeof(V));
-    std::memcpy(&b1, bp + p * NR + W, sizeof(V));
+    V b[NV];
+    for (int v = 0; v < NV; ++v) std::memcpy(&b[v], bp + p * NR + v * W, sizeof(V));
     for (int i = 0; i < MR; ++i) {
       V a = ar[i][p * step] - V{};  // a broadcast: x - (+0) folds to x (x + 0 would not: -0 + 0 = +0)
-      acc[i][0] += a * b0;
-      acc[i][1] += a * b1;
+      for (int v = 0; v < NV; ++v) acc[i][v] += a * b[v];
     }
   }
   if (mr == MR && nr == NR) {
     for (int i = 0; i < MR; ++i) {
       T* row = c + i * ldc;
-      if (accumulate) {
-        V c0, c1;
-        std::memcpy(&c0, row, sizeof(V));
-        std::memcpy(&c1, row + W, sizeof(V));
-        acc[i][0] += c0;
-        acc[i][1] += c1;
+      for (int v = 0; v < NV; ++v) {
+        if (accumulate) {
+          V cv;
+          std::memcpy(&cv, row + v * W, sizeof(V));
+          acc[i][v] += cv;
+        }
+        std::memcpy(row + v * W, &acc[i][v], sizeof(V));
       }
-      std::memcpy(row, &acc[i][0], sizeof(V));
-      std::memcpy(row + W, &acc[i][1], sizeof(V));
     }
     return;
   }
   T tile[MR][NR];
-  for (int i = 0; i < MR; ++i) {
-    std::memcpy(&tile[i][0], &acc[i][0], sizeof(V));
-    std::memcpy(&tile[i][W], &acc[i][1], sizeof(V));
-  }
+  for (int i = 0; i < MR; ++i)
+    for (int v = 0; v < NV; ++v) std::memcpy(&tile[i][v * W], &acc[i][v], sizeof(V));
   for (int i = 0; i < mr; ++i)
     for (int j = 0; j < nr; ++j) c[i * ldc + j] = (accumulate ? c[i * ldc + j] : T(0)) + tile[i][j];
 }
@@ -661,6 +661,12 @@ void micro_kernel(int64_t kc, const T* __restrict ap, int64_t rsa, const T* __re
 template <int R, class T, class S>
 inline void pack_panel(T* dst, const S* src, int64_t rs, int64_t ps, int64_t width, int64_t kc) {
   if (rs == 1) {
+    if constexpr (std::is_same_v<S, T>) {
+      if (width == R) {  // whole runs of a fixed size: inline moves, not a library memcpy per k
+        for (int64_t p = 0; p < kc; ++p) std::memcpy(dst + p * R, src + p * ps, sizeof(T) * R);
+        return;
+      }
+    }
     for (int64_t p = 0; p < kc; ++p) {
       widen_n(dst + p * R, src + p * ps, width);
       for (int64_t i = width; i < R; ++i) dst[p * R + i] = T(0);
@@ -706,6 +712,22 @@ inline void pack_panel(T* dst, const S* src, int64_t rs, int64_t ps, int64_t wid
   }
 }
 
+// The MR-row panels of a block of mc rows and kc keys of a transposed A (element (i, p) at
+// a[p * csa + i]): row p of the block is one contiguous run that fills an MR-wide slice of every
+// panel, so it is read in order (panel by panel, every k read a new cache line for MR values: the
+// pack was 15-20% of an A^T B GEMM's time). The last panel's missing rows are zeros.
+template <int MR, class T>
+void pack_transposed_block(T* ap, const T* a, int64_t csa, int64_t mc, int64_t kc) {
+  const int64_t whole = mc / MR, mpanels = (mc + MR - 1) / MR;
+#pragma omp parallel for schedule(static) if (mpanels * kc * MR > 16384)
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* row = a + p * csa;
+    for (int64_t ip = 0; ip < whole; ++ip) std::memcpy(ap + ip * kc * MR + p * MR, row + ip * MR, sizeof(T) * MR);
+    for (int64_t i = 0; i < MR && whole < mpanels; ++i)
+      ap[whole * kc * MR + p * MR + i] = whole * MR + i < mc ? row[whole * MR + i] : T(0);
+  }
+}
+
 // C (compute type T, row stride ldc) = A @ B, A and B stored as S and widened to T while they are
 // packed: the packed panels and the micro-kernel are T, whatever the storage. A row-major f32/f64
 // A is read in place: packing it cost one scalar copy per element, about a quarter of the
@@ -719,19 +741,21 @@ void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const 
   constexpr int MR = G::MR, NR = G::NR;
   bool a_in_place = false;
   if constexpr (std::is_same_v<S, T>) a_in_place = csa == 1;
-  // In place there is no A panel to keep in L2, so a block of rows is all of m.
-  const int64_t mc_max = a_in_place ? m : G::MC;
+  // In place there is no A panel to keep in L2, so a block of rows is all of m. Packed, the blocks
+  // are of even size (m = 128 made a block of 120 rows and one of 8: a parallel region of 4 tasks).
+  const int64_t a_blocks = vmax<int64_t>(1, (m + G::MC - 1) / G::MC);
+  const int64_t mc_max = a_in_place ? m : ((m + a_blocks - 1) / a_blocks + MR - 1) / MR * MR;
   Buffer<T> bpack(size_t(G::KC) * size_t(((vmin(n, G::NC) + NR - 1) / NR) * NR));
   // in place, apack holds only the last rows when they are fewer than MR (the kernel reads MR rows)
   Buffer<T> apack(a_in_place ? size_t(m % MR ? G::KC * MR : 0)
-                             : size_t(G::KC) * size_t(((vmin(m, G::MC) + MR - 1) / MR) * MR));
+                             : size_t(G::KC) * size_t(((vmin(m, mc_max) + MR - 1) / MR) * MR));
   for (int64_t jc = 0; jc < n; jc += G::NC) {
     int64_t nc = vmin(G::NC, n - jc);
     int64_t npanels = (nc + NR - 1) / NR;
     for (int64_t pc = 0; pc < k; pc += G::KC) {
       int64_t kc = vmin(G::KC, k - pc);
       T* bp = bpack.p;
-#pragma omp parallel for schedule(static) if (npanels * kc * NR > 65536)
+#pragma omp parallel for schedule(static) if (npanels * kc * NR > 16384)
       for (int64_t jp = 0; jp < npanels; ++jp) {
         int64_t j0 = jc + jp * NR;
         pack_panel<NR>(bp + jp * kc * NR, b + pc * rsb + j0 * csb, csb, rsb, vmin<int64_t>(NR, n - j0), kc);
@@ -740,7 +764,11 @@ void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const 
         int64_t mc = vmin(mc_max, m - ic);
         int64_t mpanels = (mc + MR - 1) / MR;
         T* ap = apack.p;
-        if (!a_in_place) {
+        bool a_transposed = false;  // A^T: its rows contiguous along m (f32/f64 only)
+        if constexpr (std::is_same_v<S, T>) a_transposed = !a_in_place && rsa == 1;
+        if (a_transposed) {
+          if constexpr (std::is_same_v<S, T>) pack_transposed_block<MR>(ap, a + ic + pc * csa, csa, mc, kc);
+        } else if (!a_in_place) {
 #pragma omp parallel for schedule(static) if (mpanels * kc * MR > 16384)
           for (int64_t ip = 0; ip < mpanels; ++ip) {
             int64_t i0 = ic + ip * MR;
@@ -750,19 +778,24 @@ void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const 
           pack_panel<MR>(ap, a + (m - m % MR) * rsa + pc, rsa, 1, m % MR, kc);
         }
         bool accumulate = pc > 0;
-#pragma omp parallel for collapse(2) schedule(static) if (mpanels * npanels * kc > 4096)
-        for (int64_t jp = 0; jp < npanels; ++jp) {
-          for (int64_t ip = 0; ip < mpanels; ++ip) {
-            int64_t i0 = ic + ip * MR, j0 = jc + jp * NR;
-            const int mr = int(vmin<int64_t>(MR, m - i0)), nr = int(vmin<int64_t>(NR, n - j0));
-            T* ct = c + i0 * ldc + j0;
-            const T* bpanel = bp + jp * kc * NR;
-            if (a_in_place && mr == MR)
-              micro_kernel<T, true>(kc, reinterpret_cast<const T*>(a) + i0 * rsa + pc, rsa, bpanel, ct, ldc, mr, nr,
-                                    accumulate);
-            else  // packed: every panel, or in place the last rows' (apack's only panel)
-              micro_kernel<T, false>(kc, a_in_place ? ap : ap + ip * kc * MR, 0, bpanel, ct, ldc, mr, nr, accumulate);
-          }
+        // The threads split the column panels (each reads all of this A block, its B panels stay in
+        // L1) or, where B's panels are few and small enough to stay in L2 (<= 256 KB) while A has
+        // more row panels, the row panels (each reads its share of A and all of B): split by
+        // columns, both threads streamed all of a large in-place A in the CPU GPT's backward GEMMs.
+        const bool rows_split = mpanels > npanels && npanels * kc * NR * int64_t(sizeof(T)) <= (int64_t(256) << 10);
+#pragma omp parallel for schedule(static) if (mpanels * npanels * kc > 4096)
+        for (int64_t task = 0; task < mpanels * npanels; ++task) {
+          const int64_t jp = rows_split ? task % npanels : task / mpanels;
+          const int64_t ip = rows_split ? task / npanels : task % mpanels;
+          int64_t i0 = ic + ip * MR, j0 = jc + jp * NR;
+          const int mr = int(vmin<int64_t>(MR, m - i0)), nr = int(vmin<int64_t>(NR, n - j0));
+          T* ct = c + i0 * ldc + j0;
+          const T* bpanel = bp + jp * kc * NR;
+          if (a_in_place && mr == MR)
+            micro_kernel<T, true>(kc, reinterpret_cast<const T*>(a) + i0 * rsa + pc, rsa, bpanel, ct, ldc, mr, nr,
+                                  accumulate);
+          else  // packed: every panel, or in place the last rows' (apack's only panel)
+            micro_kernel<T, false>(kc, a_in_place ? ap : ap + ip * kc * MR, 0, bpanel, ct, ldc, mr, nr, accumulate);
         }
       }
     }

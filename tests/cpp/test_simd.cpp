@@ -574,7 +574,8 @@ template <class T> void SimdLevels::gemm_check() {
   struct Case { int64_t m, n, k; };
   // tiny path: m n k <= 32^3; packed path above (k > KC = 256, m > MC = 120, n > NC = 3072 too)
   const Case cases[] = {{1, 1, 1}, {7, 13, 5}, {32, 32, 32}, {33, 32, 32}, {64, 64, 64}, {129, 65, 300},
-                        {6, 16, 400}, {5, 3100, 4}, {121, 7, 257}, {1, 300, 200}, {300, 1, 200}, {3, 4, 0}};
+                        {6, 16, 400}, {5, 3100, 4}, {121, 7, 257}, {1, 300, 200}, {300, 1, 200}, {3, 4, 0},
+                        {250, 130, 520}};  // three blocks of rows (transposed A packed row by row), of k
   std::mt19937_64 g(3);
   double worst = 0;
   for (const auto& cs : cases) {
