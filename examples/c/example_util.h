@@ -180,7 +180,7 @@ static inline nx_device ex_default_device(void) {
 
 /* Named GPT sizes (examples/c/train_gpt.c, bench/plan_bench.c): NEXUS_GPT_SIZE picks one, so that
  * tuning the main job's defaults does not move a benchmark's figure. RoPE, SwiGLU, RMSNorm;
- * AdamW. "cpu" and "gpu" are the main job's defaults (about 3 minutes on a 2-core CPU; on a GPU,
+ * AdamW. "cpu" and "gpu" are the main job's defaults (about 2 minutes on a 2-core CPU; on a GPU,
  * 12.6 epochs with dropout, where validation still falls: docs/decisions.md, sessions 9 and 10,
  * have the tuning tables and the reasoning), "small" the old CPU default,
  * "bench" the compiler issue's 6 x 256 model at batch 32 x 128 ("medium" is its old name),
