@@ -719,7 +719,7 @@ inline void pack_panel(T* dst, const S* src, int64_t rs, int64_t ps, int64_t wid
 template <int MR, class T>
 void pack_transposed_block(T* ap, const T* a, int64_t csa, int64_t mc, int64_t kc) {
   const int64_t whole = mc / MR, mpanels = (mc + MR - 1) / MR;
-#pragma omp parallel for schedule(static) if (mpanels * kc * MR > 16384)
+#pragma omp parallel for schedule(static) if (mpanels * kc * MR > 4096)
   for (int64_t p = 0; p < kc; ++p) {
     const T* row = a + p * csa;
     for (int64_t ip = 0; ip < whole; ++ip) std::memcpy(ap + ip * kc * MR + p * MR, row + ip * MR, sizeof(T) * MR);
@@ -755,7 +755,7 @@ void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const 
     for (int64_t pc = 0; pc < k; pc += G::KC) {
       int64_t kc = vmin(G::KC, k - pc);
       T* bp = bpack.p;
-#pragma omp parallel for schedule(static) if (npanels * kc * NR > 16384)
+#pragma omp parallel for schedule(static) if (npanels * kc * NR > 4096)
       for (int64_t jp = 0; jp < npanels; ++jp) {
         int64_t j0 = jc + jp * NR;
         pack_panel<NR>(bp + jp * kc * NR, b + pc * rsb + j0 * csb, csb, rsb, vmin<int64_t>(NR, n - j0), kc);
@@ -769,7 +769,7 @@ void gemm_packed(T* c, int64_t ldc, const S* a, int64_t rsa, int64_t csa, const 
         if (a_transposed) {
           if constexpr (std::is_same_v<S, T>) pack_transposed_block<MR>(ap, a + ic + pc * csa, csa, mc, kc);
         } else if (!a_in_place) {
-#pragma omp parallel for schedule(static) if (mpanels * kc * MR > 16384)
+#pragma omp parallel for schedule(static) if (mpanels * kc * MR > 4096)
           for (int64_t ip = 0; ip < mpanels; ++ip) {
             int64_t i0 = ic + ip * MR;
             pack_panel<MR>(ap + ip * kc * MR, a + i0 * rsa + pc * csa, rsa, csa, vmin<int64_t>(MR, m - i0), kc);
