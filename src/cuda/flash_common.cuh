@@ -17,6 +17,9 @@ struct TcParams {
   float scale;
   bool causal, alibi;
   float slopes[128];
+  // The forward's lazy rescale threshold (log2 units; -inf: rescale whenever a max grows), read by
+  // kernels built with it (softmax_step's LAZY); NEXUS_FLASH_LAZY_RESCALE=0 turns it off to compare.
+  float lazy_rescale;
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
@@ -69,11 +72,19 @@ __device__ __forceinline__ float ex2(float x) {
 // factor the running output must be multiplied by (rescale_rows), which the caller may apply later
 // (the wgmma kernel does, once the previous P V product has landed). P448: the weights are
 // 448 times that, the whole e4m3 range (the FP8 forward; l then sums those).
-template <bool ALIBI, bool MASK, bool P448 = false, int MT, int NT>
-__device__ __forceinline__ void softmax_step(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
+// LAZY: a warp keeps its rows' reference maxima until one of them grows past its reference by more
+// than `lazy` (log2 units), so that most tiles need no rescale of the output: the weights are
+// then up to 2^lazy instead of 1 (bf16/f16 keep their relative precision; the sum and the
+// output accumulate in f32), and the lse uses the same reference. Returns whether the maxima
+// moved (the same on every lane of the warp); when not, corr is 1 and rescale_rows can be skipped.
+template <bool ALIBI, bool MASK, bool P448 = false, bool LAZY = false, int MT, int NT>
+__device__ __forceinline__ bool softmax_step(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
                                              float (&corr)[MT][2], const int (&row_pos)[MT][2], int j0, int t,
-                                             int tk, bool causal, float scale2, float slope2) {
+                                             int tk, bool causal, float scale2, float slope2, float lazy = 0.f) {
+  static_assert(!(P448 && LAZY), "FP8 weights must stay within e4m3's range");
+  static_assert(!LAZY || MT == 1, "one vote per warp and tile: one m16 row tile");
   const float sc = ALIBI ? 1.f : scale2;  // what still multiplies s in the exponent
+  bool moved = true;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
     float mx[2] = {-INFINITY, -INFINITY};
@@ -100,7 +111,14 @@ __device__ __forceinline__ void softmax_step(float (&s)[MT][NT][4], float (&m)[M
     for (int r = 0; r < 2; ++r) {
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      const float m_new = fmaxf(m[mt][r], mx[r] * sc);
+    }
+    if constexpr (LAZY) {  // a row that saw no key yet (m = -inf) grows with its first finite score
+      const bool grows = mx[0] * sc > m[mt][0] + lazy || mx[1] * sc > m[mt][1] + lazy;
+      moved = __any_sync(0xffffffffu, grows);
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const float m_new = moved ? fmaxf(m[mt][r], mx[r] * sc) : m[mt][r];
       const float base = m_new == -INFINITY ? 0.f : m_new;  // a fully masked row so far stays at zero
       corr[mt][r] = ex2(m[mt][r] - base);
       m[mt][r] = m_new;
@@ -116,6 +134,7 @@ __device__ __forceinline__ void softmax_step(float (&s)[MT][NT][4], float (&m)[M
       l[mt][r] = sum;
     }
   }
+  return moved;
 }
 
 // o (accumulator rows g, g + 8 of each m16 tile) *= corr of its row.

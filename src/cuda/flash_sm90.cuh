@@ -33,6 +33,14 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t addr, uint32_t lbo, uint
   return uint64_t((addr & 0x3FFFF) >> 4) | uint64_t(lbo >> 4) << 16 | uint64_t(sbo >> 4) << 32 | uint64_t(1) << 62;
 }
 
+// The descriptor of the operand `bytes` (a multiple of 16) past the one `base` describes. The start
+// address is the descriptor's low 14 bits in 16-byte units, and every shared-memory address is under
+// 256 KB, so the sum never carries out of them: one 32-bit add where sw128_desc would mask, shift
+// and combine the whole address again (and move it to uniform registers) before each wgmma.
+__device__ __forceinline__ uint64_t desc_plus(uint64_t base, uint32_t bytes) {
+  return (base & ~uint64_t(0xFFFFFFFFu)) | uint32_t(uint32_t(base) + (bytes >> 4));
+}
+
 // Rows [r0, r0 + ROWS) of a row-major [n, D] matrix into the swizzled layout: D / 64 column blocks
 // of ROWS x 128 bytes; the 16-byte unit u of row r lands at unit u ^ (r % 8). Rows past n are zeros.
 // Issued by THREADS threads, this one being number tid: each pass covers THREADS / (D / 8) rows, a

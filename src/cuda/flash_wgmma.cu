@@ -38,6 +38,14 @@ namespace {
 using namespace flash;
 
 constexpr int kFwdKeys = 128, kFwdStages = 3;
+// Lazy rescale (flash_common.cuh, softmax_step): the output is rescaled only when a row's max grew by
+// more than 2^8 since the last rescale, so the weights stay below 256 (bf16 and f16 hold them with
+// the same relative precision as below 1); on random scores only a row's first tiles rescale.
+// NEXUS_FLASH_LAZY_RESCALE=0 rescales at every growth (to measure it).
+float lazy_rescale_threshold() {
+  const char* s = std::getenv("NEXUS_FLASH_LAZY_RESCALE");
+  return s && std::strcmp(s, "0") == 0 ? -INFINITY : 8.f;
+}
 // WGS compute warpgroups of 64 rows each, and the loader
 __host__ __device__ constexpr int fwd_rows(int wgs) { return 64 * wgs; }
 __host__ __device__ constexpr int fwd_threads(int wgs) { return 128 * (wgs + 1); }
@@ -182,25 +190,31 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   int tile0 = 0, q0 = 0;  // the ring position of the block's first tile; its first row
   float slope2 = 0.f;
 
+  const uint64_t q_rows = sw128_desc(q_addr, 16, 1024);
   auto issue_s = [&](int j) {  // S_j = Q K_j^T over head-dim chunks of 16
-    const uint32_t k_addr = smem_addr(kbuf + ((tile0 + j) % S) * L::kKV);
+    const uint64_t k_rows = sw128_desc(smem_addr(kbuf + ((tile0 + j) % S) * L::kKV), 16, 1024);
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc)
-      mma_ss<BN, BF16>(&s[0][0][0], sw128_desc(q_addr + (kc / 4) * (BM * 128) + (kc % 4) * 32, 16, 1024),
-                       sw128_desc(k_addr + (kc / 4) * (BN * 128) + (kc % 4) * 32, 16, 1024), kc > 0);
+      mma_ss<BN, BF16>(&s[0][0][0], desc_plus(q_rows, (kc / 4) * (BM * 128) + (kc % 4) * 32),
+                       desc_plus(k_rows, (kc / 4) * (BN * 128) + (kc % 4) * 32), kc > 0);
     wg_commit();
   };
   auto issue_pv = [&](int j) {  // O += P_j V_j, V as the N-major B operand (keys kc*16..)
-    const uint32_t v_addr = smem_addr(vbuf + ((tile0 + j) % S) * L::kKV);
+    const uint64_t v_cols = sw128_desc(smem_addr(vbuf + ((tile0 + j) % S) * L::kKV), BN * 128, 1024);
 #pragma unroll
-    for (int kc = 0; kc < BN / 16; ++kc) mma_rs<D, BF16>(&o[0][0][0], pa[kc], sw128_desc(v_addr + kc * 16 * 128, BN * 128, 1024));
+    for (int kc = 0; kc < BN / 16; ++kc) mma_rs<D, BF16>(&o[0][0][0], pa[kc], desc_plus(v_cols, kc * 16 * 128));
     wg_commit();
   };
-  auto softmax = [&](int j) {  // of tile j, once S_j has landed
+  // Of tile j, once S_j has landed. The reference maxima move only when a row's grows by more
+  // than 2^8 (lazy_rescale_threshold): true when they did and O must be rescaled (the same on the warp).
+  constexpr bool kLazy = !(ALIBI && WGS == 3);  // there its registers spilled (ptxas)
+  auto softmax = [&](int j) {
     const int j0 = j * BN;
     const bool edge = j0 + BN > tk || (p.causal && j0 + BN - 1 > offset + q0 + wg * 64);
-    if (edge) softmax_step<ALIBI, true>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
-    else softmax_step<ALIBI, false>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
+    if (edge) return softmax_step<ALIBI, true, false, kLazy>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2,
+                                                             p.lazy_rescale);
+    return softmax_step<ALIBI, false, false, kLazy>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2,
+                                                      p.lazy_rescale);
   };
   auto release = [&](uint64_t* bar) {  // this warp is done with a stage (or Q)
     fence_async_smem();
@@ -281,10 +295,10 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
       named_arrive(next_turn, 256);
       wg_wait<1>();
       if (j == ntiles - 1) release(q_empty);
-      softmax(j);
+      const bool moved = softmax(j);
       wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled, P overwritten, the stage freed
       release(empty + (tile0 + j - 1) % S);
-      rescale_rows(o, corr);
+      if (moved) rescale_rows(o, corr);
       to_a_fragments<BF16>(pa, s);
     }
     // last phase: P V of the last tile, and (persistent) S_0 of the next block once its Q and
@@ -336,6 +350,7 @@ template <int D, int WGS, bool BF16>
 void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
                       const View& out, const View& lse) {
   TcParams p = tc_params(a);
+  p.lazy_rescale = lazy_rescale_threshold();
   const size_t smem = FwdSmem<D, WGS>::kBytes;
   FwdMaps maps{};
   const bool tma = tma_requested() && encode_rows(&maps.q, q.data, BF16, a.batch * a.heads, a.tq, D, fwd_rows(WGS)) &&

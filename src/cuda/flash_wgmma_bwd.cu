@@ -221,6 +221,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   const int keys[2] = {k0 + key_row, k0 + key_row + 8};
   const float scale2 = p.scale * kLog2e;
   const uint32_t k_addr = smem_addr(ks), v_addr = smem_addr(vs);
+  // Descriptors of this warpgroup's K and V rows (K-major, S^T and dP^T) and of all K (N-major, dQ):
+  // once per block; each product adds its offset (desc_plus).
+  const uint64_t k_rows = sw128_desc(k_addr + wg * 64 * 128, 16, 1024), v_rows = sw128_desc(v_addr + wg * 64 * 128, 16, 1024);
+  const uint64_t k_cols = sw128_desc(k_addr, KB * 128, 1024);
   mbar_wait(kv_full, 0);
 
   const bool issuer = threadIdx.x % 128 == 0;  // issues this warpgroup's bulk adds of dQ (DET: hands them over)
@@ -241,17 +245,18 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
 
     // S^T = K Q^T and dP^T = V dO^T: 64 keys x 64 queries per warpgroup
     float st[1][NT][4], dpt[1][NT][4];
+    const uint64_t q_rows = sw128_desc(q_addr, 16, 1024), do_rows = sw128_desc(do_addr, 16, 1024);
     wg_fence();
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc) {
-      const uint32_t a_off = (kc / 4) * (KB * 128) + wg * 64 * 128 + (kc % 4) * 32, b_off = (kc / 4) * (T * 128) + (kc % 4) * 32;
-      mma_ss<T, BF16>(&st[0][0][0], sw128_desc(k_addr + a_off, 16, 1024), sw128_desc(q_addr + b_off, 16, 1024), kc > 0);
+      const uint32_t a_off = (kc / 4) * (KB * 128) + (kc % 4) * 32, b_off = (kc / 4) * (T * 128) + (kc % 4) * 32;
+      mma_ss<T, BF16>(&st[0][0][0], desc_plus(k_rows, a_off), desc_plus(q_rows, b_off), kc > 0);
     }
     wg_commit();
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc) {
-      const uint32_t a_off = (kc / 4) * (KB * 128) + wg * 64 * 128 + (kc % 4) * 32, b_off = (kc / 4) * (T * 128) + (kc % 4) * 32;
-      mma_ss<T, BF16>(&dpt[0][0][0], sw128_desc(v_addr + a_off, 16, 1024), sw128_desc(do_addr + b_off, 16, 1024), kc > 0);
+      const uint32_t a_off = (kc / 4) * (KB * 128) + (kc % 4) * 32, b_off = (kc / 4) * (T * 128) + (kc % 4) * 32;
+      mma_ss<T, BF16>(&dpt[0][0][0], desc_plus(v_rows, a_off), desc_plus(do_rows, b_off), kc > 0);
     }
     wg_commit();
     // P^T, with masks only on tiles that cross a sequence end or the diagonal. Two instantiations:
@@ -308,11 +313,12 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       for (int e = 0; e < 4; ++e) dpt[0][n][e] = st[0][n][e] * (dpt[0][n][e] - dl[n * 8 + t * 2 + (e & 1)]);
     to_a_fragments<BF16>(dsa, dpt);
     // dV += P^T dO, dK += dS^T Q (B operands N-major: head_dim contiguous)
+    const uint64_t do_cols = sw128_desc(do_addr, T * 128, 1024), q_cols = sw128_desc(q_addr, T * 128, 1024);
     wg_fence();
 #pragma unroll
     for (int kc = 0; kc < T / 16; ++kc) {
-      mma_rs<D, BF16>(&dva[0][0][0], pa[kc], sw128_desc(do_addr + kc * 16 * 128, T * 128, 1024));
-      mma_rs<D, BF16>(&dka[0][0][0], dsa[kc], sw128_desc(q_addr + kc * 16 * 128, T * 128, 1024));
+      mma_rs<D, BF16>(&dva[0][0][0], pa[kc], desc_plus(do_cols, kc * 16 * 128));
+      mma_rs<D, BF16>(&dka[0][0][0], dsa[kc], desc_plus(q_cols, kc * 16 * 128));
     }
     wg_commit();
     // dS^T to shared memory (swizzled rows of 64 queries) for dQ = dS K
@@ -343,14 +349,14 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     // dQ part p = dS K over the block's 128 keys (A = dS M-major, B = K N-major): rows or columns
     // dq_part_row0(p).., dq_part_col0(p)..; the second is issued once the first (and dV, dK) are
     // done, and runs while the first is staged.
+    const uint64_t ds_cols = sw128_desc(ds_addr, KB * 128, 1024);
     auto issue_dq = [&](int part, float (&acc)[NQ / 8][4]) {
       wg_fence();
 #pragma unroll
       for (int kc = 0; kc < KB / 16; ++kc) {
         const uint32_t a_off = (dq_part_row0<D>(part) / 64) * (KB * 128) + kc * 16 * 128;
         const uint32_t b_off = (dq_part_col0<D>(part) / 64) * (KB * 128) + (dq_part_col0<D>(part) % 64) * 2 + kc * 16 * 128;
-        mma_ss<NQ, BF16, true>(&acc[0][0], sw128_desc(ds_addr + a_off, KB * 128, 1024),
-                               sw128_desc(k_addr + b_off, KB * 128, 1024), kc > 0);
+        mma_ss<NQ, BF16, true>(&acc[0][0], desc_plus(ds_cols, a_off), desc_plus(k_cols, b_off), kc > 0);
       }
       wg_commit();
     };

@@ -110,6 +110,41 @@ TEST(CudaAttentionPersistent, EqualsOneLaunchBlockPerQueryBlockBitForBit) {
   }
 }
 
+// The forward's lazy rescale (flash_common.cuh: a warp's reference maxima move only when a row's
+// max grows by more than 2^8): designed scores whose maximum jumps late in the rows, by more than
+// the threshold (at keys 300 and 2500: a rescale long after the first tile), by less (key 900: the
+// weights run up to 2^6 against the old reference) and at the last key, against the f64 reference,
+// causal and full, both head dims, bf16 and f16. Every query has a component along u = (1, ..., 1)
+// and the bumped keys are multiples of u, so their scores stand out for every row.
+TEST(CudaAttentionLazyRescale, LateGrowingMaximaMatchF64Reference) {
+  NX_REQUIRE_GPU();
+  const int64_t tk = 3000;
+  std::vector<float> bump(size_t(tk), 0.f);
+  // scores of about 8 bump (natural units) against about N(0, 2) elsewhere: 14, 18, 26, 33
+  bump[300] = 1.75f, bump[900] = 2.25f, bump[2500] = 3.25f, bump[size_t(tk - 1)] = 4.125f;
+  for (int64_t d : {64, 128})
+    for (bool causal : {false, true})
+      for (DType dt : {DType::BF16, DType::F16}) {
+        manual_seed(31);
+        const double root_d = std::sqrt(double(d));
+        // q = randn + 1: q . u / sqrt(d) is about sqrt(d); k row i = randn + bump[i] * u
+        Tensor q = cast(add_scalar(randn({1, 4, tk, d}, DType::F32, kCpu), 1.0), dt);
+        Tensor kb = mul(from_data(bump.data(), {1, 1, tk, 1}, DType::F32, kCpu), ones({1, 1, 1, d}, DType::F32, kCpu));
+        Tensor k = cast(add(randn({1, 4, tk, d}, DType::F32, kCpu), mul_scalar(kb, 8.0 / root_d)), dt);
+        Tensor v = cast(randn({1, 4, tk, d}, DType::F32, kCpu), dt);
+        const Tensor ref = f64_attention_reference(q, k, v, causal, false, randn(q.shape(), DType::F32, kCpu)).out;
+        for (const char* lazy : {"default", "0"}) {  // "0": NEXUS_FLASH_LAZY_RESCALE=0, rescale at every growth
+          if (lazy[0] == '0') ::setenv("NEXUS_FLASH_LAZY_RESCALE", "0", 1);
+          const Tensor got = flash_attention(to_device(q, kGpu), to_device(k, kGpu), to_device(v, kGpu), causal, false, 0.0);
+          ::unsetenv("NEXUS_FLASH_LAZY_RESCALE");
+          const double err = max_err(got, ref) / std::max(1e-3, max_abs(ref)), bound = dt == DType::BF16 ? 2e-2 : 4e-3;
+          std::printf("lazy rescale %s d%lld %s %s: rel err %.2e (bound %.0e)\n", lazy, (long long)d,
+                      causal ? "causal" : "full", dtype_name(dt), err, bound);
+          EXPECT_LT(err, bound) << lazy;
+        }
+      }
+}
+
 // Deterministic mode: on Hopper the wgmma backward adds dQ's parts in a fixed order (turn counters
 // between key blocks), elsewhere and at head_dim 32 the two-kernel mma.sync path runs. Either must
 // repeat bit for bit, match the f64 reference, and agree with the default backward up to rounding.
