@@ -53,20 +53,29 @@ __host__ __device__ constexpr int fwd_threads(int wgs) { return 128 * (wgs + 1);
 // (three) fit the 64K file; the loader needs few. ptxas compiles the compute code to the raised
 // count: at 152 it serialized the wgmmas of the three-warpgroup kernel, at 160 it does not.
 
-// Shared memory: Q, then the K stages, the V stages, and the mbarriers.
-template <int D, int WGS>
+// Shared memory: QB Q buffers, then S K stages, S V stages, the mbarriers and the QB block slots.
+template <int D, int WGS, int QB, int S>
 struct FwdSmem {
   static constexpr int kQ = fwd_rows(WGS) * D * 2, kKV = kFwdKeys * D * 2;
-  static constexpr int kBarriers = kQ + 2 * kFwdStages * kKV;  // offset of the barrier array
-  static constexpr size_t kBytes = 1024 + kBarriers + (2 + 3 * kFwdStages) * 8 + 8;  // + alignment slack, block slot
+  static constexpr int kBarriers = QB * kQ + 2 * S * kKV;  // offset of the barrier array
+  static constexpr size_t kBytes = 1024 + kBarriers + (2 * QB + 3 * S) * 8 + 8 * QB;  // + alignment slack
+  static_assert(kBytes <= 227 * 1024, "over a block's shared memory on sm_90");
 };
+// Persistent blocks hold two Q buffers (session 27), so that the next query block's Q is loaded
+// during this one instead of after its last S (one Q load latency a block boundary, exposed where
+// blocks have 1-16 tiles); at head_dim 128 the second buffer costs a K/V stage (227 KB).
+// NEXUS_FLASH_FWD_QBUF=1 keeps one Q buffer and three stages (to measure).
+template <int D, bool PERSIST>
+__host__ __device__ constexpr int fwd_stages(int qb) {
+  return PERSIST && qb == 2 && D == 128 ? 2 : kFwdStages;
+}
 
 // Tensor maps of q, k and v as [batch * heads, rows, D] (TMA loads; unused otherwise).
 struct FwdMaps {
   CUtensorMap q, k, v;
 };
 
-template <int D, int WGS, bool BF16, bool ALIBI, bool TMA, bool PERSIST>
+template <int D, int WGS, bool BF16, bool ALIBI, bool TMA, bool PERSIST, int QB>
 __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
                                                                   const uint16_t* __restrict__ k,
                                                                   const uint16_t* __restrict__ v,
@@ -76,20 +85,22 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(WGS == 2 || (WGS == 3 && D == 64), "three warpgroups fit the registers at head_dim 64 only");
   static_assert(TMA || !PERSIST, "the persistent loader is one TMA thread");
-  using L = FwdSmem<D, WGS>;
-  constexpr int BM = fwd_rows(WGS), BN = kFwdKeys, S = kFwdStages, NT = BN / 8, DT = D / 8;
+  static_assert(QB == 1 || (QB == 2 && PERSIST), "a second Q buffer serves the next query block");
+  constexpr int S = fwd_stages<D, PERSIST>(QB);
+  using L = FwdSmem<D, WGS, QB, S>;
+  constexpr int BM = fwd_rows(WGS), BN = kFwdKeys, NT = BN / 8, DT = D / 8;
   constexpr int kCompute = 128 * WGS;
   extern __shared__ uint8_t smem_raw[];
   // swizzle atoms must start on 1024-byte boundaries (the launcher adds the slack)
   uint8_t* qs = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
-  uint8_t* kbuf = qs + L::kQ;
+  uint8_t* kbuf = qs + QB * L::kQ;
   uint8_t* vbuf = kbuf + S * L::kKV;
   uint64_t* q_full = reinterpret_cast<uint64_t*>(qs + L::kBarriers);
-  uint64_t* k_full = q_full + 1;
+  uint64_t* k_full = q_full + QB;
   uint64_t* v_full = k_full + S;
   uint64_t* empty = v_full + S;
   uint64_t* q_empty = empty + S;
-  volatile int* block_slot = reinterpret_cast<volatile int*>(q_empty + 1);  // the block whose Q is in qs
+  volatile int* block_slot = reinterpret_cast<volatile int*>(q_empty + QB);  // the block whose Q is in each buffer
   const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq;
   const int nqb = (tq + BM - 1) / BM;  // query blocks per head; `blocks` in all
   // Block `blk`: query rows q0.. of (batch b, head h); causal: the longest rows of a head first.
@@ -108,8 +119,10 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   };
   constexpr int kLoadArrivals = TMA ? 1 : 128;  // the TMA thread's, or one per loader thread
   if (threadIdx.x == 0) {
-    mbar_init(q_full, kLoadArrivals);
-    mbar_init(q_empty, kCompute / 32);
+    for (int b = 0; b < QB; ++b) {
+      mbar_init(q_full + b, kLoadArrivals);
+      mbar_init(q_empty + b, kCompute / 32);
+    }
     for (int s = 0; s < S; ++s) {
       mbar_init(k_full + s, kLoadArrivals);
       mbar_init(v_full + s, kLoadArrivals);
@@ -129,6 +142,25 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
       // (a counter across the grid, so that the blocks finish together however long each is);
       // K and V tiles run through the ring across query blocks (g counts them).
       int n = 0, g = 0;
+      auto load_q = [&](int buf, int blk) {  // Q of query block blk into buffer buf; blk < 0: the end
+        *(block_slot + buf) = blk;  // published by the arrival below
+        if (blk < 0) {
+          mbar_arrive(q_full + buf);
+          return;
+        }
+        const Block x = block_at(blk);
+        mbar_arrive_expect_bytes(q_full + buf, L::kQ);
+        for (int c = 0; c < D / 64; ++c)
+          tma_load_3d(qs + buf * L::kQ + c * BM * 128, &maps.q, 64 * c, x.q0, x.b * int(p.heads) + x.h, q_full + buf);
+      };
+      auto claim = [&] { return PERSIST ? int(gridDim.x) + atomicAdd(next_block, 1) : blocks; };
+      // QB = 2: the block after the current one is claimed a block ahead, and its Q loaded into the
+      // other buffer once the block before the current one is done with it.
+      int ahead = 0;
+      if constexpr (QB == 2) {
+        load_q(0, blockIdx.x);
+        ahead = claim();
+      }
       for (int blk = blockIdx.x; blk < blocks; ++n) {
         const Block x = block_at(blk);
         const int bhk = x.b * int(p.kv_heads) + x.hk;  // < 2^31: the launcher checks
@@ -143,22 +175,28 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
             tma_load_3d(vbuf + s * L::kKV + c * BN * 128, &maps.v, 64 * c, j * BN, bhk, v_full + s);
           ++g;
         };
-        // The first tile before Q: its stage is free by now unless the last block was long, while
-        // Q waits for the last block's last S.
-        if (x.ntiles > 0) load_kv(0);
-        if (n > 0) mbar_wait(q_empty, (n - 1) & 1);  // every compute warp is done with the last Q
-        *block_slot = blk;  // published by the arrival below
-        mbar_arrive_expect_bytes(q_full, L::kQ);
-        for (int c = 0; c < D / 64; ++c)
-          tma_load_3d(qs + c * BM * 128, &maps.q, 64 * c, x.q0, x.b * int(p.heads) + x.h, q_full);
-        const int next = PERSIST ? int(gridDim.x) + atomicAdd(next_block, 1) : blocks;  // under the loads below
+        int next;
+        if constexpr (QB == 2) {
+          load_kv(0);
+          const int nb = (n + 1) % 2;  // block n - 1's buffer (its (n - 1) / 2-th use)
+          if (n >= 1) mbar_wait(q_empty + nb, ((n - 1) / 2) & 1);
+          load_q(nb, ahead < blocks ? ahead : -1);
+          next = ahead;
+          if (next < blocks) ahead = claim();  // under the loads below
+        } else {
+          // The first tile before Q: its stage is free by now unless the last block was long, while
+          // Q waits for the last block's last S.
+          load_kv(0);
+          if (n > 0) mbar_wait(q_empty, (n - 1) & 1);  // every compute warp is done with the last Q
+          load_q(0, blk);
+          next = claim();  // under the loads below
+        }
         for (int j = 1; j < x.ntiles; ++j) load_kv(j);
         blk = next;
       }
-      if constexpr (PERSIST) {  // no more blocks: the compute warps read -1 at q_full's next phase
+      if constexpr (PERSIST && QB == 1) {  // no more blocks: the compute warps read -1 at q_full's next phase
         mbar_wait(q_empty, (n - 1) & 1);
-        *block_slot = -1;
-        mbar_arrive(q_full);
+        load_q(0, -1);
       }
       return;
     }
@@ -186,11 +224,11 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   uint32_t pa[BN / 16][4];  // P of the previous tile as wgmma A fragments
   int row_pos[1][2];
   const float scale2 = p.scale * kLog2e;
-  const uint32_t q_addr = smem_addr(qs) + wg * 64 * 128;  // this warpgroup's 64 rows
+  const uint32_t q_addr = smem_addr(qs) + wg * 64 * 128;  // this warpgroup's 64 rows of buffer 0
   int tile0 = 0, q0 = 0;  // the ring position of the block's first tile; its first row
   float slope2 = 0.f;
 
-  const uint64_t q_rows = sw128_desc(q_addr, 16, 1024);
+  uint64_t q_rows = sw128_desc(q_addr, 16, 1024);  // of the current block's Q buffer
   auto issue_s = [&](int j) {  // S_j = Q K_j^T over head-dim chunks of 16
     const uint64_t k_rows = sw128_desc(smem_addr(kbuf + ((tile0 + j) % S) * L::kKV), 16, 1024);
 #pragma unroll
@@ -228,11 +266,13 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   // from one query block to the next; warpgroup 0's first go is free, and its go after the last
   // phase is taken at the end.
   const int my_turn = 1 + wg, next_turn = 1 + (wg + 1) % WGS;
-  bool phases_run = false;
-  auto take_turn = [&] {
-    if (wg > 0 || phases_run) named_sync(my_turn, 256);
-    phases_run = true;
+  auto take_turn = [&](bool first_phase = false) {
+    if (wg > 0 || !first_phase) named_sync(my_turn, 256);
     wg_fence();
+  };
+  auto zero_o = [&] {
+#pragma unroll
+    for (int i = 0; i < DT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
   };
   auto start_block = [&](const Block& x) {  // O is zero already
     q0 = x.q0;
@@ -259,29 +299,27 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
         *reinterpret_cast<uint32_t*>(orow + dn * 8 + t * 2) = pack2<BF16>(o[0][dn][r * 2] * inv, o[0][dn][r * 2 + 1] * inv);
       if (t == 0) lse[(int64_t(x.b) * p.heads + x.h) * p.tq + row] = sum > 0.f ? (m[0][r] + log2f(sum)) / kLog2e : INFINITY;
     }
-#pragma unroll
-    for (int i = 0; i < DT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
+    zero_o();
   };
   // One pipeline across the query blocks a launch block takes (persistent): the last phase of a
   // block issues its last P V and the next block's S_0 together, and the block's stores run while
   // that S_0 is in flight, so a block boundary costs no phase of its own (short causal rows have
   // 1-4 tiles a block). Every block runs the same phases, so the wgmma groups outstanding at each
   // wait do not depend on the data (ptxas serializes the wgmmas where they would).
-#pragma unroll
-  for (int i = 0; i < DT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
+  zero_o();
   mbar_wait(q_full, 0);
   Block x = block_at(PERSIST ? *block_slot : int(blockIdx.x));  // the first is never -1
   int n = 0;  // query blocks taken
   wait_full(k_full, 0);
   fence_async_smem();
-  take_turn();
+  take_turn(true);
   issue_s(0);
   named_arrive(next_turn, 256);
   start_block(x);
   wg_wait<0>();
   for (;;) {  // S_0 of block x has landed
     const int ntiles = x.ntiles;
-    if (ntiles == 1) release(q_empty);  // the block's last S has landed: Q may be replaced
+    if (ntiles == 1) release(q_empty + n % QB);  // the block's last S has landed: Q may be replaced
     softmax(0);
     to_a_fragments<BF16>(pa, s);
     // phases 1 .. ntiles - 1: S_j and P_{j-1} V_{j-1}; the softmax of tile j runs under P V
@@ -294,7 +332,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
       issue_pv(j - 1);
       named_arrive(next_turn, 256);
       wg_wait<1>();
-      if (j == ntiles - 1) release(q_empty);
+      if (j == ntiles - 1) release(q_empty + n % QB);
       const bool moved = softmax(j);
       wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled, P overwritten, the stage freed
       release(empty + (tile0 + j - 1) % S);
@@ -309,12 +347,14 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     issue_pv(ntiles - 1);
     int next = -1;
     if (PERSIST) {
-      mbar_wait(q_full, (n + 1) & 1);
-      next = *block_slot;
+      const int nb = (n + 1) % QB;  // the next block's Q buffer (its (n + 1) / QB-th use)
+      mbar_wait(q_full + nb, ((n + 1) / QB) & 1);
+      next = *(block_slot + nb);
       if (next >= 0) {
         wait_full(k_full, ntiles);
         fence_async_smem();
       }
+      q_rows = sw128_desc(q_addr + nb * L::kQ, 16, 1024);
       wg_fence();
       issue_s(ntiles);
     }
@@ -332,7 +372,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     wg_wait<0>();
   }
   if constexpr (PERSIST) wg_wait<0>();  // the unread S_0
-  if (wg == 0 && phases_run) named_sync(my_turn, 256);  // the last warpgroup's arrival after the last phase
+  if (wg == 0) named_sync(my_turn, 256);  // the last warpgroup's arrival after the last phase
 #endif
 }
 
@@ -346,12 +386,16 @@ bool persistent_for(int64_t tk) {
   return tk <= kPersistentKeys;
 }
 
+bool fwd_two_q_buffers() {
+  const char* s = std::getenv("NEXUS_FLASH_FWD_QBUF");
+  return !(s && std::strcmp(s, "1") == 0);
+}
+
 template <int D, int WGS, bool BF16>
 void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
                       const View& out, const View& lse) {
   TcParams p = tc_params(a);
   p.lazy_rescale = lazy_rescale_threshold();
-  const size_t smem = FwdSmem<D, WGS>::kBytes;
   FwdMaps maps{};
   const bool tma = tma_requested() && encode_rows(&maps.q, q.data, BF16, a.batch * a.heads, a.tq, D, fwd_rows(WGS)) &&
                    encode_rows(&maps.k, k.data, BF16, a.batch * a.kv_heads, a.tk, D, kFwdKeys) &&
@@ -365,9 +409,11 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
     next_block.emplace(ctx, sizeof(int));
     NX_CUDA_CHECK(cudaMemsetAsync(next_block->ptr, 0, sizeof(int), stream_of(ctx)));
   }
-  auto go = [&](auto alibi_tag, auto tma_tag, auto persist_tag) {
-    auto kernel = flash_fwd_wgmma<D, WGS, BF16, decltype(alibi_tag)::value, decltype(tma_tag)::value,
-                                  decltype(persist_tag)::value>;
+  auto go = [&](auto alibi_tag, auto tma_tag, auto persist_tag, auto qbuf_tag) {
+    constexpr bool kPersist = decltype(persist_tag)::value;
+    constexpr int kQB = decltype(qbuf_tag)::value;
+    auto kernel = flash_fwd_wgmma<D, WGS, BF16, decltype(alibi_tag)::value, decltype(tma_tag)::value, kPersist, kQB>;
+    const size_t smem = FwdSmem<D, WGS, kQB, fwd_stages<D, kPersist>(kQB)>::kBytes;
     NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     const int64_t grid = persist ? std::min<int64_t>(blocks, sm_count()) : blocks;
     kernel<<<unsigned(grid), fwd_threads(WGS), smem, stream_of(ctx)>>>(p, static_cast<const uint16_t*>(q.data),
@@ -377,9 +423,11 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
     NX_CUDA_LAUNCH_CHECK();
   };
   auto with_tma = [&](auto alibi_tag) {
-    if (persist) go(alibi_tag, std::true_type{}, std::true_type{});
-    else if (tma) go(alibi_tag, std::true_type{}, std::false_type{});
-    else go(alibi_tag, std::false_type{}, std::false_type{});
+    using one = std::integral_constant<int, 1>;
+    if (persist && fwd_two_q_buffers()) go(alibi_tag, std::true_type{}, std::true_type{}, std::integral_constant<int, 2>{});
+    else if (persist) go(alibi_tag, std::true_type{}, std::true_type{}, one{});
+    else if (tma) go(alibi_tag, std::true_type{}, std::false_type{}, one{});
+    else go(alibi_tag, std::false_type{}, std::false_type{}, one{});
   };
   a.alibi_slopes.empty() ? with_tma(std::false_type{}) : with_tma(std::true_type{});
 }
