@@ -20,6 +20,9 @@ struct TcParams {
   // The forward's lazy rescale threshold (log2 units; -inf: rescale whenever a max grows), read by
   // kernels built with it (softmax_step's LAZY); NEXUS_FLASH_LAZY_RESCALE=0 turns it off to compare.
   float lazy_rescale;
+  // The forward's loader refills a stage's K once that tile's S has landed, before its P V has
+  // (NEXUS_FLASH_KV_SPLIT=0: with V, to compare).
+  bool kv_split;
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }

@@ -6,7 +6,7 @@
 // loads (cp.async into the 128-byte-swizzled layout wgmma reads through descriptors; see
 // flash_sm90.cuh) and gives its registers to the compute warpgroups (setmaxnreg).
 // K and V tiles (128 keys) stream through a ring of stages guarded by mbarriers: "full" when the
-// loader's copies have landed, "empty" when every compute warpgroup is done with the stage.
+// loader's copies have landed; "empty" (K and V apart) when every compute warpgroup is done with it.
 // Per key tile j, a compute warpgroup issues S_j = Q K_j^T (both operands from shared memory) and
 // O += P_{j-1} V_{j-1} (P from registers), waits for S_j only and runs the online softmax of
 // tile j while the tensor cores still work on P V. The compute warpgroups take turns issuing (named
@@ -58,7 +58,7 @@ template <int D, int WGS, int QB, int S>
 struct FwdSmem {
   static constexpr int kQ = fwd_rows(WGS) * D * 2, kKV = kFwdKeys * D * 2;
   static constexpr int kBarriers = QB * kQ + 2 * S * kKV;  // offset of the barrier array
-  static constexpr size_t kBytes = 1024 + kBarriers + (2 * QB + 3 * S) * 8 + 8 * QB;  // + alignment slack
+  static constexpr size_t kBytes = 1024 + kBarriers + (2 * QB + 4 * S) * 8 + 8 * QB;  // + alignment slack
   static_assert(kBytes <= 227 * 1024, "over a block's shared memory on sm_90");
 };
 // Persistent blocks hold two Q buffers (session 27), so that the next query block's Q is loaded
@@ -98,8 +98,9 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   uint64_t* q_full = reinterpret_cast<uint64_t*>(qs + L::kBarriers);
   uint64_t* k_full = q_full + QB;
   uint64_t* v_full = k_full + S;
-  uint64_t* empty = v_full + S;
-  uint64_t* q_empty = empty + S;
+  uint64_t* k_empty = v_full + S;  // K stage: its S has landed; V stage: its P V has
+  uint64_t* v_empty = k_empty + S;
+  uint64_t* q_empty = v_empty + S;
   volatile int* block_slot = reinterpret_cast<volatile int*>(q_empty + QB);  // the block whose Q is in each buffer
   const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq;
   const int nqb = (tq + BM - 1) / BM;  // query blocks per head; `blocks` in all
@@ -126,7 +127,8 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     for (int s = 0; s < S; ++s) {
       mbar_init(k_full + s, kLoadArrivals);
       mbar_init(v_full + s, kLoadArrivals);
-      mbar_init(empty + s, kCompute / 32);  // one per compute warp
+      mbar_init(k_empty + s, kCompute / 32);  // one per compute warp
+      mbar_init(v_empty + s, kCompute / 32);
     }
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -165,11 +167,15 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
         const Block x = block_at(blk);
         const int bhk = x.b * int(p.kv_heads) + x.hk;  // < 2^31: the launcher checks
         auto load_kv = [&](int j) {  // K and V tile j of this block into the ring's next stage
-          const int s = g % S;
-          if (g >= S) mbar_wait(empty + s, (g / S - 1) & 1);  // tile g - S has left the stage
+          const int s = g % S, parity = (g / S - 1) & 1;  // of tile g - S leaving the stage
+          if (g >= S) {  // K a phase before V (kv_split: tile g - S's S has landed; otherwise its P V too)
+            mbar_wait(k_empty + s, parity);
+            if (!p.kv_split) mbar_wait(v_empty + s, parity);
+          }
           mbar_arrive_expect_bytes(k_full + s, L::kKV);
           for (int c = 0; c < D / 64; ++c)
             tma_load_3d(kbuf + s * L::kKV + c * BN * 128, &maps.k, 64 * c, j * BN, bhk, k_full + s);
+          if (g >= S) mbar_wait(v_empty + s, parity);
           mbar_arrive_expect_bytes(v_full + s, L::kKV);
           for (int c = 0; c < D / 64; ++c)
             tma_load_3d(vbuf + s * L::kKV + c * BN * 128, &maps.v, 64 * c, j * BN, bhk, v_full + s);
@@ -207,9 +213,10 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     mbar_arrive_on_copies(q_full);
     for (int j = 0; j < x.ntiles; ++j) {
       const int s = j % S;
-      if (j >= S) mbar_wait(empty + s, (j / S - 1) & 1);  // tile j - S has left the stage
+      if (j >= S) mbar_wait(k_empty + s, (j / S - 1) & 1);  // tile j - S's S has landed
       load_sw128<D, BN, 128>(kbuf + s * L::kKV, kg, int64_t(j) * BN, p.tk, tid);
       mbar_arrive_on_copies(k_full + s);
+      if (j >= S) mbar_wait(v_empty + s, (j / S - 1) & 1);  // and its P V
       load_sw128<D, BN, 128>(vbuf + s * L::kKV, vg, int64_t(j) * BN, p.tk, tid);
       mbar_arrive_on_copies(v_full + s);
     }
@@ -319,6 +326,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   wg_wait<0>();
   for (;;) {  // S_0 of block x has landed
     const int ntiles = x.ntiles;
+    release(k_empty + tile0 % S);
     if (ntiles == 1) release(q_empty + n % QB);  // the block's last S has landed: Q may be replaced
     softmax(0);
     to_a_fragments<BF16>(pa, s);
@@ -332,10 +340,11 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
       issue_pv(j - 1);
       named_arrive(next_turn, 256);
       wg_wait<1>();
+      release(k_empty + (tile0 + j) % S);
       if (j == ntiles - 1) release(q_empty + n % QB);
       const bool moved = softmax(j);
       wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled, P overwritten, the stage freed
-      release(empty + (tile0 + j - 1) % S);
+      release(v_empty + (tile0 + j - 1) % S);
       if (moved) rescale_rows(o, corr);
       to_a_fragments<BF16>(pa, s);
     }
@@ -362,7 +371,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     // the stores of this block run under the next block's S_0
     if constexpr (PERSIST) wg_wait<1>();
     else wg_wait<0>();
-    release(empty + (tile0 + ntiles - 1) % S);
+    release(v_empty + (tile0 + ntiles - 1) % S);
     finish_block(x);
     tile0 += ntiles;
     ++n;
@@ -386,9 +395,16 @@ bool persistent_for(int64_t tk) {
   return tk <= kPersistentKeys;
 }
 
-bool fwd_two_q_buffers() {
+// NEXUS_FLASH_FWD_QBUF=1|2 forces one or two Q buffers (to measure).
+bool fwd_two_q_buffers(int wgs) {
   const char* s = std::getenv("NEXUS_FLASH_FWD_QBUF");
-  return !(s && std::strcmp(s, "1") == 0);
+  if (s && (std::strcmp(s, "1") == 0 || std::strcmp(s, "2") == 0)) return s[0] == '2';
+  return wgs == 3;
+}
+// NEXUS_FLASH_KV_SPLIT=0: the loader refills a stage's K only when its V is free too (to measure).
+bool kv_split_release() {
+  const char* s = std::getenv("NEXUS_FLASH_KV_SPLIT");
+  return !(s && std::strcmp(s, "0") == 0);
 }
 
 template <int D, int WGS, bool BF16>
@@ -396,6 +412,7 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
                       const View& out, const View& lse) {
   TcParams p = tc_params(a);
   p.lazy_rescale = lazy_rescale_threshold();
+  p.kv_split = kv_split_release();
   FwdMaps maps{};
   const bool tma = tma_requested() && encode_rows(&maps.q, q.data, BF16, a.batch * a.heads, a.tq, D, fwd_rows(WGS)) &&
                    encode_rows(&maps.k, k.data, BF16, a.batch * a.kv_heads, a.tk, D, kFwdKeys) &&
@@ -424,7 +441,7 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
   };
   auto with_tma = [&](auto alibi_tag) {
     using one = std::integral_constant<int, 1>;
-    if (persist && fwd_two_q_buffers()) go(alibi_tag, std::true_type{}, std::true_type{}, std::integral_constant<int, 2>{});
+    if (persist && fwd_two_q_buffers(WGS)) go(alibi_tag, std::true_type{}, std::true_type{}, std::integral_constant<int, 2>{});
     else if (persist) go(alibi_tag, std::true_type{}, std::true_type{}, one{});
     else if (tma) go(alibi_tag, std::true_type{}, std::false_type{}, one{});
     else go(alibi_tag, std::false_type{}, std::false_type{}, one{});
