@@ -12,12 +12,16 @@
 
 namespace nx::cuda::flash {
 
-// The loaders issue TMA copies unless NEXUS_FLASH_TMA=0 (read at each call, so a bench can
-// alternate; ctest gpu.attention_cp_async runs the attention tests with the cp.async loaders).
-inline bool tma_requested() {
-  const char* s = std::getenv("NEXUS_FLASH_TMA");
+// A flash kernel's measurement switch: on unless the environment variable `name` is "0" (read at
+// each call, so a bench or a test can alternate both in one process).
+inline bool switch_on(const char* name) {
+  const char* s = std::getenv(name);
   return !(s && std::strcmp(s, "0") == 0);
 }
+
+// The loaders issue TMA copies unless NEXUS_FLASH_TMA=0 (ctest gpu.attention_cp_async runs the
+// attention tests with the cp.async loaders).
+inline bool tma_requested() { return switch_on("NEXUS_FLASH_TMA"); }
 
 // The driver's tensor-map encoder, through the runtime (no link against libcuda); null if absent.
 inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {

@@ -42,10 +42,7 @@ constexpr int kFwdKeys = 128, kFwdStages = 3;
 // more than 2^8 since the last rescale, so the weights stay below 256 (bf16 and f16 hold them with
 // the same relative precision as below 1); on random scores only a row's first tiles rescale.
 // NEXUS_FLASH_LAZY_RESCALE=0 rescales at every growth (to measure it).
-float lazy_rescale_threshold() {
-  const char* s = std::getenv("NEXUS_FLASH_LAZY_RESCALE");
-  return s && std::strcmp(s, "0") == 0 ? -INFINITY : 8.f;
-}
+float lazy_rescale_threshold() { return switch_on("NEXUS_FLASH_LAZY_RESCALE") ? 8.f : -INFINITY; }
 // WGS compute warpgroups of 64 rows each, and the loader
 __host__ __device__ constexpr int fwd_rows(int wgs) { return 64 * wgs; }
 __host__ __device__ constexpr int fwd_threads(int wgs) { return 128 * (wgs + 1); }
@@ -61,10 +58,10 @@ struct FwdSmem {
   static constexpr size_t kBytes = 1024 + kBarriers + (2 * QB + 4 * S) * 8 + 8 * QB;  // + alignment slack
   static_assert(kBytes <= 227 * 1024, "over a block's shared memory on sm_90");
 };
-// Persistent blocks hold two Q buffers (session 27), so that the next query block's Q is loaded
-// during this one instead of after its last S (one Q load latency a block boundary, exposed where
-// blocks have 1-16 tiles); at head_dim 128 the second buffer costs a K/V stage (227 KB).
-// NEXUS_FLASH_FWD_QBUF=1 keeps one Q buffer and three stages (to measure).
+// Persistent blocks may hold two Q buffers (session 27), so that the next query block's Q loads
+// during this one instead of after its last S: by default only with three warpgroups (head_dim
+// 64), where it measured 1.5% faster. At head_dim 128 the second buffer costs a K/V stage (227 KB
+// in all); NEXUS_FLASH_FWD_QBUF=1|2 forces one or two (fwd_two_q_buffers).
 template <int D, bool PERSIST>
 __host__ __device__ constexpr int fwd_stages(int qb) {
   return PERSIST && qb == 2 && D == 128 ? 2 : kFwdStages;
@@ -402,10 +399,7 @@ bool fwd_two_q_buffers(int wgs) {
   return wgs == 3;
 }
 // NEXUS_FLASH_KV_SPLIT=0: the loader refills a stage's K only when its V is free too (to measure).
-bool kv_split_release() {
-  const char* s = std::getenv("NEXUS_FLASH_KV_SPLIT");
-  return !(s && std::strcmp(s, "0") == 0);
-}
+bool kv_split_release() { return switch_on("NEXUS_FLASH_KV_SPLIT"); }
 
 template <int D, int WGS, bool BF16>
 void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
