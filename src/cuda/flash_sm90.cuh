@@ -166,6 +166,20 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const void* map, int x, i
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
       ::"r"(smem_addr(dst)), "l"(map), "r"(x), "r"(y), "r"(z), "r"(smem_addr(bar)) : "memory");
 }
+// The box at (x, y, z) of the 3-D tensor map *map from src (TMA store in this thread's bulk group,
+// src laid out as the map's swizzle says; rows outside the tensor are not written).
+__device__ __forceinline__ void tma_store_3d(const void* map, const void* src, int x, int y, int z) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n"
+               ::"l"(map), "r"(smem_addr(src)), "r"(x), "r"(y), "r"(z) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+// Four 8 x 8 16-bit matrices to shared memory: lane l names the address of row l % 8 of matrix
+// l / 8, and register j holds this lane's two values of matrix j (row lane / 4, columns
+// 2 (lane % 4) and the next: an MMA accumulator's layout).
+__device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t m0, uint32_t m1, uint32_t m2, uint32_t m3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
+               ::"r"(addr), "r"(m0), "r"(m1), "r"(m2), "r"(m3) : "memory");
+}
 // Named barriers 1..15 between `threads` threads (0 is __syncthreads).
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

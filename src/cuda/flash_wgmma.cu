@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <utility>
 
 #include "cuda/flash_sm90.cuh"
 #include "cuda/flash_tma.hpp"
@@ -50,13 +51,19 @@ __host__ __device__ constexpr int fwd_threads(int wgs) { return 128 * (wgs + 1);
 // (three) fit the 64K file; the loader needs few. ptxas compiles the compute code to the raised
 // count: at 152 it serialized the wgmmas of the three-warpgroup kernel, at 160 it does not.
 
-// Shared memory: QB Q buffers, then S K stages, S V stages, the mbarriers and the QB block slots.
-template <int D, int WGS, int QB, int S>
+// What the loader tells the compute warps of the query block in a Q buffer (persistent blocks):
+// bh < 0 after the last.
+struct BlockSlot {
+  int bh, h, q0, ntiles;
+};
+// Shared memory: QB Q buffers, S K stages, S V stages, (STAGE_O) the block's output tile, then the
+// mbarriers and the QB block slots.
+template <int D, int WGS, int QB, int S, bool STAGE_O = false>
 struct FwdSmem {
-  static constexpr int kQ = fwd_rows(WGS) * D * 2, kKV = kFwdKeys * D * 2;
-  static constexpr int kBarriers = QB * kQ + 2 * S * kKV;  // offset of the barrier array
-  static constexpr size_t kBytes = 1024 + kBarriers + (2 * QB + 4 * S) * 8 + 8 * QB;  // + alignment slack
-  static_assert(kBytes <= 227 * 1024, "over a block's shared memory on sm_90");
+  static constexpr int kQ = fwd_rows(WGS) * D * 2, kKV = kFwdKeys * D * 2, kO = STAGE_O ? kQ : 0;
+  static constexpr int kBarriers = QB * kQ + 2 * S * kKV + kO;  // offset of the barrier array
+  static constexpr size_t kBytes = 1024 + kBarriers + (2 * QB + 4 * S) * 8 + sizeof(BlockSlot) * QB;  // + alignment slack
+  static constexpr bool kFits = kBytes <= 227 * 1024;  // a block's shared memory on sm_90
 };
 // Persistent blocks may hold two Q buffers (session 27), so that the next query block's Q loads
 // during this one instead of after its last S: by default only with three warpgroups (head_dim
@@ -67,12 +74,13 @@ __host__ __device__ constexpr int fwd_stages(int qb) {
   return PERSIST && qb == 2 && D == 128 ? 2 : kFwdStages;
 }
 
-// Tensor maps of q, k and v as [batch * heads, rows, D] (TMA loads; unused otherwise).
+// Tensor maps of q, k and v as [batch * heads, rows, D] (TMA loads; unused otherwise), and of the
+// output in boxes of one warp's 16 rows (STAGE_O's stores).
 struct FwdMaps {
-  CUtensorMap q, k, v;
+  CUtensorMap q, k, v, o;
 };
 
-template <int D, int WGS, bool BF16, bool ALIBI, bool TMA, bool PERSIST, int QB>
+template <int D, int WGS, bool BF16, bool ALIBI, bool TMA, bool PERSIST, int QB, bool STAGE_O>
 __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
                                                                   const uint16_t* __restrict__ k,
                                                                   const uint16_t* __restrict__ v,
@@ -83,8 +91,10 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   static_assert(WGS == 2 || (WGS == 3 && D == 64), "three warpgroups fit the registers at head_dim 64 only");
   static_assert(TMA || !PERSIST, "the persistent loader is one TMA thread");
   static_assert(QB == 1 || (QB == 2 && PERSIST), "a second Q buffer serves the next query block");
+  static_assert(!STAGE_O || TMA, "the output tile leaves by TMA stores");
   constexpr int S = fwd_stages<D, PERSIST>(QB);
-  using L = FwdSmem<D, WGS, QB, S>;
+  using L = FwdSmem<D, WGS, QB, S, STAGE_O>;
+  static_assert(L::kFits, "over a block's shared memory on sm_90");
   constexpr int BM = fwd_rows(WGS), BN = kFwdKeys, NT = BN / 8, DT = D / 8;
   constexpr int kCompute = 128 * WGS;
   extern __shared__ uint8_t smem_raw[];
@@ -92,23 +102,26 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   uint8_t* qs = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint8_t* kbuf = qs + QB * L::kQ;
   uint8_t* vbuf = kbuf + S * L::kKV;
+  uint8_t* obuf = vbuf + S * L::kKV;  // STAGE_O: 16 rows x D per compute warp, as the output map's boxes
   uint64_t* q_full = reinterpret_cast<uint64_t*>(qs + L::kBarriers);
   uint64_t* k_full = q_full + QB;
   uint64_t* v_full = k_full + S;
   uint64_t* k_empty = v_full + S;  // K stage: its S has landed; V stage: its P V has
   uint64_t* v_empty = k_empty + S;
   uint64_t* q_empty = v_empty + S;
-  volatile int* block_slot = reinterpret_cast<volatile int*>(q_empty + QB);  // the block whose Q is in each buffer
+  volatile BlockSlot* block_slot = reinterpret_cast<volatile BlockSlot*>(q_empty + QB);  // the block in each Q buffer
   const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq;
   const int nqb = (tq + BM - 1) / BM;  // query blocks per head; `blocks` in all
   // Block `blk`: query rows q0.. of (batch b, head h); causal: the longest rows of a head first.
+  // bh: the (batch, head) row of q and out, bhk: of k and v
   struct Block {
-    int b, h, hk, q0, ntiles;
+    int bh, h, bhk, q0, ntiles;
   };
   auto block_at = [&](int blk) {
     const int bh = blk / nqb, qi = blk % nqb, qb = p.causal ? nqb - 1 - qi : qi;
     Block x;
-    x.h = bh % int(p.heads), x.b = bh / int(p.heads), x.hk = x.h / int(p.heads / p.kv_heads), x.q0 = qb * BM;
+    x.bh = bh, x.h = bh % int(p.heads), x.q0 = qb * BM;
+    x.bhk = (bh / int(p.heads)) * int(p.kv_heads) + x.h / int(p.heads / p.kv_heads);  // < 2^31: the launcher checks
     // At least one tile, also for rows that see no key (causal with Tq > Tk, or Tk = 0): the mask
     // then leaves P = 0, so they store zeros and lse = inf, and every block has the same phases.
     const int key_end = p.causal ? max(0, min(tk, offset + min(tq, x.q0 + BM))) : tk;
@@ -141,16 +154,19 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
       // (a counter across the grid, so that the blocks finish together however long each is);
       // K and V tiles run through the ring across query blocks (g counts them).
       int n = 0, g = 0;
-      auto load_q = [&](int buf, int blk) {  // Q of query block blk into buffer buf; blk < 0: the end
-        *(block_slot + buf) = blk;  // published by the arrival below
+      // Q of query block blk into buffer buf, and the block's fields into its slot (published by
+      // the arrival); blk < 0: the end.
+      auto load_q = [&](int buf, int blk) {
+        volatile BlockSlot* slot = block_slot + buf;
         if (blk < 0) {
+          slot->bh = -1;
           mbar_arrive(q_full + buf);
           return;
         }
         const Block x = block_at(blk);
+        slot->bh = x.bh, slot->h = x.h, slot->q0 = x.q0, slot->ntiles = x.ntiles;
         mbar_arrive_expect_bytes(q_full + buf, L::kQ);
-        for (int c = 0; c < D / 64; ++c)
-          tma_load_3d(qs + buf * L::kQ + c * BM * 128, &maps.q, 64 * c, x.q0, x.b * int(p.heads) + x.h, q_full + buf);
+        for (int c = 0; c < D / 64; ++c) tma_load_3d(qs + buf * L::kQ + c * BM * 128, &maps.q, 64 * c, x.q0, x.bh, q_full + buf);
       };
       auto claim = [&] { return PERSIST ? int(gridDim.x) + atomicAdd(next_block, 1) : blocks; };
       // QB = 2: the block after the current one is claimed a block ahead, and its Q loaded into the
@@ -162,7 +178,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
       }
       for (int blk = blockIdx.x; blk < blocks; ++n) {
         const Block x = block_at(blk);
-        const int bhk = x.b * int(p.kv_heads) + x.hk;  // < 2^31: the launcher checks
+        const int bhk = x.bhk;
         auto load_kv = [&](int j) {  // K and V tile j of this block into the ring's next stage
           const int s = g % S, parity = (g / S - 1) & 1;  // of tile g - S leaving the stage
           if (g >= S) {  // K a phase before V (kv_split: tile g - S's S has landed; otherwise its P V too)
@@ -204,9 +220,9 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
       return;
     }
     const Block x = block_at(blockIdx.x);
-    const uint16_t* kg = k + ((int64_t(x.b) * p.kv_heads + x.hk) * p.tk) * D;
-    const uint16_t* vg = v + ((int64_t(x.b) * p.kv_heads + x.hk) * p.tk) * D;
-    load_sw128<D, BM, 128>(qs, q + ((int64_t(x.b) * p.heads + x.h) * p.tq) * D, x.q0, p.tq, tid);
+    const uint16_t* kg = k + (int64_t(x.bhk) * p.tk) * D;
+    const uint16_t* vg = v + (int64_t(x.bhk) * p.tk) * D;
+    load_sw128<D, BM, 128>(qs, q + (int64_t(x.bh) * p.tq) * D, x.q0, p.tq, tid);
     mbar_arrive_on_copies(q_full);
     for (int j = 0; j < x.ntiles; ++j) {
       const int s = j % S;
@@ -288,20 +304,52 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
       row_pos[0][r] = offset + q0 + wg * 64 + warp * 16 + g + r * 8;
     }
   };
+  // STAGE_O: this warp's 16 rows of O in shared memory, D / 64 boxes of 16 rows x 128 bytes
+  // swizzled as the output map reads them
+  uint8_t* const o_warp_buf = obuf + (wg * 4 + warp) * (D / 64) * 2048;
+  const uint32_t o_warp = smem_addr(o_warp_buf);
   auto finish_block = [&](const Block& x) {  // normalize and store O and the lse; O zeroed
+    float inv[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float sum = l[0][r];
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      inv[r] = sum > 0.f ? 1.f / sum : 0.f;
       const int row = x.q0 + wg * 64 + warp * 16 + g + r * 8;
       if (row >= tq) continue;
-      const float inv = sum > 0.f ? 1.f / sum : 0.f;
-      uint16_t* orow = out + ((int64_t(x.b) * p.heads + x.h) * p.tq + row) * D;
+      if (t == 0) lse[int64_t(x.bh) * p.tq + row] = sum > 0.f ? (m[0][r] + log2f(sum)) / kLog2e : INFINITY;
+      if constexpr (!STAGE_O) {
+        uint16_t* orow = out + (int64_t(x.bh) * p.tq + row) * D;
 #pragma unroll
-      for (int dn = 0; dn < DT; ++dn)
-        *reinterpret_cast<uint32_t*>(orow + dn * 8 + t * 2) = pack2<BF16>(o[0][dn][r * 2] * inv, o[0][dn][r * 2 + 1] * inv);
-      if (t == 0) lse[(int64_t(x.b) * p.heads + x.h) * p.tq + row] = sum > 0.f ? (m[0][r] + log2f(sum)) / kLog2e : INFINITY;
+        for (int dn = 0; dn < DT; ++dn)
+          *reinterpret_cast<uint32_t*>(orow + dn * 8 + t * 2) = pack2<BF16>(o[0][dn][r * 2] * inv[r], o[0][dn][r * 2 + 1] * inv[r]);
+      }
+    }
+    if constexpr (STAGE_O) {
+      // The last block's stores have read the buffer; then two n8 blocks of both row halves a
+      // stmatrix (lane l addresses row l % 8 of matrix l / 8: n8 block 2k + l / 16, rows
+      // 8 (l / 8 % 2)..), and one TMA store a box, issued by lane 0 (rows past tq are not written).
+      if (lane == 0) bulk_wait_read();
+      __syncwarp();
+      const int mrow = (lane / 8 % 2) * 8 + lane % 8;
+#pragma unroll
+      for (int k2 = 0; k2 < DT / 2; ++k2) {
+        const int dn = 2 * k2 + lane / 16;
+        const uint32_t at = o_warp + (dn / 8) * 2048 + mrow * 128 + (((dn % 8) ^ (mrow % 8)) << 4);
+        stmatrix_x4(at, pack2<BF16>(o[0][2 * k2][0] * inv[0], o[0][2 * k2][1] * inv[0]),
+                    pack2<BF16>(o[0][2 * k2][2] * inv[1], o[0][2 * k2][3] * inv[1]),
+                    pack2<BF16>(o[0][2 * k2 + 1][0] * inv[0], o[0][2 * k2 + 1][1] * inv[0]),
+                    pack2<BF16>(o[0][2 * k2 + 1][2] * inv[1], o[0][2 * k2 + 1][3] * inv[1]));
+      }
+      fence_async_smem();
+      __syncwarp();
+      if (lane == 0) {
+#pragma unroll
+        for (int c = 0; c < D / 64; ++c)
+          tma_store_3d(&maps.o, o_warp_buf + c * 2048, 64 * c, x.q0 + wg * 64 + warp * 16, x.bh);
+        bulk_commit();
+      }
     }
     zero_o();
   };
@@ -310,9 +358,16 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   // that S_0 is in flight, so a block boundary costs no phase of its own (short causal rows have
   // 1-4 tiles a block). Every block runs the same phases, so the wgmma groups outstanding at each
   // wait do not depend on the data (ptxas serializes the wgmmas where they would).
+  // the block in Q buffer buf, as the loader wrote it (bh < 0: none)
+  auto slot_block = [&](int buf) {
+    const volatile BlockSlot* slot = block_slot + buf;
+    Block x;
+    x.bh = slot->bh, x.h = slot->h, x.bhk = 0, x.q0 = slot->q0, x.ntiles = slot->ntiles;
+    return x;
+  };
   zero_o();
   mbar_wait(q_full, 0);
-  Block x = block_at(PERSIST ? *block_slot : int(blockIdx.x));  // the first is never -1
+  Block x = PERSIST ? slot_block(0) : block_at(int(blockIdx.x));  // the first is never the end
   int n = 0;  // query blocks taken
   wait_full(k_full, 0);
   fence_async_smem();
@@ -351,12 +406,12 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     fence_async_smem();
     take_turn();
     issue_pv(ntiles - 1);
-    int next = -1;
+    Block next{-1, 0, 0, 0, 0};
     if (PERSIST) {
       const int nb = (n + 1) % QB;  // the next block's Q buffer (its (n + 1) / QB-th use)
       mbar_wait(q_full + nb, ((n + 1) / QB) & 1);
-      next = *(block_slot + nb);
-      if (next >= 0) {
+      next = slot_block(nb);
+      if (next.bh >= 0) {
         wait_full(k_full, ntiles);
         fence_async_smem();
       }
@@ -372,13 +427,16 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     finish_block(x);
     tile0 += ntiles;
     ++n;
-    if (next < 0) break;
-    x = block_at(next);
+    if (next.bh < 0) break;
+    x = next;
     start_block(x);
     wg_wait<0>();
   }
   if constexpr (PERSIST) wg_wait<0>();  // the unread S_0
   if (wg == 0) named_sync(my_turn, 256);  // the last warpgroup's arrival after the last phase
+  if constexpr (STAGE_O) {
+    if (lane == 0) bulk_wait_read();  // shared memory stays until the stores have read it
+  }
 #endif
 }
 
@@ -393,10 +451,16 @@ bool persistent_for(int64_t tk) {
 }
 
 // NEXUS_FLASH_FWD_QBUF=1|2 forces one or two Q buffers (to measure).
-bool fwd_two_q_buffers(int wgs) {
+bool fwd_two_q_buffers(int d, int wgs) {
   const char* s = std::getenv("NEXUS_FLASH_FWD_QBUF");
   if (s && (std::strcmp(s, "1") == 0 || std::strcmp(s, "2") == 0)) return s[0] == '2';
-  return wgs == 3;
+  return wgs == 3 || d == 128;
+}
+// Persistent blocks write O through shared memory by TMA stores where it fits (at head_dim 128
+// with two Q buffers and two stages); NEXUS_FLASH_FWD_STAGE_O=0 stores it from registers.
+bool fwd_stage_o() {
+  const char* s = std::getenv("NEXUS_FLASH_FWD_STAGE_O");
+  return !(s && std::strcmp(s, "0") == 0);
 }
 // NEXUS_FLASH_KV_SPLIT=0: the loader refills a stage's K only when its V is free too (to measure).
 bool kv_split_release() { return switch_on("NEXUS_FLASH_KV_SPLIT"); }
@@ -420,11 +484,22 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
     next_block.emplace(ctx, sizeof(int));
     NX_CUDA_CHECK(cudaMemsetAsync(next_block->ptr, 0, sizeof(int), stream_of(ctx)));
   }
+  const bool stage_o = persist && fwd_stage_o() && encode_rows(&maps.o, out.data, BF16, a.batch * a.heads, a.tq, D, 16);
   auto go = [&](auto alibi_tag, auto tma_tag, auto persist_tag, auto qbuf_tag) {
     constexpr bool kPersist = decltype(persist_tag)::value;
-    constexpr int kQB = decltype(qbuf_tag)::value;
-    auto kernel = flash_fwd_wgmma<D, WGS, BF16, decltype(alibi_tag)::value, decltype(tma_tag)::value, kPersist, kQB>;
-    const size_t smem = FwdSmem<D, WGS, kQB, fwd_stages<D, kPersist>(kQB)>::kBytes;
+    constexpr int kQB = decltype(qbuf_tag)::value, kS = fwd_stages<D, kPersist>(kQB);
+    constexpr bool kCanStage = kPersist && FwdSmem<D, WGS, kQB, kS, true>::kFits;
+    auto pick = [&](auto stage_tag) {
+      auto kernel = flash_fwd_wgmma<D, WGS, BF16, decltype(alibi_tag)::value, decltype(tma_tag)::value, kPersist, kQB,
+                                    decltype(stage_tag)::value>;
+      return std::make_pair(kernel, FwdSmem<D, WGS, kQB, kS, decltype(stage_tag)::value>::kBytes);
+    };
+    const auto [kernel, smem] = [&] {
+      if constexpr (kCanStage) {
+        if (stage_o) return pick(std::true_type{});
+      }
+      return pick(std::false_type{});
+    }();
     NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     const int64_t grid = persist ? std::min<int64_t>(blocks, sm_count()) : blocks;
     kernel<<<unsigned(grid), fwd_threads(WGS), smem, stream_of(ctx)>>>(p, static_cast<const uint16_t*>(q.data),
@@ -435,7 +510,7 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
   };
   auto with_tma = [&](auto alibi_tag) {
     using one = std::integral_constant<int, 1>;
-    if (persist && fwd_two_q_buffers(WGS)) go(alibi_tag, std::true_type{}, std::true_type{}, std::integral_constant<int, 2>{});
+    if (persist && fwd_two_q_buffers(D, WGS)) go(alibi_tag, std::true_type{}, std::true_type{}, std::integral_constant<int, 2>{});
     else if (persist) go(alibi_tag, std::true_type{}, std::true_type{}, one{});
     else if (tma) go(alibi_tag, std::true_type{}, std::false_type{}, one{});
     else go(alibi_tag, std::false_type{}, std::false_type{}, one{});
