@@ -180,6 +180,23 @@ __device__ __forceinline__ void stmatrix_x4(uint32_t addr, uint32_t m0, uint32_t
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n"
                ::"r"(addr), "r"(m0), "r"(m1), "r"(m2), "r"(m3) : "memory");
 }
+// One warp's 16 rows of an MMA accumulator (acc[n8 block][4], rows 0-7 scaled by f0, rows 8-15 by
+// f1) as 16-bit values into D / 64 boxes of 16 rows x 128 bytes at base (1024-byte aligned, 2 KB a
+// box), 128-byte swizzled as a tensor map's 16-row boxes read them: a stmatrix takes two n8 blocks
+// of both row halves (lane l addresses row l % 8 of matrix l / 8: n8 block 2k + l / 16, rows
+// 8 (l / 8 % 2)..).
+template <bool BF16, int DT>
+__device__ __forceinline__ void stage_rows16(uint32_t base, const float (&acc)[DT][4], float f0, float f1, int lane) {
+  const int mrow = (lane / 8 % 2) * 8 + lane % 8;
+#pragma unroll
+  for (int k2 = 0; k2 < DT / 2; ++k2) {
+    const int dn = 2 * k2 + lane / 16;
+    stmatrix_x4(base + (dn / 8) * 2048 + mrow * 128 + (((dn % 8) ^ (mrow % 8)) << 4),
+                pack2<BF16>(acc[2 * k2][0] * f0, acc[2 * k2][1] * f0), pack2<BF16>(acc[2 * k2][2] * f1, acc[2 * k2][3] * f1),
+                pack2<BF16>(acc[2 * k2 + 1][0] * f0, acc[2 * k2 + 1][1] * f0),
+                pack2<BF16>(acc[2 * k2 + 1][2] * f1, acc[2 * k2 + 1][3] * f1));
+  }
+}
 // Named barriers 1..15 between `threads` threads (0 is __syncthreads).
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");

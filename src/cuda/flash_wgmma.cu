@@ -327,21 +327,11 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
       }
     }
     if constexpr (STAGE_O) {
-      // The last block's stores have read the buffer; then two n8 blocks of both row halves a
-      // stmatrix (lane l addresses row l % 8 of matrix l / 8: n8 block 2k + l / 16, rows
-      // 8 (l / 8 % 2)..), and one TMA store a box, issued by lane 0 (rows past tq are not written).
+      // Once the last block's stores have read the buffer: O into it, then one TMA store a box,
+      // issued by lane 0 (rows past tq are not written).
       if (lane == 0) bulk_wait_read();
       __syncwarp();
-      const int mrow = (lane / 8 % 2) * 8 + lane % 8;
-#pragma unroll
-      for (int k2 = 0; k2 < DT / 2; ++k2) {
-        const int dn = 2 * k2 + lane / 16;
-        const uint32_t at = o_warp + (dn / 8) * 2048 + mrow * 128 + (((dn % 8) ^ (mrow % 8)) << 4);
-        stmatrix_x4(at, pack2<BF16>(o[0][2 * k2][0] * inv[0], o[0][2 * k2][1] * inv[0]),
-                    pack2<BF16>(o[0][2 * k2][2] * inv[1], o[0][2 * k2][3] * inv[1]),
-                    pack2<BF16>(o[0][2 * k2 + 1][0] * inv[0], o[0][2 * k2 + 1][1] * inv[0]),
-                    pack2<BF16>(o[0][2 * k2 + 1][2] * inv[1], o[0][2 * k2 + 1][3] * inv[1]));
-      }
+      stage_rows16<BF16>(o_warp, o[0], inv[0], inv[1], lane);
       fence_async_smem();
       __syncwarp();
       if (lane == 0) {

@@ -92,9 +92,10 @@ __global__ void bwd_tile_stats(const float* __restrict__ lse, const float* __res
 }
 
 // Tensor maps of q, dout (boxes of a tile's rows) and k, v (boxes of the block's keys) as
-// [batch * heads, rows, D] (TMA loads; unused otherwise).
+// [batch * heads, rows, D] (TMA loads; unused otherwise), and of dk, dv in boxes of one warp's 16
+// keys (the stores of stage_dkv).
 struct BwdMaps {
-  CUtensorMap q, dout, k, v;
+  CUtensorMap q, dout, k, v, dk, dv;
 };
 
 template <int D, bool BF16, bool ALIBI, bool DET, bool TMA>
@@ -102,7 +103,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
     const float* __restrict__ tile_stats, float* __restrict__ dq_acc,
     int* __restrict__ dq_turns, uint16_t* __restrict__ dk, uint16_t* __restrict__ dv,
-    const __grid_constant__ BwdMaps maps) {
+    const __grid_constant__ BwdMaps maps, bool stage_dkv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int KB = kBwdKeys, T = bwd_rows(D), NT = T / 8, DT = D / 8, S = kBwdStages;
   // the dQ tile [T][D] in two parts: rows when T = 128, columns when T = 64
@@ -385,10 +386,32 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     }
   }
   if (!DET && issuer) bulk_wait_all();
+  const int bhk = b * int(p.kv_heads) + hk;
+  if (TMA && stage_dkv) {
+    // dK and dV leave through shared memory by TMA stores (full lines, not 32-bit stores of 16
+    // bytes a row): the Q and dO stages (64 KB) are free once both warpgroups are past their last
+    // tile (each waited for its products before this barrier); keys past tk are not written.
+    named_sync(5, kBwdCompute);
+    uint8_t* dk_buf = qbuf + (wg * 4 + warp) * (D / 64) * 2048;
+    uint8_t* dv_buf = dk_buf + 8 * (D / 64) * 2048;
+    stage_rows16<BF16>(smem_addr(dk_buf), dka[0], p.scale, p.scale, lane);
+    stage_rows16<BF16>(smem_addr(dv_buf), dva[0], 1.f, 1.f, lane);
+    fence_async_smem();
+    __syncwarp();
+    if (lane == 0) {
+      for (int c = 0; c < D / 64; ++c) {
+        tma_store_3d(&maps.dk, dk_buf + c * 2048, 64 * c, k0 + key_row - g, bhk);
+        tma_store_3d(&maps.dv, dv_buf + c * 2048, 64 * c, k0 + key_row - g, bhk);
+      }
+      bulk_commit();
+      bulk_wait_read();  // shared memory stays until the stores have read it
+    }
+    return;
+  }
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (keys[r] >= tk) continue;
-    const int64_t at = ((int64_t(b) * p.kv_heads + hk) * p.tk + keys[r]) * D;
+    const int64_t at = (int64_t(bhk) * p.tk + keys[r]) * D;
 #pragma unroll
     for (int dn = 0; dn < DT; ++dn) {
       *reinterpret_cast<uint32_t*>(dk + at + dn * 8 + t * 2) = pack2<BF16>(dka[0][dn][r * 2] * p.scale, dka[0][dn][r * 2 + 1] * p.scale);
@@ -441,13 +464,20 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
                    encode_rows(&maps.dout, dout.data, BF16, a.batch * a.heads, a.tq, D, T) &&
                    encode_rows(&maps.k, k.data, BF16, a.batch * a.kv_heads, a.tk, D, kBwdKeys) &&
                    encode_rows(&maps.v, v.data, BF16, a.batch * a.kv_heads, a.tk, D, kBwdKeys);
+  // dK and dV by TMA stores (the Q and dO stages hold them: 2 x 128 keys x D x 2 bytes fit);
+  // NEXUS_FLASH_BWD_STAGE_DKV=0 stores them from registers (to measure)
+  static_assert(kBwdKeys <= S * T, "dK and dV fit the Q and dO stages");
+  const char* env_stage = std::getenv("NEXUS_FLASH_BWD_STAGE_DKV");
+  const bool stage_dkv = tma && !(env_stage && std::strcmp(env_stage, "0") == 0) &&
+                         encode_rows(&maps.dk, dk.data, BF16, a.batch * a.kv_heads, a.tk, D, 16) &&
+                         encode_rows(&maps.dv, dv.data, BF16, a.batch * a.kv_heads, a.tk, D, 16);
   auto go = [&](auto alibi_tag, auto tma_tag) {
     auto kernel = flash_bwd_wgmma<D, BF16, decltype(alibi_tag)::value, DET, decltype(tma_tag)::value>;
     NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
     kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdKeys - 1) / kBwdKeys)), kBwdThreads, smem, stream_of(ctx)>>>(
         p, u16(q), u16(k), u16(v), u16(dout), static_cast<const float*>(tile_stats.ptr), static_cast<float*>(acc.ptr),
-        turns, static_cast<uint16_t*>(dk.data), static_cast<uint16_t*>(dv.data), maps);
+        turns, static_cast<uint16_t*>(dk.data), static_cast<uint16_t*>(dv.data), maps, stage_dkv);
     NX_CUDA_LAUNCH_CHECK();
   };
   auto with_tma = [&](auto alibi_tag) { tma ? go(alibi_tag, std::true_type{}) : go(alibi_tag, std::false_type{}); };

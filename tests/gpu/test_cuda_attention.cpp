@@ -110,6 +110,52 @@ TEST(CudaAttentionPersistent, EqualsOneLaunchBlockPerQueryBlockBitForBit) {
   }
 }
 
+// Output tiles written through shared memory by TMA stores (the persistent forward's O, the
+// backward's dK and dV) equal the same values stored from registers (NEXUS_FLASH_FWD_STAGE_O=0,
+// NEXUS_FLASH_BWD_STAGE_DKV=0) bit for bit, including the rows past a sequence end the tensor map
+// must not write (lengths that are not multiples of 16 or of a block, one shorter than a block).
+// Deterministic mode, so dQ's order of additions is fixed and it compares bit for bit too.
+TEST(CudaAttentionStores, StagedTileStoresEqualRegisterStoresBitForBit) {
+  NX_REQUIRE_GPU();
+  const AttnCase cases[] = {AttnCase{2, 8, 2, 1000, 1000, 128, true, false, DType::BF16},
+                            AttnCase{2, 8, 4, 700, 900, 64, true, true, DType::F16},
+                            AttnCase{1, 4, 4, 77, 77, 128, false, false, DType::BF16},
+                            AttnCase{1, 16, 16, 2100, 2100, 64, false, false, DType::BF16}};
+  for (const AttnCase& c : cases) {
+    manual_seed(12);
+    auto make = [&](Shape s) { return to_device(cast(randn(s, DType::F32, kCpu), c.dt), kGpu); };
+    Tensor q = make({c.b, c.h, c.tq, c.d}), k = make({c.b, c.hkv, c.tk, c.d}), v = make({c.b, c.hkv, c.tk, c.d});
+    Tensor gout = make({c.b, c.h, c.tq, c.d});
+    auto run = [&](bool staged) {
+      if (!staged) {
+        ::setenv("NEXUS_FLASH_FWD_STAGE_O", "0", 1);
+        ::setenv("NEXUS_FLASH_BWD_STAGE_DKV", "0", 1);
+      }
+      set_deterministic(true);
+      Tensor ql = grad_leaf(q), kl = grad_leaf(k), vl = grad_leaf(v);
+      BackwardOptions opt;
+      opt.accumulate = false;
+      Tensor out = flash_attention(ql, kl, vl, c.causal, c.alibi, 0.0);
+      std::vector<Tensor> all = run_backward(out, gout, opt, {ql, kl, vl});
+      all.insert(all.begin(), out);
+      set_deterministic(false);
+      ::unsetenv("NEXUS_FLASH_FWD_STAGE_O");
+      ::unsetenv("NEXUS_FLASH_BWD_STAGE_DKV");
+      return all;
+    };
+    const std::vector<Tensor> from_registers = run(false), staged = run(true);
+    const char* names[4] = {"out", "dq", "dk", "dv"};
+    for (size_t i = 0; i < 4; ++i) {
+      std::printf("stores b%lld h%lld/%lld tq%lld tk%lld d%lld %s%s %s: max difference %.3g (max |x| %.3g)\n",
+                  (long long)c.b, (long long)c.h, (long long)c.hkv, (long long)c.tq, (long long)c.tk, (long long)c.d,
+                  c.causal ? "causal" : "full", c.alibi ? "+alibi" : "", names[i], max_err(staged[i], from_registers[i]),
+                  max_abs(from_registers[i]));
+      EXPECT_EQ(max_err(staged[i], from_registers[i]), 0.0) << names[i];
+      EXPECT_GT(max_abs(from_registers[i]), 0.0) << names[i];
+    }
+  }
+}
+
 // The forward's lazy rescale (flash_common.cuh: a warp's reference maxima move only when a row's
 // max grows by more than 2^8): designed scores whose maximum jumps late in the rows, by more than
 // the threshold (at keys 300 and 2500: a rescale long after the first tile), by less (key 900: the
