@@ -66,9 +66,10 @@ struct FwdSmem {
   static constexpr bool kFits = kBytes <= 227 * 1024;  // a block's shared memory on sm_90
 };
 // Persistent blocks may hold two Q buffers (session 27), so that the next query block's Q loads
-// during this one instead of after its last S: by default only with three warpgroups (head_dim
-// 64), where it measured 1.5% faster. At head_dim 128 the second buffer costs a K/V stage (227 KB
-// in all); NEXUS_FLASH_FWD_QBUF=1|2 forces one or two (fwd_two_q_buffers).
+// during this one instead of after its last S: by default with three warpgroups (head_dim 64),
+// where it measured 1.5% faster, and at head_dim 128, where it costs a K/V stage (227 KB in all;
+// two stages run as fast as three since K and V are released apart) and the stage it frees holds
+// the output tile (STAGE_O); NEXUS_FLASH_FWD_QBUF=1|2 forces one or two (fwd_two_q_buffers).
 template <int D, bool PERSIST>
 __host__ __device__ constexpr int fwd_stages(int qb) {
   return PERSIST && qb == 2 && D == 128 ? 2 : kFwdStages;
@@ -448,10 +449,7 @@ bool fwd_two_q_buffers(int d, int wgs) {
 }
 // Persistent blocks write O through shared memory by TMA stores where it fits (at head_dim 128
 // with two Q buffers and two stages); NEXUS_FLASH_FWD_STAGE_O=0 stores it from registers.
-bool fwd_stage_o() {
-  const char* s = std::getenv("NEXUS_FLASH_FWD_STAGE_O");
-  return !(s && std::strcmp(s, "0") == 0);
-}
+bool fwd_stage_o() { return switch_on("NEXUS_FLASH_FWD_STAGE_O"); }
 // NEXUS_FLASH_KV_SPLIT=0: the loader refills a stage's K only when its V is free too (to measure).
 bool kv_split_release() { return switch_on("NEXUS_FLASH_KV_SPLIT"); }
 

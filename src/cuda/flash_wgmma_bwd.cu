@@ -477,11 +477,9 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
   // dK and dV by TMA stores (the Q and dO stages hold them: 2 x 128 keys x D x 2 bytes fit);
   // NEXUS_FLASH_BWD_STAGE_DKV=0 stores them from registers (to measure)
   static_assert(kBwdKeys <= S * T, "dK and dV fit the Q and dO stages");
-  const char* env_stage = std::getenv("NEXUS_FLASH_BWD_STAGE_DKV");
   // K and V of the block a wave later prefetched into L2 (NEXUS_FLASH_BWD_PREFETCH=0: not, to measure)
-  const char* env_prefetch = std::getenv("NEXUS_FLASH_BWD_PREFETCH");
-  const int prefetch_ahead = env_prefetch && std::strcmp(env_prefetch, "0") == 0 ? 0 : sm_count();
-  const bool stage_dkv = tma && !(env_stage && std::strcmp(env_stage, "0") == 0) &&
+  const int prefetch_ahead = switch_on("NEXUS_FLASH_BWD_PREFETCH") ? sm_count() : 0;
+  const bool stage_dkv = tma && switch_on("NEXUS_FLASH_BWD_STAGE_DKV") &&
                          encode_rows(&maps.dk, dk.data, BF16, a.batch * a.kv_heads, a.tk, D, 16) &&
                          encode_rows(&maps.dv, dv.data, BF16, a.batch * a.kv_heads, a.tk, D, 16);
   auto go = [&](auto alibi_tag, auto tma_tag) {
