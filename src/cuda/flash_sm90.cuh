@@ -166,11 +166,6 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const void* map, int x, i
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
       ::"r"(smem_addr(dst)), "l"(map), "r"(x), "r"(y), "r"(z), "r"(smem_addr(bar)) : "memory");
 }
-// The box at (x, y, z) of the 3-D tensor map *map into L2 (no shared memory, nothing to wait for).
-__device__ __forceinline__ void tma_prefetch_l2_3d(const void* map, int x, int y, int z) {
-  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n"
-               ::"l"(map), "r"(x), "r"(y), "r"(z) : "memory");
-}
 // The box at (x, y, z) of the 3-D tensor map *map from src (TMA store in this thread's bulk group,
 // src laid out as the map's swizzle says; rows outside the tensor are not written).
 __device__ __forceinline__ void tma_store_3d(const void* map, const void* src, int x, int y, int z) {

@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     const uint16_t* __restrict__ k, const uint16_t* __restrict__ v, const uint16_t* __restrict__ dout,
     const float* __restrict__ tile_stats, float* __restrict__ dq_acc,
     int* __restrict__ dq_turns, uint16_t* __restrict__ dk, uint16_t* __restrict__ dv,
-    const __grid_constant__ BwdMaps maps, bool stage_dkv, int prefetch_ahead) {
+    const __grid_constant__ BwdMaps maps, bool stage_dkv) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int KB = kBwdKeys, T = bwd_rows(D), NT = T / 8, DT = D / 8, S = kBwdStages;
   // the dQ tile [T][D] in two parts: rows when T = 128, columns when T = 64
@@ -172,16 +172,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       for (int c = 0; c < D / 64; ++c) {
         tma_load_3d(ks + c * KB * 128, &maps.k, 64 * c, k0, bhk, kv_full);
         tma_load_3d(vs + c * KB * 128, &maps.v, 64 * c, k0, bhk, kv_full);
-      }
-      // K and V of the block about to start when this one ends (one block per multiprocessor,
-      // launched in index order: about prefetch_ahead later) into L2, so that its first loads come
-      // from L2 rather than memory: each key block's K and V are read by that block alone.
-      if (prefetch_ahead > 0 && blockIdx.x + prefetch_ahead < gridDim.x) {
-        const int later = blockIdx.x + prefetch_ahead, nkb = (tk + KB - 1) / KB;
-        for (int c = 0; c < D / 64; ++c) {
-          tma_prefetch_l2_3d(&maps.k, 64 * c, (later % nkb) * KB, later / nkb);
-          tma_prefetch_l2_3d(&maps.v, 64 * c, (later % nkb) * KB, later / nkb);
-        }
       }
       for (int i = 0; i < total; ++i) {
         const int s = i % S, h = walk.head(slot(i)), q0 = walk.q0(slot(i), T), bh = b * int(p.heads) + h;
@@ -477,8 +467,6 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
   // dK and dV by TMA stores (the Q and dO stages hold them: 2 x 128 keys x D x 2 bytes fit);
   // NEXUS_FLASH_BWD_STAGE_DKV=0 stores them from registers (to measure)
   static_assert(kBwdKeys <= S * T, "dK and dV fit the Q and dO stages");
-  // K and V of the block a wave later prefetched into L2 (NEXUS_FLASH_BWD_PREFETCH=0: not, to measure)
-  const int prefetch_ahead = switch_on("NEXUS_FLASH_BWD_PREFETCH") ? sm_count() : 0;
   const bool stage_dkv = tma && switch_on("NEXUS_FLASH_BWD_STAGE_DKV") &&
                          encode_rows(&maps.dk, dk.data, BF16, a.batch * a.kv_heads, a.tk, D, 16) &&
                          encode_rows(&maps.dv, dv.data, BF16, a.batch * a.kv_heads, a.tk, D, 16);
@@ -488,7 +476,7 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
     auto u16 = [](const View& x) { return static_cast<const uint16_t*>(x.data); };
     kernel<<<unsigned(a.batch * a.kv_heads * ((a.tk + kBwdKeys - 1) / kBwdKeys)), kBwdThreads, smem, stream_of(ctx)>>>(
         p, u16(q), u16(k), u16(v), u16(dout), static_cast<const float*>(tile_stats.ptr), static_cast<float*>(acc.ptr),
-        turns, static_cast<uint16_t*>(dk.data), static_cast<uint16_t*>(dv.data), maps, stage_dkv, prefetch_ahead);
+        turns, static_cast<uint16_t*>(dk.data), static_cast<uint16_t*>(dv.data), maps, stage_dkv);
     NX_CUDA_LAUNCH_CHECK();
   };
   auto with_tma = [&](auto alibi_tag) { tma ? go(alibi_tag, std::true_type{}) : go(alibi_tag, std::false_type{}); };
