@@ -275,14 +275,10 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     return softmax_step<ALIBI, false, false, kLazy>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2,
                                                       p.lazy_rescale);
   };
-  // this warp is done with a stage (and, at a block's last S, with Q too: one fence for both)
-  auto release = [&](uint64_t* bar, uint64_t* also = nullptr) {
+  auto release = [&](uint64_t* bar) {  // this warp is done with a stage (or Q)
     fence_async_smem();
     __syncwarp();
-    if (lane == 0) {
-      mbar_arrive(bar);
-      if (also) mbar_arrive(also);
-    }
+    if (lane == 0) mbar_arrive(bar);
   };
   auto wait_full = [&](uint64_t* full, int j) { mbar_wait(full + (tile0 + j) % S, ((tile0 + j) / S) & 1); };
   // Turns at the tensor cores: warpgroup w > 0 issues phase j after warpgroup w - 1's phase j,
@@ -373,8 +369,8 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   wg_wait<0>();
   for (;;) {  // S_0 of block x has landed
     const int ntiles = x.ntiles;
-    // at the block's last S, Q may be replaced too
-    release(k_empty + tile0 % S, ntiles == 1 ? q_empty + n % QB : nullptr);
+    release(k_empty + tile0 % S);
+    if (ntiles == 1) release(q_empty + n % QB);  // the block's last S has landed: Q may be replaced
     softmax(0);
     to_a_fragments<BF16>(pa, s);
     // phases 1 .. ntiles - 1: S_j and P_{j-1} V_{j-1}; the softmax of tile j runs under P V
@@ -387,7 +383,8 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
       issue_pv(j - 1);
       named_arrive(next_turn, 256);
       wg_wait<1>();
-      release(k_empty + (tile0 + j) % S, j == ntiles - 1 ? q_empty + n % QB : nullptr);
+      release(k_empty + (tile0 + j) % S);
+      if (j == ntiles - 1) release(q_empty + n % QB);
       const bool moved = softmax(j);
       wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled, P overwritten, the stage freed
       release(v_empty + (tile0 + j - 1) % S);
@@ -409,7 +406,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
         wait_full(k_full, ntiles);
         fence_async_smem();
       }
-      if constexpr (QB > 1) q_rows = sw128_desc(q_addr + nb * L::kQ, 16, 1024);
+      q_rows = sw128_desc(q_addr + nb * L::kQ, 16, 1024);
       wg_fence();
       issue_s(ntiles);
     }
