@@ -122,8 +122,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + 2 * 2 * T);
   uint64_t* full = kv_full + 1;
   uint64_t* empty = full + S;
-  uint64_t* dq_full = empty + S;    // DET: tile i's dQ is staged ([i % 2]: one per writer)
-  uint64_t* dq_empty = dq_full + 2;  // DET: the writer's add has read the staging buffer
+  // DET: dQ writers; with TMA one thread loads, so three warps write, else two
+  constexpr int kWriters = TMA ? 3 : 2;
+  uint64_t* dq_full = empty + S;    // DET: tile i's dQ is staged ([i % kWriters]: one per writer)
+  uint64_t* dq_empty = dq_full + kWriters;  // DET: the writer's add has read the staging buffer
   constexpr int kLoaders = bwd_loaders<DET>();
   const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq, ntiles = (tq + T - 1) / T;
   constexpr uint32_t kStatBytes = 2 * T * sizeof(float);
@@ -141,8 +143,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       mbar_init(full + s, kLoadArrivals);
       mbar_init(empty + s, kBwdCompute / 32);  // one per compute warp
     }
-    mbar_init(dq_full, 1);  // the owner's issuer
-    mbar_init(dq_full + 1, 1);
+    for (int w = 0; w < kWriters; ++w) mbar_init(dq_full + w, 1);  // the owner's issuer
     mbar_init(dq_empty, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -152,13 +153,13 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
     const int tid = threadIdx.x - kBwdCompute;
     if constexpr (DET) {
-      // two writers (lane 0 of the two non-loading warps) take alternate tiles: one waits for its
-      // add to land before passing the turn while the other already adds the next tile; each has
-      // its own dq_full (a writer a tile ahead would take the other's phase for its own)
-      constexpr int kWriters = 2;
-      if (tid >= kLoaders && (tid - kLoaders) % 32 == 0) {
+      // the writers (lane 0 of the warps that do not load) take tiles in rotation: one waits for
+      // its add to land before passing the turn while the next already adds the next tile; each
+      // has its own dq_full (a writer a tile ahead would take another's phase for its own)
+      const int first_writer = 4 - kWriters;  // warp of the loader warpgroup
+      if (tid >= 32 * first_writer && tid % 32 == 0) {
         const TileOrder<T, KB> order(tq, tk, walk.group, p.causal);
-        for (int i = (tid - kLoaders) / 32; i < total; i += kWriters) {
+        for (int i = tid / 32 - first_writer; i < total; i += kWriters) {
           const int h = walk.head(slot(i)), qt = walk.q0(slot(i), T) / T, tile = tile_of(h, qt);
           const int turn = order.turn(k0 / KB, h - hk * walk.group, qt);
           mbar_wait(dq_full + i % kWriters, (i / kWriters) & 1);
@@ -386,7 +387,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     named_sync(3 + wg, 128);  // the tile is staged
     if (issuer) {
       if constexpr (DET) {
-        mbar_arrive(dq_full + i % 2);
+        mbar_arrive(dq_full + i % kWriters);
       } else {
         bulk_reduce_add_f32(dq_acc + int64_t(tile_of(h, q0 / T)) * T * D, dqs, uint32_t(T * D * 4));
       }
@@ -465,7 +466,7 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
   NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, bytes, stream_of(ctx)));
   int* turns = DET ? reinterpret_cast<int*>(static_cast<uint8_t*>(acc.ptr) + acc_bytes) : nullptr;
   const size_t smem = 1024 + size_t(2 * kBwdKeys + 2 * S * T) * D * 2 + 2 * size_t(kBwdKeys) * T * 2 +
-                      size_t(T) * D * 4 + S * 2 * T * sizeof(float) + (1 + 2 * S + 3) * 8;
+                      size_t(T) * D * 4 + S * 2 * T * sizeof(float) + (1 + 2 * S + 3 + 1) * 8;  // barriers: up to three dQ writers
   BwdMaps maps{};
   const bool tma = tma_requested() && encode_rows(&maps.q, q.data, BF16, a.batch * a.heads, a.tq, D, T) &&
                    encode_rows(&maps.dout, dout.data, BF16, a.batch * a.heads, a.tq, D, T) &&
