@@ -46,7 +46,8 @@ static_assert(kBwdThreads == kBwdCompute + 128, "two compute warpgroups and one 
 // counts its part once the add has landed. Waiting for the turn, for the add and the release
 // fence that publishes it cost the compute warps 13-29% when they did it themselves (session 16).
 // Two writers take alternate tiles (session 28: with one, waiting for each add to land before the
-// next tile's add cost head_dim 128 9-31% against the default backward).
+// next tile's add cost head_dim 128 9-31% against the default backward; three were slower).
+constexpr int kDqWriters = 2;
 constexpr int kBwdKeys = 128;
 // A tile's lse and delta come by a bulk copy that completes on the stage's mbarrier (session 18: when
 // the compute threads loaded them, the loads were waited for at the fences opening the next tile).
@@ -122,10 +123,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + 2 * 2 * T);
   uint64_t* full = kv_full + 1;
   uint64_t* empty = full + S;
-  // DET: dQ writers; with TMA one thread loads, so three warps write, else two
-  constexpr int kWriters = TMA ? 3 : 2;
-  uint64_t* dq_full = empty + S;    // DET: tile i's dQ is staged ([i % kWriters]: one per writer)
-  uint64_t* dq_empty = dq_full + kWriters;  // DET: the writer's add has read the staging buffer
+  uint64_t* dq_full = empty + S;  // DET: tile i's dQ is staged ([i % kDqWriters]: one per writer)
+  uint64_t* dq_empty = dq_full + kDqWriters;  // DET: the writer's add has read the staging buffer
   constexpr int kLoaders = bwd_loaders<DET>();
   const int tq = int(p.tq), tk = int(p.tk), offset = tk - tq, ntiles = (tq + T - 1) / T;
   constexpr uint32_t kStatBytes = 2 * T * sizeof(float);
@@ -143,7 +142,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       mbar_init(full + s, kLoadArrivals);
       mbar_init(empty + s, kBwdCompute / 32);  // one per compute warp
     }
-    for (int w = 0; w < kWriters; ++w) mbar_init(dq_full + w, 1);  // the owner's issuer
+    for (int w = 0; w < kDqWriters; ++w) mbar_init(dq_full + w, 1);  // the owner's issuer
     mbar_init(dq_empty, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
@@ -153,16 +152,16 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     asm volatile("setmaxnreg.dec.sync.aligned.u32 56;\n");
     const int tid = threadIdx.x - kBwdCompute;
     if constexpr (DET) {
-      // the writers (lane 0 of the warps that do not load) take tiles in rotation: one waits for
-      // its add to land before passing the turn while the next already adds the next tile; each
-      // has its own dq_full (a writer a tile ahead would take another's phase for its own)
-      const int first_writer = 4 - kWriters;  // warp of the loader warpgroup
-      if (tid >= 32 * first_writer && tid % 32 == 0) {
+      // the writers (lane 0 of the two non-loading warps) take alternate tiles: one waits for its
+      // add to land before passing the turn while the other already adds the next tile; each has
+      // its own dq_full (a writer a tile ahead would take the other's phase for its own)
+      static_assert(kDqWriters * 32 == 128 - bwd_loaders<true>(), "one writer a non-loading warp");
+      if (tid >= kLoaders && (tid - kLoaders) % 32 == 0) {
         const TileOrder<T, KB> order(tq, tk, walk.group, p.causal);
-        for (int i = tid / 32 - first_writer; i < total; i += kWriters) {
+        for (int i = (tid - kLoaders) / 32; i < total; i += kDqWriters) {
           const int h = walk.head(slot(i)), qt = walk.q0(slot(i), T) / T, tile = tile_of(h, qt);
           const int turn = order.turn(k0 / KB, h - hk * walk.group, qt);
-          mbar_wait(dq_full + i % kWriters, (i / kWriters) & 1);
+          mbar_wait(dq_full + i % kDqWriters, (i / kDqWriters) & 1);
           wait_turn(dq_turns + tile, turn);
           bulk_reduce_add_f32(dq_acc + int64_t(tile) * T * D, dqs, uint32_t(T * D * 4));
           bulk_wait_read();
@@ -387,7 +386,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     named_sync(3 + wg, 128);  // the tile is staged
     if (issuer) {
       if constexpr (DET) {
-        mbar_arrive(dq_full + i % kWriters);
+        mbar_arrive(dq_full + i % kDqWriters);
       } else {
         bulk_reduce_add_f32(dq_acc + int64_t(tile_of(h, q0 / T)) * T * D, dqs, uint32_t(T * D * 4));
       }
@@ -466,7 +465,7 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
   NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, bytes, stream_of(ctx)));
   int* turns = DET ? reinterpret_cast<int*>(static_cast<uint8_t*>(acc.ptr) + acc_bytes) : nullptr;
   const size_t smem = 1024 + size_t(2 * kBwdKeys + 2 * S * T) * D * 2 + 2 * size_t(kBwdKeys) * T * 2 +
-                      size_t(T) * D * 4 + S * 2 * T * sizeof(float) + (1 + 2 * S + 3 + 1) * 8;  // barriers: up to three dQ writers
+                      size_t(T) * D * 4 + S * 2 * T * sizeof(float) + (1 + 2 * S + kDqWriters + 1) * 8;
   BwdMaps maps{};
   const bool tma = tma_requested() && encode_rows(&maps.q, q.data, BF16, a.batch * a.heads, a.tq, D, T) &&
                    encode_rows(&maps.dout, dout.data, BF16, a.batch * a.heads, a.tq, D, T) &&
