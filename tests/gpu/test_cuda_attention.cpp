@@ -5,6 +5,7 @@
 // each reported as max abs error over the max magnitude of the reference.
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -15,6 +16,18 @@ namespace nx::gputest {
 namespace {
 
 struct AttnCase { int64_t b, h, hkv, tq, tk, d; bool causal, alibi; DType dt; };
+
+// A case as the tests print it: "b2 h8/2 tq1000 tk1000 d128 causal+alibi".
+std::string describe(const AttnCase& c) {
+  char text[128];
+  std::snprintf(text, sizeof text, "b%lld h%lld/%lld tq%lld tk%lld d%lld %s%s", (long long)c.b, (long long)c.h,
+                (long long)c.hkv, (long long)c.tq, (long long)c.tk, (long long)c.d, c.causal ? "causal" : "full",
+                c.alibi ? "+alibi" : "");
+  return text;
+}
+
+// Random normal values of shape s, rounded to the case's dtype, on the GPU.
+Tensor gpu_randn(const AttnCase& c, Shape s) { return to_device(cast(randn(s, DType::F32, kCpu), c.dt), kGpu); }
 
 
 class CudaAttention : public ::testing::TestWithParam<AttnCase> {};
@@ -47,9 +60,8 @@ TEST_P(CudaAttention, HalfPrecisionMatchesF64Reference) {
     ::unsetenv("NEXUS_FLASH_KERNEL");
     double bwd = 0;
     for (int i = 0; i < 3; ++i) bwd = std::max(bwd, max_err(gg[size_t(i)], gr[size_t(i)]) / std::max(1e-3, max_abs(gr[size_t(i)])));
-    std::printf("attention b%lld h%lld/%lld tq%lld tk%lld d%lld %s%s %s [%s]: fwd rel err %.2e, grads rel err %.2e (bound %.0e)\n",
-                (long long)c.b, (long long)c.h, (long long)c.hkv, (long long)c.tq, (long long)c.tk, (long long)c.d,
-                c.causal ? "causal" : "full", c.alibi ? "+alibi" : "", dtype_name(c.dt), kernel, fwd, bwd, bound);
+    std::printf("attention %s %s [%s]: fwd rel err %.2e, grads rel err %.2e (bound %.0e)\n", describe(c).c_str(),
+                dtype_name(c.dt), kernel, fwd, bwd, bound);
     EXPECT_LT(fwd, bound) << kernel;
     EXPECT_LT(bwd, 4 * bound) << kernel;  // the gradient sums many rounded products
     if (!first_out.defined()) {
@@ -94,17 +106,15 @@ TEST(CudaAttentionPersistent, EqualsOneLaunchBlockPerQueryBlockBitForBit) {
                             AttnCase{2, 16, 4, 700, 900, 128, false, true, DType::F16}};
   for (const AttnCase& c : cases) {
     manual_seed(8);
-    auto make = [&](Shape s) { return to_device(cast(randn(s, DType::F32, kCpu), c.dt), kGpu); };
-    Tensor q = make({c.b, c.h, c.tq, c.d}), k = make({c.b, c.hkv, c.tk, c.d}), v = make({c.b, c.hkv, c.tk, c.d});
+    Tensor q = gpu_randn(c, {c.b, c.h, c.tq, c.d}), k = gpu_randn(c, {c.b, c.hkv, c.tk, c.d}),
+           v = gpu_randn(c, {c.b, c.hkv, c.tk, c.d});
     ::setenv("NEXUS_FLASH_PERSISTENT", "0", 1);
     const Tensor one_each = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
     ::setenv("NEXUS_FLASH_PERSISTENT", "1", 1);
     const Tensor persistent = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
     ::unsetenv("NEXUS_FLASH_PERSISTENT");
     const double diff = max_err(persistent, one_each);
-    std::printf("persistent b%lld h%lld/%lld tq%lld tk%lld d%lld %s%s: max difference %.3g (max |out| %.3g)\n",
-                (long long)c.b, (long long)c.h, (long long)c.hkv, (long long)c.tq, (long long)c.tk, (long long)c.d,
-                c.causal ? "causal" : "full", c.alibi ? "+alibi" : "", diff, max_abs(one_each));
+    std::printf("persistent %s: max difference %.3g (max |out| %.3g)\n", describe(c).c_str(), diff, max_abs(one_each));
     EXPECT_EQ(diff, 0.0);
     EXPECT_GT(max_abs(one_each), 0.0);
   }
@@ -123,9 +133,8 @@ TEST(CudaAttentionStores, StagedTileStoresEqualRegisterStoresBitForBit) {
                             AttnCase{1, 16, 16, 2100, 2100, 64, false, false, DType::BF16}};
   for (const AttnCase& c : cases) {
     manual_seed(12);
-    auto make = [&](Shape s) { return to_device(cast(randn(s, DType::F32, kCpu), c.dt), kGpu); };
-    Tensor q = make({c.b, c.h, c.tq, c.d}), k = make({c.b, c.hkv, c.tk, c.d}), v = make({c.b, c.hkv, c.tk, c.d});
-    Tensor gout = make({c.b, c.h, c.tq, c.d});
+    Tensor q = gpu_randn(c, {c.b, c.h, c.tq, c.d}), k = gpu_randn(c, {c.b, c.hkv, c.tk, c.d}),
+           v = gpu_randn(c, {c.b, c.hkv, c.tk, c.d}), gout = gpu_randn(c, {c.b, c.h, c.tq, c.d});
     auto run = [&](bool staged) {
       if (!staged) {
         ::setenv("NEXUS_FLASH_FWD_STAGE_O", "0", 1);
@@ -146,10 +155,8 @@ TEST(CudaAttentionStores, StagedTileStoresEqualRegisterStoresBitForBit) {
     const std::vector<Tensor> from_registers = run(false), staged = run(true);
     const char* names[4] = {"out", "dq", "dk", "dv"};
     for (size_t i = 0; i < 4; ++i) {
-      std::printf("stores b%lld h%lld/%lld tq%lld tk%lld d%lld %s%s %s: max difference %.3g (max |x| %.3g)\n",
-                  (long long)c.b, (long long)c.h, (long long)c.hkv, (long long)c.tq, (long long)c.tk, (long long)c.d,
-                  c.causal ? "causal" : "full", c.alibi ? "+alibi" : "", names[i], max_err(staged[i], from_registers[i]),
-                  max_abs(from_registers[i]));
+      std::printf("stores %s %s: max difference %.3g (max |x| %.3g)\n", describe(c).c_str(), names[i],
+                  max_err(staged[i], from_registers[i]), max_abs(from_registers[i]));
       EXPECT_EQ(max_err(staged[i], from_registers[i]), 0.0) << names[i];
       EXPECT_GT(max_abs(from_registers[i]), 0.0) << names[i];
     }
