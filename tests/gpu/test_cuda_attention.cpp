@@ -29,7 +29,6 @@ std::string describe(const AttnCase& c) {
 // Random normal values of shape s, rounded to the case's dtype, on the GPU.
 Tensor gpu_randn(const AttnCase& c, Shape s) { return to_device(cast(randn(s, DType::F32, kCpu), c.dt), kGpu); }
 
-
 class CudaAttention : public ::testing::TestWithParam<AttnCase> {};
 
 TEST_P(CudaAttention, HalfPrecisionMatchesF64Reference) {
