@@ -68,6 +68,22 @@ __device__ __forceinline__ float ex2(float x) {
   return y;
 }
 
+// 2^x on the FMA pipe, for x <= 128 (smaller x gives 2^-125 or about that, never 0, so only
+// scores that cannot be masked take it): x = n + f with n rounded to the nearest integer (added
+// to 1.5 * 2^23, n lands in the low mantissa bits), 2^f on [-0.5, 0.5] by a degree-3 minimax
+// polynomial (relative error 7.6e-5, under a bf16 weight's rounding, 2^-9), n added to the
+// exponent bits. Eight FMA-pipe instructions against one MUFU one: the MUFU gives 16 results a
+// clock an SM and the FMA pipe 128 instructions, so where the exponentials bound a tile, taking a
+// few of them here shortens it (FlashAttention-4's trick on Blackwell).
+__device__ __forceinline__ float ex2_fma(float x) {
+  constexpr float kRound = 12582912.f;  // 1.5 * 2^23
+  x = fmaxf(x, -125.f);
+  const float t = x + kRound;
+  const float f = x - (t - kRound);
+  const float p = fmaf(fmaf(fmaf(0.0552226342f, f, 0.242615178f), f, 0.69325161f), f, 0.99992758f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+
 // One online-softmax step over S tiles (raw Q K^T in s; rows g and g + 8 of each m16 tile across
 // the 4 lanes t that share them): ALiBi and masks, the running row max m (log2 units) and sum l,
 // and s replaced by the unnormalized weights 2^(s * scale2 - m). Without ALiBi the max is taken
@@ -80,7 +96,9 @@ __device__ __forceinline__ float ex2(float x) {
 // then up to 2^lazy instead of 1 (bf16/f16 keep their relative precision; the sum and the
 // output accumulate in f32), and the lse uses the same reference. Returns whether the maxima
 // moved (the same on every lane of the warp); when not, corr is 1 and rescale_rows can be skipped.
-template <bool ALIBI, bool MASK, bool P448 = false, bool LAZY = false, int MT, int NT>
+// FMA_EXP: a mask over n % 8 of the column groups whose weights take ex2_fma instead of the MUFU
+// (unmasked tiles only: a masked score must give exactly 0).
+template <bool ALIBI, bool MASK, bool P448 = false, bool LAZY = false, int FMA_EXP = 0, int MT, int NT>
 __device__ __forceinline__ bool softmax_step(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
                                              float (&corr)[MT][2], const int (&row_pos)[MT][2], int j0, int t,
                                              int tk, bool causal, float scale2, float slope2, float lazy = 0.f) {
@@ -129,7 +147,9 @@ __device__ __forceinline__ bool softmax_step(float (&s)[MT][NT][4], float (&m)[M
       const float shift = P448 ? base - 8.807354922057604f : base;  // log2(448)
 #pragma unroll
       for (int n = 0; n < NT; ++n) {
-        const float p0 = ex2(fmaf(s[mt][n][r * 2], sc, -shift)), p1 = ex2(fmaf(s[mt][n][r * 2 + 1], sc, -shift));
+        const bool on_fma = !MASK && !P448 && ((FMA_EXP >> (n % 8)) & 1);
+        const float x0 = fmaf(s[mt][n][r * 2], sc, -shift), x1 = fmaf(s[mt][n][r * 2 + 1], sc, -shift);
+        const float p0 = on_fma ? ex2_fma(x0) : ex2(x0), p1 = on_fma ? ex2_fma(x1) : ex2(x1);
         sum += p0 + p1;
         s[mt][n][r * 2] = p0;
         s[mt][n][r * 2 + 1] = p1;
