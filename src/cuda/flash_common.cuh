@@ -108,14 +108,7 @@ __device__ __forceinline__ bool softmax_step(float (&s)[MT][NT][4], float (&m)[M
   bool moved = true;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
-    // Each row's max in kMaxChains partial maxima (column group n into chain n % kMaxChains), so
-    // that the 2 * NT compares are kMaxChains short dependent chains rather than one long one: in
-    // one chain the warp waits out every compare's latency (32 in a row at 128 keys) before its
-    // exponentials can start. fmaxf is exact, so the order does not change the max.
-    constexpr int kMaxChains = NT % 4 == 0 ? 4 : 1;
-    float mxc[2][kMaxChains];
-#pragma unroll
-    for (int c = 0; c < kMaxChains; ++c) mxc[0][c] = mxc[1][c] = -INFINITY;
+    float mx[2] = {-INFINITY, -INFINITY};
     // Masked: key >= tk, or causal and key > the row's position, i.e. key >= lim, one bound per
     // row. Element (n, e) holds key j0 + 2t + 8n + (e & 1), so the test is one compare of a
     // constant against the bound taken relative to j0 + 2t (two instructions an element).
@@ -133,16 +126,10 @@ __device__ __forceinline__ bool softmax_step(float (&s)[MT][NT][4], float (&m)[M
         if constexpr (MASK)
           if (n * 8 + (e & 1) >= lim[r]) x = -INFINITY;
         s[mt][n][e] = x;
-        mxc[r][n % kMaxChains] = fmaxf(mxc[r][n % kMaxChains], x);
+        mx[r] = fmaxf(mx[r], x);
       }
-    float mx[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-#pragma unroll
-      for (int c = 1; c < kMaxChains; c *= 2)  // a tree over the chains
-#pragma unroll
-        for (int i = 0; i + c < kMaxChains; i += 2 * c) mxc[r][i] = fmaxf(mxc[r][i], mxc[r][i + c]);
-      mx[r] = mxc[r][0];
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
       mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
     }
