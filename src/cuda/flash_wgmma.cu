@@ -81,7 +81,7 @@ struct FwdMaps {
   CUtensorMap q, k, v, o;
 };
 
-template <int D, int WGS, bool BF16, bool ALIBI, bool TMA, bool PERSIST, int QB, bool STAGE_O, int FMA_EXP>
+template <int D, int WGS, bool BF16, bool ALIBI, bool TMA, bool PERSIST, int QB, bool STAGE_O>
 __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams p, const uint16_t* __restrict__ q,
                                                                   const uint16_t* __restrict__ k,
                                                                   const uint16_t* __restrict__ v,
@@ -267,12 +267,17 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   // Of tile j, once S_j has landed. The reference maxima move only when a row's grows by more
   // than 2^8 (lazy_rescale_threshold): true when they did and O must be rescaled (the same on the warp).
   constexpr bool kLazy = !(ALIBI && WGS == 3);  // there its registers spilled (ptxas)
+  // Head_dim 64 with two warpgroups: one column group in 8 takes its exponentials on the FMA pipe
+  // (ex2_fma), 2% faster at causal s1024-s2048 (H200, ncu, session 29), where a tile's 8192
+  // exponentials take the MUFU as long as the tile's products take the tensor cores; 2 groups in 8
+  // gained nothing, 3 lost 2%, and any share lost 3-10% with three warpgroups (busier issue slots).
+  constexpr int kFmaExp = D == 64 && WGS == 2 ? 0x80 : 0;
   auto softmax = [&](int j) {
     const int j0 = j * BN;
     const bool edge = j0 + BN > tk || (p.causal && j0 + BN - 1 > offset + q0 + wg * 64);
     if (edge) return softmax_step<ALIBI, true, false, kLazy>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2,
                                                              p.lazy_rescale);
-    return softmax_step<ALIBI, false, false, kLazy, FMA_EXP>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2,
+    return softmax_step<ALIBI, false, false, kLazy, kFmaExp>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2,
                                                       p.lazy_rescale);
   };
   auto release = [&](uint64_t* bar) {  // this warp is done with a stage (or Q)
@@ -452,16 +457,6 @@ bool fwd_two_q_buffers(int d, int wgs) {
 bool fwd_stage_o() { return switch_on("NEXUS_FLASH_FWD_STAGE_O"); }
 // NEXUS_FLASH_KV_SPLIT=0: the loader refills a stage's K only when its V is free too (to measure).
 bool kv_split_release() { return switch_on("NEXUS_FLASH_KV_SPLIT"); }
-// NEXUS_FLASH_FWD_FMA_EXP=0|1|2|3: none, 1, 2 or 3 of every 8 column groups' exponentials on the
-// FMA pipe (ex2_fma), head_dim 64 without ALiBi (to measure).
-int fwd_fma_exp() {
-  static const int mask = [] {
-    const char* s = std::getenv("NEXUS_FLASH_FWD_FMA_EXP");
-    const int n = s ? std::atoi(s) : 0;
-    return n == 1 ? 0x80 : n == 2 ? 0x88 : n == 3 ? 0x92 : 0;
-  }();
-  return mask;
-}
 
 template <int D, int WGS, bool BF16>
 void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& k, const View& v,
@@ -483,13 +478,13 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
     NX_CUDA_CHECK(cudaMemsetAsync(next_block->ptr, 0, sizeof(int), stream_of(ctx)));
   }
   const bool stage_o = persist && fwd_stage_o() && encode_rows(&maps.o, out.data, BF16, a.batch * a.heads, a.tq, D, 16);
-  auto go1 = [&](auto alibi_tag, auto tma_tag, auto persist_tag, auto qbuf_tag, auto fma_tag) {
+  auto go = [&](auto alibi_tag, auto tma_tag, auto persist_tag, auto qbuf_tag) {
     constexpr bool kPersist = decltype(persist_tag)::value;
     constexpr int kQB = decltype(qbuf_tag)::value, kS = fwd_stages<D, kPersist>(kQB);
     constexpr bool kCanStage = kPersist && FwdSmem<D, WGS, kQB, kS, true>::kFits;
     auto pick = [&](auto stage_tag) {
       auto kernel = flash_fwd_wgmma<D, WGS, BF16, decltype(alibi_tag)::value, decltype(tma_tag)::value, kPersist, kQB,
-                                    decltype(stage_tag)::value, decltype(fma_tag)::value>;
+                                    decltype(stage_tag)::value>;
       return std::make_pair(kernel, FwdSmem<D, WGS, kQB, kS, decltype(stage_tag)::value>::kBytes);
     };
     const auto [kernel, smem] = [&] {
@@ -505,18 +500,6 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
         static_cast<float*>(lse.data), maps, int(std::min<int64_t>(blocks, INT32_MAX)),
         persist ? static_cast<int*>(next_block->ptr) : nullptr);
     NX_CUDA_LAUNCH_CHECK();
-  };
-  auto go = [&](auto alibi_tag, auto tma_tag, auto persist_tag, auto qbuf_tag) {
-    using I = std::integral_constant<int, 0>;
-    if constexpr (D == 64 && !decltype(alibi_tag)::value && decltype(persist_tag)::value) {
-      switch (fwd_fma_exp()) {
-        case 0x80: return go1(alibi_tag, tma_tag, persist_tag, qbuf_tag, std::integral_constant<int, 0x80>{});
-        case 0x88: return go1(alibi_tag, tma_tag, persist_tag, qbuf_tag, std::integral_constant<int, 0x88>{});
-        case 0x92: return go1(alibi_tag, tma_tag, persist_tag, qbuf_tag, std::integral_constant<int, 0x92>{});
-        default: break;
-      }
-    }
-    go1(alibi_tag, tma_tag, persist_tag, qbuf_tag, I{});
   };
   auto with_tma = [&](auto alibi_tag) {
     using one = std::integral_constant<int, 1>;
