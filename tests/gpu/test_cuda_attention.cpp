@@ -89,7 +89,7 @@ INSTANTIATE_TEST_SUITE_P(Grid, CudaAttention, ::testing::Values(
     // few-query decode against a long cache (split keys): 3 and 2 queries, head_dim 64 and 256
     AttnCase{2, 8, 2, 3, 3000, 64, true, true, DType::BF16}, AttnCase{1, 2, 2, 2, 1000, 256, false, false, DType::F16},
     // decode with as many (batch, head) pairs as two blocks per SM of an H200: one split, no merge kernel
-    AttnCase{8, 32, 8, 1, 700, 128, true, false, DType::BF16}));
+    AttnCase{8, 32, 8, 1, 700, 128, true, false, DType::BF16}, AttnCase{8, 32, 8, 1, 1000, 64, false, true, DType::F16}));
 
 // The persistent forward (Hopper, TMA: a launch block per multiprocessor, each taking query blocks
 // until none is left, K/V tiles running through one ring across them) gives every query block the
