@@ -407,7 +407,7 @@ __global__ void __launch_bounds__(32 * (BulkDecode<T, D>::kWarps + 1), 2)
       const uint4 raw = *reinterpret_cast<const uint4*>(q + ((int64_t(b) * p.heads + h) * p.tq) * D + li * 8);
       const uint16_t* e = reinterpret_cast<const uint16_t*>(&raw);
 #pragma unroll
-      for (int x = 0; x < 8; ++x) qf[x] = to_acc(T{e[x]}) * float(p.scale) * kLog2e;
+      for (int x = 0; x < 8; ++x) qf[x] = to_acc(T{e[x]}) * (float(p.scale) * kLog2e);  // as the register kernel rounds it
     }
     const float slope2 = p.alibi ? float(p.slopes[h]) * kLog2e : 0.f;
     auto widen = [](const uint4& raw, float (&f)[8]) {
