@@ -23,6 +23,9 @@ struct TcParams {
   // The forward's loader refills a stage's K once that tile's S has landed, before its P V has
   // (NEXUS_FLASH_KV_SPLIT=0: with V, to compare).
   bool kv_split;
+  // The wgmma forward runs a warpgroup's last tile of a block over its first half of the keys when
+  // the warpgroup's rows see none of the rest (NEXUS_FLASH_HALF_TILE=0: the whole tile, to compare).
+  bool half_tiles;
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
@@ -98,13 +101,16 @@ __device__ __forceinline__ float ex2_fma(float x) {
 // moved (the same on every lane of the warp); when not, corr is 1 and rescale_rows can be skipped.
 // FMA_EXP: a mask over n % 8 of the column groups whose weights take ex2_fma instead of the MUFU
 // (unmasked tiles only: a masked score must give exactly 0).
-template <bool ALIBI, bool MASK, bool P448 = false, bool LAZY = false, int FMA_EXP = 0, int MT, int NT>
+// COLS: the softmax covers the first COLS column groups of s only (0: all; the wgmma forward's half
+// tiles).
+template <bool ALIBI, bool MASK, bool P448 = false, bool LAZY = false, int FMA_EXP = 0, int COLS = 0, int MT, int NT>
 __device__ __forceinline__ bool softmax_step(float (&s)[MT][NT][4], float (&m)[MT][2], float (&l)[MT][2],
                                              float (&corr)[MT][2], const int (&row_pos)[MT][2], int j0, int t,
                                              int tk, bool causal, float scale2, float slope2, float lazy = 0.f) {
   static_assert(!(P448 && LAZY), "FP8 weights must stay within e4m3's range");
   static_assert(!LAZY || MT == 1, "one vote per warp and tile: one m16 row tile");
   const float sc = ALIBI ? 1.f : scale2;  // what still multiplies s in the exponent
+  constexpr int kCols = COLS > 0 ? COLS : NT;
   bool moved = true;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -117,7 +123,7 @@ __device__ __forceinline__ bool softmax_step(float (&s)[MT][NT][4], float (&m)[M
 #pragma unroll
       for (int r = 0; r < 2; ++r) lim[r] = (causal ? min(tk, row_pos[mt][r] + 1) : tk) - (j0 + t * 2);
 #pragma unroll
-    for (int n = 0; n < NT; ++n)
+    for (int n = 0; n < kCols; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1, key = j0 + n * 8 + t * 2 + (e & 1);
@@ -146,7 +152,7 @@ __device__ __forceinline__ bool softmax_step(float (&s)[MT][NT][4], float (&m)[M
       float sum = l[mt][r] * corr[mt][r];
       const float shift = P448 ? base - 8.807354922057604f : base;  // log2(448)
 #pragma unroll
-      for (int n = 0; n < NT; ++n) {
+      for (int n = 0; n < kCols; ++n) {
         const bool on_fma = !MASK && !P448 && ((FMA_EXP >> (n % 8)) & 1);
         const float x0 = fmaf(s[mt][n][r * 2], sc, -shift), x1 = fmaf(s[mt][n][r * 2 + 1], sc, -shift);
         const float p0 = on_fma ? ex2_fma(x0) : ex2(x0), p1 = on_fma ? ex2_fma(x1) : ex2(x1);

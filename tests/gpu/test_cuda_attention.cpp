@@ -119,6 +119,37 @@ TEST(CudaAttentionPersistent, EqualsOneLaunchBlockPerQueryBlockBitForBit) {
   }
 }
 
+// Half tiles (the Hopper forward): a warpgroup's last key tile of a block, when its rows see only
+// the tile's first 64 keys, takes its softmax and P V over those 64 only; the keys left out would
+// have had weights of exactly 0, so the output equals the whole tile's bit for bit
+// (NEXUS_FLASH_HALF_TILE=0). Cases: the causal diagonal at both head_dims and warpgroup counts
+// (head_dim 64: two warpgroups up to 2048 causal rows, three otherwise), a causal offset of 64 keys
+// (Tq < Tk: the first warpgroup's whole last tile masked), Tq > Tk, short last tiles without a
+// mask (17 and 129 keys), GQA, ALiBi, f16 and bf16.
+TEST(CudaAttentionHalfTiles, EqualWholeTilesBitForBit) {
+  NX_REQUIRE_GPU();
+  const AttnCase cases[] = {AttnCase{2, 8, 2, 1000, 1000, 128, true, false, DType::BF16},
+                            AttnCase{1, 8, 8, 2048, 2048, 64, true, true, DType::F16},
+                            AttnCase{1, 4, 4, 4096, 4096, 64, true, false, DType::BF16},
+                            AttnCase{2, 4, 2, 960, 1024, 128, true, true, DType::BF16},
+                            AttnCase{2, 8, 8, 1500, 700, 64, true, false, DType::F16},
+                            AttnCase{2, 4, 4, 17, 17, 64, false, false, DType::BF16},
+                            AttnCase{2, 8, 8, 129, 129, 128, false, true, DType::F16}};
+  for (const AttnCase& c : cases) {
+    manual_seed(14);
+    Tensor q = gpu_randn(c, {c.b, c.h, c.tq, c.d}), k = gpu_randn(c, {c.b, c.hkv, c.tk, c.d}),
+           v = gpu_randn(c, {c.b, c.hkv, c.tk, c.d});
+    ::setenv("NEXUS_FLASH_HALF_TILE", "0", 1);
+    const Tensor whole = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
+    ::unsetenv("NEXUS_FLASH_HALF_TILE");
+    const Tensor halves = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
+    const double diff = max_err(halves, whole);
+    std::printf("half tiles %s: max difference %.3g (max |out| %.3g)\n", describe(c).c_str(), diff, max_abs(whole));
+    EXPECT_EQ(diff, 0.0);
+    EXPECT_GT(max_abs(whole), 0.0);
+  }
+}
+
 // Output tiles written through shared memory by TMA stores (the persistent forward's O, the
 // backward's dK and dV) equal the same values stored from registers (NEXUS_FLASH_FWD_STAGE_O=0,
 // NEXUS_FLASH_BWD_STAGE_DKV=0) bit for bit, including the rows past a sequence end the tensor map
