@@ -5,6 +5,7 @@
 // each reported as max abs error over the max magnitude of the reference.
 #include <cstdio>
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -91,6 +92,29 @@ INSTANTIATE_TEST_SUITE_P(Grid, CudaAttention, ::testing::Values(
     // decode with as many (batch, head) pairs as two blocks per SM of an H200: one split, no merge kernel
     AttnCase{8, 32, 8, 1, 700, 128, true, false, DType::BF16}, AttnCase{8, 32, 8, 1, 1000, 64, false, true, DType::F16}));
 
+// Each case's forward with the environment switch `name` at `first`, then at `second` (nullptr:
+// unset): the outputs equal bit for bit, and not all zero.
+void expect_switch_keeps_forward_bits(const char* label, std::initializer_list<AttnCase> cases, uint64_t seed,
+                                      const char* name, const char* first, const char* second) {
+  for (const AttnCase& c : cases) {
+    manual_seed(seed);
+    Tensor q = gpu_randn(c, {c.b, c.h, c.tq, c.d}), k = gpu_randn(c, {c.b, c.hkv, c.tk, c.d}),
+           v = gpu_randn(c, {c.b, c.hkv, c.tk, c.d});
+    auto forward = [&](const char* value) {
+      if (value) ::setenv(name, value, 1);
+      else ::unsetenv(name);
+      Tensor out = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
+      ::unsetenv(name);
+      return out;
+    };
+    const Tensor a = forward(first), b = forward(second);
+    const double diff = max_err(b, a);
+    std::printf("%s %s: max difference %.3g (max |out| %.3g)\n", label, describe(c).c_str(), diff, max_abs(a));
+    EXPECT_EQ(diff, 0.0);
+    EXPECT_GT(max_abs(a), 0.0);
+  }
+}
+
 // The persistent forward (Hopper, TMA: a launch block per multiprocessor, each taking query blocks
 // until none is left, K/V tiles running through one ring across them) gives every query block the
 // arithmetic of the one-block-per-query-block launch (NEXUS_FLASH_PERSISTENT=0): outputs equal bit
@@ -99,24 +123,12 @@ INSTANTIATE_TEST_SUITE_P(Grid, CudaAttention, ::testing::Values(
 // head_dim 64 (two: causal Tq <= 2048; three: full).
 TEST(CudaAttentionPersistent, EqualsOneLaunchBlockPerQueryBlockBitForBit) {
   NX_REQUIRE_GPU();
-  const AttnCase cases[] = {AttnCase{4, 8, 2, 1000, 1000, 128, true, false, DType::BF16},
-                            AttnCase{2, 8, 8, 1500, 700, 64, true, true, DType::F16},
-                            AttnCase{1, 16, 16, 2100, 2100, 64, false, false, DType::BF16},
-                            AttnCase{2, 16, 4, 700, 900, 128, false, true, DType::F16}};
-  for (const AttnCase& c : cases) {
-    manual_seed(8);
-    Tensor q = gpu_randn(c, {c.b, c.h, c.tq, c.d}), k = gpu_randn(c, {c.b, c.hkv, c.tk, c.d}),
-           v = gpu_randn(c, {c.b, c.hkv, c.tk, c.d});
-    ::setenv("NEXUS_FLASH_PERSISTENT", "0", 1);
-    const Tensor one_each = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
-    ::setenv("NEXUS_FLASH_PERSISTENT", "1", 1);
-    const Tensor persistent = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
-    ::unsetenv("NEXUS_FLASH_PERSISTENT");
-    const double diff = max_err(persistent, one_each);
-    std::printf("persistent %s: max difference %.3g (max |out| %.3g)\n", describe(c).c_str(), diff, max_abs(one_each));
-    EXPECT_EQ(diff, 0.0);
-    EXPECT_GT(max_abs(one_each), 0.0);
-  }
+  expect_switch_keeps_forward_bits("persistent",
+                                   {AttnCase{4, 8, 2, 1000, 1000, 128, true, false, DType::BF16},
+                                    AttnCase{2, 8, 8, 1500, 700, 64, true, true, DType::F16},
+                                    AttnCase{1, 16, 16, 2100, 2100, 64, false, false, DType::BF16},
+                                    AttnCase{2, 16, 4, 700, 900, 128, false, true, DType::F16}},
+                                   8, "NEXUS_FLASH_PERSISTENT", "0", "1");
 }
 
 // Half tiles (the Hopper forward): a warpgroup's last key tile of a block, when its rows see only
@@ -128,26 +140,15 @@ TEST(CudaAttentionPersistent, EqualsOneLaunchBlockPerQueryBlockBitForBit) {
 // mask (17 and 129 keys), GQA, ALiBi, f16 and bf16.
 TEST(CudaAttentionHalfTiles, EqualWholeTilesBitForBit) {
   NX_REQUIRE_GPU();
-  const AttnCase cases[] = {AttnCase{2, 8, 2, 1000, 1000, 128, true, false, DType::BF16},
-                            AttnCase{1, 8, 8, 2048, 2048, 64, true, true, DType::F16},
-                            AttnCase{1, 4, 4, 4096, 4096, 64, true, false, DType::BF16},
-                            AttnCase{2, 4, 2, 960, 1024, 128, true, true, DType::BF16},
-                            AttnCase{2, 8, 8, 1500, 700, 64, true, false, DType::F16},
-                            AttnCase{2, 4, 4, 17, 17, 64, false, false, DType::BF16},
-                            AttnCase{2, 8, 8, 129, 129, 128, false, true, DType::F16}};
-  for (const AttnCase& c : cases) {
-    manual_seed(14);
-    Tensor q = gpu_randn(c, {c.b, c.h, c.tq, c.d}), k = gpu_randn(c, {c.b, c.hkv, c.tk, c.d}),
-           v = gpu_randn(c, {c.b, c.hkv, c.tk, c.d});
-    ::setenv("NEXUS_FLASH_HALF_TILE", "0", 1);
-    const Tensor whole = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
-    ::unsetenv("NEXUS_FLASH_HALF_TILE");
-    const Tensor halves = flash_attention(q, k, v, c.causal, c.alibi, 0.0);
-    const double diff = max_err(halves, whole);
-    std::printf("half tiles %s: max difference %.3g (max |out| %.3g)\n", describe(c).c_str(), diff, max_abs(whole));
-    EXPECT_EQ(diff, 0.0);
-    EXPECT_GT(max_abs(whole), 0.0);
-  }
+  expect_switch_keeps_forward_bits("half tiles",
+                                   {AttnCase{2, 8, 2, 1000, 1000, 128, true, false, DType::BF16},
+                                    AttnCase{1, 8, 8, 2048, 2048, 64, true, true, DType::F16},
+                                    AttnCase{1, 4, 4, 4096, 4096, 64, true, false, DType::BF16},
+                                    AttnCase{2, 4, 2, 960, 1024, 128, true, true, DType::BF16},
+                                    AttnCase{2, 8, 8, 1500, 700, 64, true, false, DType::F16},
+                                    AttnCase{2, 4, 4, 17, 17, 64, false, false, DType::BF16},
+                                    AttnCase{2, 8, 8, 129, 129, 128, false, true, DType::F16}},
+                                   14, "NEXUS_FLASH_HALF_TILE", "0", nullptr);
 }
 
 // Output tiles written through shared memory by TMA stores (the persistent forward's O, the
