@@ -81,13 +81,10 @@ __device__ __forceinline__ void mma_rs(float* d, const uint32_t* a, uint64_t b) 
 }
 
 // Accumulator tile s (rows g, g + 8; 16-wide column chunks) as A fragments for the next product.
-// The first COLS column groups of s (0: all; the wgmma forward's half tiles) as A fragments.
-template <bool BF16, int COLS = 0, int NT>
+template <bool BF16, int NT>
 __device__ __forceinline__ void to_a_fragments(uint32_t (&a)[NT / 2][4], const float (&s)[1][NT][4]) {
-  constexpr int kCols = COLS > 0 ? COLS : NT;
-  static_assert(kCols % 2 == 0 && kCols <= NT, "whole k16 fragments of s");
 #pragma unroll
-  for (int kc = 0; kc < kCols / 2; ++kc) {
+  for (int kc = 0; kc < NT / 2; ++kc) {
     a[kc][0] = pack2<BF16>(s[0][2 * kc][0], s[0][2 * kc][1]);
     a[kc][1] = pack2<BF16>(s[0][2 * kc][2], s[0][2 * kc][3]);
     a[kc][2] = pack2<BF16>(s[0][2 * kc + 1][0], s[0][2 * kc + 1][1]);

@@ -250,13 +250,14 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   float slope2 = 0.f;
 
   uint64_t q_rows = sw128_desc(q_addr, 16, 1024);  // of the current block's Q buffer
-  // Half tiles: a warpgroup's last tile of a block takes its softmax and P V over the tile's first
-  // BN / 2 keys when its rows see none of the others (the causal diagonal for the first of two
-  // warpgroups, a short last tile): the rest would only be masked to weights of exactly 0, which
-  // add nothing to l or O. Only the last tile qualifies (an earlier one has a key the block's
-  // rows see). S stays whole: an S over half the keys (wgmma n64) made ptxas serialize the
-  // wgmmas of every two-warpgroup kernel, as did a half softmax leaving the other half of s as it
-  // was (so it is zeroed).
+  // Half tiles: a warpgroup's last tile of a block takes its softmax over the tile's first BN / 2
+  // keys when its rows see none of the others (the causal diagonal for the first of two warpgroups,
+  // a short last tile): the others would only be masked to weights of exactly 0. Their weights are
+  // written as zeros, so S and P V stay whole tiles: narrowing S (wgmma n64 into half of s, or into
+  // an array of its own) made ptxas serialize the wgmmas of every two-warpgroup kernel (C7511),
+  // as did leaving s's other half as it was; narrowing P V (a branch between 4 and 8 products) made
+  // it inject warpgroup fences (C7519). Only the last tile qualifies (an earlier one has a key the
+  // block's rows see).
   auto half_last = [&](const Block& b) {
     const int key_end = p.causal ? min(tk, offset + b.q0 + wg * 64 + 64) : tk;  // past this warpgroup's keys
     return p.half_tiles && (b.ntiles - 1) * BN + BN / 2 >= key_end;
@@ -269,20 +270,11 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
                        desc_plus(k_rows, (kc / 4) * (BN * 128) + (kc % 4) * 32), kc > 0);
     wg_commit();
   };
-  auto issue_pv = [&](int j, bool half) {  // O += P_j V_j, V as the N-major B operand (keys kc*16..)
+  auto issue_pv = [&](int j) {  // O += P_j V_j, V as the N-major B operand (keys kc*16..)
     const uint64_t v_cols = sw128_desc(smem_addr(vbuf + ((tile0 + j) % S) * L::kKV), BN * 128, 1024);
-    if (half) {
 #pragma unroll
-      for (int kc = 0; kc < BN / 32; ++kc) mma_rs<D, BF16>(&o[0][0][0], pa[kc], desc_plus(v_cols, kc * 16 * 128));
-    } else {
-#pragma unroll
-      for (int kc = 0; kc < BN / 16; ++kc) mma_rs<D, BF16>(&o[0][0][0], pa[kc], desc_plus(v_cols, kc * 16 * 128));
-    }
+    for (int kc = 0; kc < BN / 16; ++kc) mma_rs<D, BF16>(&o[0][0][0], pa[kc], desc_plus(v_cols, kc * 16 * 128));
     wg_commit();
-  };
-  auto to_weights = [&](bool half) {  // P of the tile in s as the next P V's A fragments
-    if (half) to_a_fragments<BF16, NT / 2>(pa, s);
-    else to_a_fragments<BF16>(pa, s);
   };
   // Of tile j, once S_j has landed. The reference maxima move only when a row's grows by more
   // than 2^8 (lazy_rescale_threshold): true when they did and O must be rescaled (the same on the warp).
@@ -297,7 +289,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     if (half) {
       const bool moved = softmax_step<ALIBI, true, false, kLazy, 0, NT / 2>(s, m, l, corr, row_pos, j0, t, tk, p.causal,
                                                                             scale2, slope2, p.lazy_rescale);
-      // the other half written too, as the whole tile's path writes it (see half_last)
+      // the other half's weights: 0 (see half_last)
 #pragma unroll
       for (int n = NT / 2; n < NT; ++n) s[0][n][0] = s[0][n][1] = s[0][n][2] = s[0][n][3] = 0.f;
       return moved;
@@ -406,7 +398,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     release(k_empty + tile0 % S);
     if (ntiles == 1) release(q_empty + n % QB);  // the block's last S has landed: Q may be replaced
     softmax(0, ntiles == 1 && half_end);
-    to_weights(ntiles == 1 && half_end);
+    to_a_fragments<BF16>(pa, s);
     // phases 1 .. ntiles - 1: S_j and P_{j-1} V_{j-1}; the softmax of tile j runs under P V
     for (int j = 1; j < ntiles; ++j) {
       wait_full(k_full, j);
@@ -414,7 +406,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
       fence_async_smem();
       take_turn();
       issue_s(j);
-      issue_pv(j - 1, false);
+      issue_pv(j - 1);
       named_arrive(next_turn, 256);
       wg_wait<1>();
       release(k_empty + (tile0 + j) % S);
@@ -423,14 +415,14 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
       wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled, P overwritten, the stage freed
       release(v_empty + (tile0 + j - 1) % S);
       if (moved) rescale_rows(o, corr);
-      to_weights(j == ntiles - 1 && half_end);
+      to_a_fragments<BF16>(pa, s);
     }
     // last phase: P V of the last tile, and (persistent) S_0 of the next block once its Q and
     // first tile are in; after the last block an S_0 of what the buffers hold, never read
     wait_full(v_full, ntiles - 1);
     fence_async_smem();
     take_turn();
-    issue_pv(ntiles - 1, half_end);
+    issue_pv(ntiles - 1);
     Block next{-1, 0, 0, 0, 0};
     if (PERSIST) {
       const int nb = (n + 1) % QB;  // the next block's Q buffer (its (n + 1) / QB-th use)
