@@ -268,6 +268,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     }
     wg_commit();
     if (i == 0) mbar_wait(v_full, 0);
+    wg_fence();  // after the wait's branch, as ptxas would inject it (C7519)
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc) {
       const uint32_t a_off = (kc / 4) * (KB * 128) + (kc % 4) * 32, b_off = (kc / 4) * (T * 128) + (kc % 4) * 32;
