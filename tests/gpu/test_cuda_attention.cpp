@@ -132,8 +132,8 @@ TEST(CudaAttentionPersistent, EqualsOneLaunchBlockPerQueryBlockBitForBit) {
 }
 
 // Half tiles (the Hopper forward): a warpgroup's last key tile of a block, when its rows see only
-// the tile's first 64 keys, takes its softmax and P V over those 64 only; the keys left out would
-// have had weights of exactly 0, so the output equals the whole tile's bit for bit
+// the tile's first 64 keys, takes its softmax over those 64 only and writes the others' weights as
+// zeros; masked, they would have been exactly 0 too, so the output equals the whole tile's bit for bit
 // (NEXUS_FLASH_HALF_TILE=0). Cases: the causal diagonal at both head_dims and warpgroup counts
 // (head_dim 64: two warpgroups up to 2048 causal rows, three otherwise), a causal offset of 64 keys
 // (Tq < Tk: the first warpgroup's whole last tile masked), Tq > Tk, short last tiles without a
