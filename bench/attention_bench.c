@@ -12,7 +12,8 @@
  *                              the backward, on grid shapes (issue 18: at most 10%)
  *   attention_bench fp8      : the FP8 forward (nx_flash_attention_fp8, q/k/v quantized per head)
  *                              against the bf16 forward on the same inputs, head_dim 128, grid
- *                              shapes (issue 18: at least 1.5x), with its output's difference */
+ *                              shapes (issue 18: at least 1.5x), with its output's difference;
+ *                              FP8_VARIANTS="VAR=VALUE ..." adds the FP8 forward under each setting */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -204,43 +205,79 @@ static void deterministic(void) {
       }
 }
 
+/* Seconds per call of the FP8 forward (after one warm-up call), and its output when out is given. */
+static double time_fp8(nx_tensor* codes, nx_tensor* scales, int causal, int iters, nx_tensor* out) {
+  double t0 = 0;
+  for (int i = -1; i < iters; ++i) {
+    nx_tensor o;
+    if (i == 0) { CHECK(nx_stream_synchronize(S)); t0 = ex_now(); }
+    CHECK(nx_flash_attention_fp8(&o, codes[0], scales[0], codes[1], scales[1], codes[2], scales[2], causal != 0, false,
+                                 0.0, NX_BF16, S));
+    if (out && i == iters - 1) *out = o;
+    else nx_tensor_free(o);
+  }
+  CHECK(nx_stream_synchronize(S));
+  return (ex_now() - t0) / iters;
+}
+
 /* The FP8 forward against the bf16 forward on the same inputs (quantized per head by
  * nx_quantize_8bit, which is not timed): seconds per call of each, alternated twice (best of
- * each), and the FP8 output's difference from the bf16 output. */
+ * each), and the FP8 output's difference from the bf16 output. FP8_VARIANTS="VAR=VALUE ..." (at
+ * most 4) also times the FP8 forward with each of those environment settings in turn (one at a
+ * time, in the same alternation), with each one's output difference: the kernels' switches
+ * (NEXUS_FP8_TMA=0, NEXUS_FP8_PROMOTE=2) read the environment at every call. */
 static void fp8(void) {
   const int seqs[3] = {1024, 4096, 16384};
+  char settings[4][64], names[4][64];
+  int nvar = 0;
+  const char* list = getenv("FP8_VARIANTS");
+  for (const char* at = list ? list : ""; nvar < 4 && sscanf(at, "%63s", settings[nvar]) == 1; ++nvar) {
+    at = strstr(at, settings[nvar]) + strlen(settings[nvar]);
+    char* eq = strchr(settings[nvar], '=');
+    if (!eq) { fprintf(stderr, "FP8_VARIANTS: %s is not VAR=VALUE\n", settings[nvar]); exit(2); }
+    *eq = 0;
+    snprintf(names[nvar], sizeof names[nvar], "%s=%s", settings[nvar], eq + 1);
+    memmove(settings[nvar] + strlen(settings[nvar]) + 1, eq + 1, strlen(eq + 1) + 1); /* VAR\0VALUE */
+  }
   for (int causal = 0; causal < 2; ++causal)
     for (int si = 0; si < 3; ++si) {
       const int64_t d = 128, h = 2048 / d, t = seqs[si], b = 16384 / t;
       nx_tensor q = rnd(b, h, t, d, 0), k = rnd(b, h, t, d, 0), v = rnd(b, h, t, d, 0), codes[3], scales[3], ref, o;
-      nx_tensor in[3] = {q, k, v};
+      nx_tensor in[3] = {q, k, v}, vo[4] = {NULL, NULL, NULL, NULL};
       for (int i = 0; i < 3; ++i) CHECK(nx_quantize_8bit(&codes[i], &scales[i], in[i], NX_F8E4M3, 2, S));
-      double best[2] = {1e30, 1e30};
+      double best[2] = {1e30, 1e30}, vbest[4] = {1e30, 1e30, 1e30, 1e30};
       for (int rep = 0; rep < 2; ++rep) {
         const double bf16 = run(q, k, v, causal, 0, 5);
         if (bf16 < best[0]) best[0] = bf16;
-        const int iters = 5;
-        double t0 = 0;
-        for (int i = -1; i < iters; ++i) {
-          if (i == 0) { CHECK(nx_stream_synchronize(S)); t0 = ex_now(); }
-          CHECK(nx_flash_attention_fp8(&o, codes[0], scales[0], codes[1], scales[1], codes[2], scales[2], causal != 0,
-                                       false, 0.0, NX_BF16, S));
-          nx_tensor_free(o);
-        }
-        CHECK(nx_stream_synchronize(S));
-        const double f8 = (ex_now() - t0) / iters;
+        const double f8 = time_fp8(codes, scales, causal, 5, NULL);
         if (f8 < best[1]) best[1] = f8;
+        for (int i = 0; i < nvar; ++i) {
+          const char* var = settings[i];
+          const char* old = getenv(var);
+          char* saved = old ? strdup(old) : NULL;
+          setenv(var, var + strlen(var) + 1, 1);
+          if (vo[i]) nx_tensor_free(vo[i]);
+          const double x = time_fp8(codes, scales, causal, 5, &vo[i]);
+          if (x < vbest[i]) vbest[i] = x;
+          saved ? setenv(var, saved, 1) : unsetenv(var);
+          free(saved);
+        }
       }
       CHECK(nx_flash_attention(&ref, q, k, v, causal, false, 0.0, S));
       CHECK(nx_flash_attention_fp8(&o, codes[0], scales[0], codes[1], scales[1], codes[2], scales[2], causal != 0, false,
                                    0.0, NX_BF16, S));
       const double flops = 4.0 * (double)b * (double)h * (double)t * (double)t * (double)d / (causal ? 2.0 : 1.0);
       printf("{\"name\": \"fp8_d128_s%lld_%s\", \"bf16_fwd_s\": %.9g, \"fp8_fwd_s\": %.9g, \"speedup\": %.4f, "
-             "\"bf16_tflops\": %.1f, \"fp8_tflops\": %.1f, \"diff_vs_bf16\": %.4g}\n",
+             "\"bf16_tflops\": %.1f, \"fp8_tflops\": %.1f, \"diff_vs_bf16\": %.4g",
              (long long)t, causal ? "causal" : "full", best[0], best[1], best[0] / best[1], flops / best[0] * 1e-12,
              flops / best[1] * 1e-12, max_rel_diff(o, ref));
+      for (int i = 0; i < nvar; ++i)
+        printf(", \"%s\": {\"fp8_fwd_s\": %.9g, \"speedup\": %.4f, \"diff_vs_bf16\": %.4g}", names[i], vbest[i],
+               best[0] / vbest[i], max_rel_diff(vo[i], ref));
+      printf("}\n");
       fflush(stdout);
       nx_tensor_free(ref), nx_tensor_free(o);
+      for (int i = 0; i < nvar; ++i) nx_tensor_free(vo[i]);
       for (int i = 0; i < 3; ++i) nx_tensor_free(codes[i]), nx_tensor_free(scales[i]), nx_tensor_free(in[i]);
     }
 }

@@ -20,60 +20,15 @@
 //   accumulator over all keys lost 74% of the output at 16k keys of uniform attention (H200,
 //   session 19; 8e-5 with the per-tile sum). The second accumulator takes registers, so the compute
 //   warpgroups raise theirs to 240 and the loader keeps 24 (128 x 24 + 256 x 240 fit the 64K file).
-#include "cuda/flash_sm90.cuh"
+#include "cuda/flash_fp8.cuh"
+#include "cuda/flash_tma.hpp"
 
 namespace nx::cuda {
 namespace {
 
 using namespace flash;
 
-constexpr int kFp8D = 128, kFp8Keys = 128, kFp8Stages = 3, kFp8Rows = 128, kFp8Threads = 384;
-constexpr int kVtRows = kFp8D + 8;  // a V^T tile in shared memory: the head-dim rows, then 8 rows of ones
-static_assert(kFp8Keys == kFp8KeyTile, "P is rounded at the running max of the definition's key tiles");
-
-// Where key `pos` of a V^T tile comes from: position 16h + 4t + j of each group of 32 holds key
-// 16h + 2t + (j & 1) + 8 (j >> 1). A thread's S accumulator holds, per 8-key block, keys 2t and
-// 2t + 1 of rows g and g + 8; the e4m3 A fragment of a k32 step wants k = 4t..4t+3 (and 16 + 4t..)
-// of those rows in one register each, so packing blocks 2c and 2c + 1 side by side is that fragment
-// for this key order. (The fragment layouts: m64nNk32's 8-bit A fragment is row g + 8 (r % 2),
-// k 4t + byte + 16 (r / 2) for register r, as CUTLASS's ALayout_64x32 decodes; the f32
-// accumulator holds column 8n + 2t + (e % 2) of row g + 8 (e / 2) in element 4n + e.)
-__host__ __device__ constexpr int fp8_key_at(int pos) {
-  const int h = (pos % 32) / 16, t = (pos % 16) / 4, j = pos % 4;
-  return pos / 32 * 32 + 16 * h + 2 * t + (j & 1) + 8 * (j >> 1);
-}
-// Every key of a tile lands exactly once.
-constexpr bool fp8_key_order_is_a_permutation() {
-  bool seen[kFp8Keys] = {};
-  for (int p = 0; p < kFp8Keys; ++p) {
-    const int key = fp8_key_at(p);
-    if (key < 0 || key >= kFp8Keys || seen[key]) return false;
-    seen[key] = true;
-  }
-  return true;
-}
-static_assert(fp8_key_order_is_a_permutation(), "fp8_key_at must permute each tile's keys");
-
-// Byte `byte` of A register `reg` of k-step c comes from S accumulator block fp8_a_block, element
-// fp8_a_elem (to_fragments packs by these).
-__host__ __device__ constexpr int fp8_a_block(int c, int reg, int byte) { return 4 * c + 2 * (reg / 2) + byte / 2; }
-__host__ __device__ constexpr int fp8_a_elem(int reg, int byte) { return 2 * (reg % 2) + byte % 2; }
-// For every lane quad position t, register and byte: the A fragment's (row, k) (row g + 8 (reg % 2),
-// k = 4t + byte + 16 (reg / 2)) and the S entry packed there (row g + 8 (elem / 2), key
-// 8 block + 2t + elem % 2) are the same row, and the key is the one V^T holds at position k.
-// (Swapping the two terms of fp8_key_at's within-quad step fails it.)
-constexpr bool fp8_packing_matches_key_order() {
-  for (int c = 0; c < kFp8Keys / 32; ++c)
-    for (int t = 0; t < 4; ++t)
-      for (int reg = 0; reg < 4; ++reg)
-        for (int byte = 0; byte < 4; ++byte) {
-          const int block = fp8_a_block(c, reg, byte), elem = fp8_a_elem(reg, byte);
-          if (elem / 2 != reg % 2) return false;
-          if (8 * block + 2 * t + elem % 2 != fp8_key_at(32 * c + 4 * t + byte + 16 * (reg / 2))) return false;
-        }
-  return true;
-}
-static_assert(fp8_packing_matches_key_order(), "P's packing and V^T's key order must agree");
+constexpr int kFp8Stages = 3, kFp8Threads = 384;
 
 // V [B, Hkv, Tk, 128] e4m3 -> V^T tiles [B, Hkv, ceil(Tk / 128), 128, 128]: row d of tile j holds
 // V[128 j + fp8_key_at(p)][d] at p, zero past Tk. One block per tile, through shared memory.
@@ -105,28 +60,6 @@ struct Fp8Smem {
   static constexpr size_t kBytes = 1024 + kBarriers + (1 + 3 * kFp8Stages) * 8;  // + alignment slack
 };
 static_assert(Fp8Smem::kVt % 1024 == 0, "each V^T stage starts a swizzle atom");
-
-// q, k and v scales: kind 0 one for the tensor, 1 one per (batch, head).
-struct Fp8Scales {
-  const float *q, *k, *v;
-  int q_kind, k_kind, v_kind;
-};
-__device__ __forceinline__ float scale_of(const float* s, int kind, int64_t bh) { return kind == 0 ? s[0] : s[bh]; }
-
-// Four f32 as e4m3 codes in one register, the first in the low byte (satfinite: at most 448).
-__device__ __forceinline__ uint32_t pack4_e4m3(float x0, float x1, float x2, float x3) {
-  uint16_t lo, hi;
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(lo) : "f"(x1), "f"(x0));  // first operand: high byte
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;\n" : "=h"(hi) : "f"(x3), "f"(x2));
-  return uint32_t(lo) | uint32_t(hi) << 16;
-}
-
-// OUT: 0 f32, 1 bf16, 2 f16.
-template <int OUT>
-__device__ __forceinline__ void store2(void* out, int64_t at, float x, float y) {
-  if constexpr (OUT == 0) *reinterpret_cast<float2*>(static_cast<float*>(out) + at) = make_float2(x, y);
-  else *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(out) + at) = pack2<OUT == 1>(x, y);
-}
 
 template <bool ALIBI, int OUT>
 __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p, Fp8Scales scales,
@@ -229,15 +162,7 @@ __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p
     if (edge) softmax_step<ALIBI, true, true>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
     else softmax_step<ALIBI, false, true>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
   };
-  auto to_fragments = [&] {  // S blocks 4c .. 4c + 3 are k-step c's A fragment in fp8_key_at's order
-#pragma unroll
-    for (int c = 0; c < BN / 32; ++c)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        auto at = [&](int byte) { return s[0][fp8_a_block(c, r, byte)][fp8_a_elem(r, byte)]; };
-        pa[c][r] = pack4_e4m3(at(0), at(1), at(2), at(3));
-      }
-  };
+  auto to_fragments = [&] { fp8_to_fragments(pa, s); };
   // O = (O + P_{j-1} V_{j-1}) * corr: each tile's product comes from the tensor cores alone and is
   // summed here in f32 (Hopper's FP8 MMA keeps fewer bits than f32 as it accumulates)
   auto add_rescaled = [&](float (&acc)[1][OT][4], const float (&tile)[1][OT][4], const float (&c)[1][2]) {
@@ -335,6 +260,10 @@ bool attention_forward_fp8_wgmma(const ExecContext& ctx, const AttentionParams& 
   fp8_transpose_v<<<unsigned(a.batch * a.kv_heads * tiles), 256, 0, stream_of(ctx)>>>(
       static_cast<const uint8_t*>(v.data), static_cast<uint8_t*>(vt.ptr), a.tk, int(tiles));
   NX_CUDA_LAUNCH_CHECK();
+  // the TMA kernel unless NEXUS_FP8_TMA=0 (this one then takes every call, to compare)
+  if (switch_on("NEXUS_FP8_TMA") &&
+      attention_forward_fp8_tma(ctx, a, q, q_scale, k, k_scale, vt.ptr, tiles, v_scale, out))
+    return true;
   const Fp8Scales scales{static_cast<const float*>(q_scale.data), static_cast<const float*>(k_scale.data),
                          static_cast<const float*>(v_scale.data), int(q_scale.shape.size()) - 1,
                          int(k_scale.shape.size()) - 1, int(v_scale.shape.size()) - 1};

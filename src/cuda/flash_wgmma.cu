@@ -457,16 +457,6 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
 #endif
 }
 
-// Persistent where the rows are short: at most kPersistentKeys keys (H200, session 20: 9-15%
-// faster at s512-s1024, 4% at d128 s4096 full, even at d64 s4096 causal, 5% slower at d128 s16384
-// causal). NEXUS_FLASH_PERSISTENT=0|1 forces it off or on.
-constexpr int64_t kPersistentKeys = 4096;
-bool persistent_for(int64_t tk) {
-  const char* s = std::getenv("NEXUS_FLASH_PERSISTENT");
-  if (s && (std::strcmp(s, "0") == 0 || std::strcmp(s, "1") == 0)) return s[0] == '1';
-  return tk <= kPersistentKeys;
-}
-
 // NEXUS_FLASH_FWD_QBUF=1|2 forces one or two Q buffers (to measure).
 bool fwd_two_q_buffers(int d, int wgs) {
   const char* s = std::getenv("NEXUS_FLASH_FWD_QBUF");

@@ -173,6 +173,10 @@ static void test_fp8_forward_matches_the_oracle(void** state) {
       {1, 4, 4, 130, 129, 128, true, false, 2, 0, 2, NX_F16},   /* one key in the last tile; Tq > 128 */
       {1, 2, 1, 64, 64, 128, false, true, 0, 2, 0, NX_BF16},
       {1, 2, 2, 40, 3, 128, true, false, 0, 0, 0, NX_F32},      /* Tq > Tk: rows with no visible key */
+      /* twice as many query blocks as an H100/H200 has multiprocessors (132): persistent launch
+       * blocks take a second one, with one key tile (Q replaced after S_0) and with three */
+      {1, 264, 264, 3, 50, 128, false, false, 0, 0, 2, NX_F32},
+      {1, 264, 66, 2, 300, 128, true, false, 2, 2, 0, NX_BF16},
       /* 8k keys: one FP8 accumulator over all of them lost 5% of the output at 4k random keys and
        * 43% at 16k (H200, session 19); each tile's P V is now summed in f32 */
       {1, 2, 2, 4, 8192, 128, false, false, 0, 0, 0, NX_F32},
