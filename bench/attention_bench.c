@@ -223,15 +223,15 @@ static double time_fp8(nx_tensor* codes, nx_tensor* scales, int causal, int iter
 /* The FP8 forward against the bf16 forward on the same inputs (quantized per head by
  * nx_quantize_8bit, which is not timed): seconds per call of each, alternated twice (best of
  * each), and the FP8 output's difference from the bf16 output. FP8_VARIANTS="VAR=VALUE ..." (at
- * most 4) also times the FP8 forward with each of those environment settings in turn (one at a
+ * most 6) also times the FP8 forward with each of those environment settings in turn (one at a
  * time, in the same alternation), with each one's output difference: the kernels' switches
  * (NEXUS_FP8_TMA=0, NEXUS_FP8_PROMOTE=2) read the environment at every call. */
 static void fp8(void) {
   const int seqs[3] = {1024, 4096, 16384};
-  char settings[4][64], names[4][64];
+  char settings[6][64], names[6][64];
   int nvar = 0;
   const char* list = getenv("FP8_VARIANTS");
-  for (const char* at = list ? list : ""; nvar < 4 && sscanf(at, "%63s", settings[nvar]) == 1; ++nvar) {
+  for (const char* at = list ? list : ""; nvar < 6 && sscanf(at, "%63s", settings[nvar]) == 1; ++nvar) {
     at = strstr(at, settings[nvar]) + strlen(settings[nvar]);
     char* eq = strchr(settings[nvar], '=');
     if (!eq) { fprintf(stderr, "FP8_VARIANTS: %s is not VAR=VALUE\n", settings[nvar]); exit(2); }
@@ -243,9 +243,9 @@ static void fp8(void) {
     for (int si = 0; si < 3; ++si) {
       const int64_t d = 128, h = 2048 / d, t = seqs[si], b = 16384 / t;
       nx_tensor q = rnd(b, h, t, d, 0), k = rnd(b, h, t, d, 0), v = rnd(b, h, t, d, 0), codes[3], scales[3], ref, o;
-      nx_tensor in[3] = {q, k, v}, vo[4] = {NULL, NULL, NULL, NULL};
+      nx_tensor in[3] = {q, k, v}, vo[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
       for (int i = 0; i < 3; ++i) CHECK(nx_quantize_8bit(&codes[i], &scales[i], in[i], NX_F8E4M3, 2, S));
-      double best[2] = {1e30, 1e30}, vbest[4] = {1e30, 1e30, 1e30, 1e30};
+      double best[2] = {1e30, 1e30}, vbest[6] = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30};
       for (int rep = 0; rep < 2; ++rep) {
         const double bf16 = run(q, k, v, causal, 0, 5);
         if (bf16 < best[0]) best[0] = bf16;

@@ -1,8 +1,9 @@
 // The FP8 (e4m3) flash-attention forward with TMA loads and persistent launch blocks: the op and
 // arithmetic of flash_fp8_wgmma.cu's kernel (V^T tiles with rows of ones, P at 448 exp(s - m)
 // packed in fp8_key_at's order, each tile's [P V | sum P] summed into O in f32), on the machinery
-// that made the bf16 forward (flash_wgmma.cu) 20-30% faster since the FP8 kernel was written
-// (sessions 19-28):
+// that made the bf16 forward (flash_wgmma.cu) faster since the FP8 kernel was written (d128 s1024:
+// 293 -> 226 us full, 218 -> 156 us causal, sessions 19-28), while the FP8 kernel stayed as it was:
+// its ratio to bf16 fell from 0.80-0.93 to 0.62-0.68 there. The changes:
 // - one loader thread issues each tile as tensor-map copies (Q and K as 128-byte rows, V^T tiles
 //   as [128 head dims, 128 keys]), so the rows of ones under every V^T stage stay as written once;
 // - persistent blocks (at most kPersistentKeys keys): a launch block per multiprocessor takes query
@@ -11,6 +12,7 @@
 // - K and V^T stages released apart (K once its S has landed);
 // - matrix descriptors stepped by desc_plus, the warpgroup index uniform;
 // - O rescaled only where a row's max moved (corr exactly 1 otherwise, so skipping is exact);
+// - persistent blocks with 16-bit outputs store O through shared memory by TMA;
 // - the tensor cores' FP8 accumulator summed into O every `promote` tiles (1 by default: the
 //   accuracy of session 19's fix; NEXUS_FP8_PROMOTE=2|4 to measure what fewer f32 sums buy).
 // NEXUS_FP8_TMA=0 sends calls to flash_fp8_wgmma.cu's kernel instead (to compare).
@@ -30,27 +32,37 @@ constexpr int kFp8TmaStages = 3, kFp8TmaThreads = 384, kFp8Compute = 256;
 struct Fp8Slot {  // the query block in the Q buffer, as the loader publishes it (bh < 0: none left)
   int bh, h, bhk, q0, ntiles;
 };
+// Shared memory: Q, the K stages, the V^T stages (with their rows of ones), (STAGE_O) the output
+// tile, then the mbarriers and the block slot.
+template <bool STAGE_O>
 struct Fp8TmaSmem {
   static constexpr int kQ = kFp8Rows * 128, kK = kFp8Keys * 128, kVt = kVtRows * 128, kVtLoad = kFp8D * 128;
-  static constexpr int kBarriers = kQ + kFp8TmaStages * (kK + kVt);
+  static constexpr int kO = STAGE_O ? kFp8Rows * kFp8D * 2 : 0;  // 16 rows x 256 bytes a compute warp
+  static constexpr int kBarriers = kQ + kFp8TmaStages * (kK + kVt) + kO;
   static constexpr size_t kBytes = 1024 + kBarriers + (2 + 4 * kFp8TmaStages) * 8 + sizeof(Fp8Slot);  // + alignment slack
 };
-static_assert(Fp8TmaSmem::kVt % 1024 == 0 && Fp8TmaSmem::kK % 1024 == 0, "each stage starts a swizzle atom");
+static_assert(Fp8TmaSmem<false>::kVt % 1024 == 0 && Fp8TmaSmem<false>::kK % 1024 == 0,
+              "each stage starts a swizzle atom");
+// q, k and the V^T tiles as 128-byte rows; the output (STAGE_O) in boxes of one warp's 16 rows.
 struct Fp8Maps {
-  CUtensorMap q, k, vt;
+  CUtensorMap q, k, vt, o;
 };
 
-template <bool ALIBI, int OUT, bool PERSIST>
+// STAGE_O (persistent blocks, 16-bit outputs): O leaves through shared memory by TMA stores, as in
+// the bf16 forward (session 28: 5-15% at short rows there), instead of 4-byte stores from registers.
+template <bool ALIBI, int OUT, bool PERSIST, bool STAGE_O>
 __global__ void __launch_bounds__(kFp8TmaThreads, 1) flash_fwd_fp8_tma(TcParams p, Fp8Scales scales, void* out,
                                                                 const __grid_constant__ Fp8Maps maps, int blocks,
                                                                 int* __restrict__ next_block, int promote) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = Fp8TmaSmem;
+  static_assert(!STAGE_O || (PERSIST && OUT != 0), "the staged stores serve persistent blocks' 16-bit outputs");
+  using L = Fp8TmaSmem<STAGE_O>;
   constexpr int BM = kFp8Rows, BN = kFp8Keys, S = kFp8TmaStages, NT = BN / 8, OT = kVtRows / 8;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* qs = smem_raw + ((1024 - (smem_addr(smem_raw) & 1023)) & 1023);
   uint8_t* kbuf = qs + L::kQ;
   uint8_t* vbuf = kbuf + S * L::kK;
+  uint8_t* obuf = vbuf + S * L::kVt;  // STAGE_O: 16 rows x 128 head dims a compute warp, 2 boxes of 2 KB
   uint64_t* q_full = reinterpret_cast<uint64_t*>(qs + L::kBarriers);
   uint64_t* k_full = q_full + 1;
   uint64_t* v_full = k_full + S;
@@ -203,15 +215,36 @@ __global__ void __launch_bounds__(kFp8TmaThreads, 1) flash_fwd_fp8_tma(TcParams 
       row_pos[0][r] = offset + q0 + wg * 64 + warp * 16 + g + r * 8;
     }
   };
+  uint8_t* const o_warp_buf = obuf + (wg * 4 + warp) * 2 * 2048;
   auto finish_block = [&](const Fp8Slot& x) {  // out = O / sum P * v's scale; O zeroed
+    float f[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const int row = x.q0 + wg * 64 + warp * 16 + g + r * 8;
-      if (row >= tq) continue;
-      const float sum = o[0][OT - 1][r * 2], f = sum > 0.f ? v_scale / sum : 0.f;  // the ones' columns
-      const int64_t at = (int64_t(x.bh) * p.tq + row) * kFp8D + t * 2;
+      const float sum = o[0][OT - 1][r * 2];  // the ones' columns
+      f[r] = sum > 0.f ? v_scale / sum : 0.f;
+    }
+    if constexpr (STAGE_O) {
+      // once the last block's stores have read the buffer: O into it, then a TMA store a box,
+      // issued by lane 0 (rows past tq are not written); the ones' block is left out
+      if (lane == 0) bulk_wait_read();
+      __syncwarp();
+      stage_rows16<OUT == 1>(smem_addr(o_warp_buf), o[0], f[0], f[1], lane);
+      fence_async_smem();
+      __syncwarp();
+      if (lane == 0) {
+        for (int c = 0; c < 2; ++c) tma_store_3d(&maps.o, o_warp_buf + c * 2048, 64 * c, x.q0 + wg * 64 + warp * 16, x.bh);
+        bulk_commit();
+      }
+    } else {
 #pragma unroll
-      for (int dn = 0; dn < kFp8D / 8; ++dn) store2<OUT>(out, at + dn * 8, o[0][dn][r * 2] * f, o[0][dn][r * 2 + 1] * f);
+      for (int r = 0; r < 2; ++r) {
+        const int row = x.q0 + wg * 64 + warp * 16 + g + r * 8;
+        if (row >= tq) continue;
+        const int64_t at = (int64_t(x.bh) * p.tq + row) * kFp8D + t * 2;
+#pragma unroll
+        for (int dn = 0; dn < kFp8D / 8; ++dn)
+          store2<OUT>(out, at + dn * 8, o[0][dn][r * 2] * f[r], o[0][dn][r * 2 + 1] * f[r]);
+      }
     }
 #pragma unroll
     for (int i = 0; i < OT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
@@ -290,6 +323,9 @@ __global__ void __launch_bounds__(kFp8TmaThreads, 1) flash_fwd_fp8_tma(TcParams 
   }
   if constexpr (PERSIST) wg_wait<0>();  // the unread S_0
   if (wg == 0) named_sync(my_turn, 256);  // warpgroup 1's arrival after the last phase
+  if constexpr (STAGE_O) {
+    if (lane == 0) bulk_wait_read();  // shared memory stays until the stores have read it
+  }
 #endif
 }
 
@@ -325,16 +361,26 @@ bool attention_forward_fp8_tma(const ExecContext& ctx, const AttentionParams& a,
                          int(k_scale.shape.size()) - 1, int(v_scale.shape.size()) - 1};
   const TcParams p = tc_params(a);
   const int promote = fp8_promote_every();
-  auto go = [&](auto alibi_tag, auto out_tag, auto persist_tag) {
-    auto kernel = flash_fwd_fp8_tma<decltype(alibi_tag)::value, decltype(out_tag)::value, decltype(persist_tag)::value>;
-    NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(Fp8TmaSmem::kBytes)));
+  // staged stores unless NEXUS_FLASH_FWD_STAGE_O=0 (the bf16 forward's switch)
+  const bool stage_o = persist && out.dtype != DType::F32 && switch_on("NEXUS_FLASH_FWD_STAGE_O") &&
+                       encode_rows(&maps.o, out.data, out.dtype == DType::BF16, a.batch * a.heads, a.tq, kFp8D, 16);
+  auto go = [&](auto alibi_tag, auto out_tag, auto persist_tag, auto stage_tag) {
+    constexpr bool kStage = decltype(stage_tag)::value;
+    auto kernel = flash_fwd_fp8_tma<decltype(alibi_tag)::value, decltype(out_tag)::value, decltype(persist_tag)::value,
+                                    kStage>;
+    constexpr size_t smem = Fp8TmaSmem<kStage>::kBytes;
+    NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     const int64_t grid = persist ? std::min<int64_t>(blocks, sm_count()) : blocks;
-    kernel<<<unsigned(grid), kFp8TmaThreads, Fp8TmaSmem::kBytes, stream_of(ctx)>>>(
+    kernel<<<unsigned(grid), kFp8TmaThreads, smem, stream_of(ctx)>>>(
         p, scales, out.data, maps, int(blocks), persist ? static_cast<int*>(next_block->ptr) : nullptr, promote);
     NX_CUDA_LAUNCH_CHECK();
   };
   auto with_persist = [&](auto alibi_tag, auto out_tag) {
-    persist ? go(alibi_tag, out_tag, std::true_type{}) : go(alibi_tag, out_tag, std::false_type{});
+    if (!persist) return go(alibi_tag, out_tag, std::false_type{}, std::false_type{});
+    if constexpr (decltype(out_tag)::value != 0) {
+      if (stage_o) return go(alibi_tag, out_tag, std::true_type{}, std::true_type{});
+    }
+    go(alibi_tag, out_tag, std::true_type{}, std::false_type{});
   };
   auto with_out = [&](auto alibi_tag) {
     if (out.dtype == DType::BF16) with_persist(alibi_tag, std::integral_constant<int, 1>{});
