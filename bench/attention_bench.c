@@ -13,7 +13,8 @@
  *   attention_bench fp8      : the FP8 forward (nx_flash_attention_fp8, q/k/v quantized per head)
  *                              against the bf16 forward on the same inputs, head_dim 128, grid
  *                              shapes (issue 18: at least 1.5x), with its output's difference;
- *                              FP8_VARIANTS="VAR=VALUE ..." adds the FP8 forward under each setting */
+ *                              FP8_VARIANTS="VAR=VALUE ..." adds the FP8 forward under each setting
+ *   attention_bench fp8one SEQ causal|full : one FP8 forward after a warm-up, for a profiler */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,6 +283,18 @@ static void fp8(void) {
     }
 }
 
+/* One FP8 forward call after one warm-up, for a profiler: head_dim 128, grid batch and heads. */
+static void fp8_one(int argc, char** argv) {
+  if (argc < 4) { fprintf(stderr, "usage: attention_bench fp8one SEQ causal|full\n"); exit(2); }
+  const int64_t d = 128, t = atoll(argv[2]), h = 2048 / d, b = 16384 / t;
+  const int causal = !strcmp(argv[3], "causal");
+  nx_tensor in[3] = {rnd(b, h, t, d, 0), rnd(b, h, t, d, 0), rnd(b, h, t, d, 0)}, codes[3], scales[3];
+  for (int i = 0; i < 3; ++i) CHECK(nx_quantize_8bit(&codes[i], &scales[i], in[i], NX_F8E4M3, 2, S));
+  printf("{\"name\": \"fp8one_d128_s%lld_%s\", \"fp8_fwd_s\": %.9g}\n", (long long)t, argv[3],
+         time_fp8(codes, scales, causal, 1, NULL));
+  for (int i = 0; i < 3; ++i) nx_tensor_free(codes[i]), nx_tensor_free(scales[i]), nx_tensor_free(in[i]);
+}
+
 static void one(int argc, char** argv) {
   if (argc < 5) { fprintf(stderr, "usage: attention_bench one D SEQ causal|full\n"); exit(2); }
   int64_t d = atoll(argv[2]), t = atoll(argv[3]), h = 2048 / d, b = 16384 / t;
@@ -306,6 +319,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "one")) one(argc, argv);
   if (!strcmp(what, "deterministic")) deterministic();
   if (!strcmp(what, "fp8")) fp8();
+  if (!strcmp(what, "fp8one")) fp8_one(argc, argv);
   nx_stream_free(S);
   return 0;
 }

@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kFp8TmaThreads, 1) flash_fwd_fp8_tma(TcParams 
   // pv sums is added to O when tile j closes it; O, and pv while it runs on, are rescaled to the
   // new max where it moved (corr is exactly 1 on rows whose max stayed, where skipping is exact).
   auto fold = [&](int j, bool last) {
-    const bool closes = last || (j + 1) % promote == 0;
+    const bool closes = last || ((j + 1) & (promote - 1)) == 0;
     const bool moved = !last && __any_sync(0xffffffffu, corr[0][0] != 1.f || corr[0][1] != 1.f);
     if (closes) {
 #pragma unroll
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(kFp8TmaThreads, 1) flash_fwd_fp8_tma(TcParams 
       fence_async_smem();
       take_turn();
       issue_s(j);
-      issue_pv(j - 1, (j - 1) % promote == 0);
+      issue_pv(j - 1, ((j - 1) & (promote - 1)) == 0);
       named_arrive(next_turn, 256);
       wg_wait<1>();
       release(k_empty + (tile0 + j) % S);
@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(kFp8TmaThreads, 1) flash_fwd_fp8_tma(TcParams 
     wait_full(v_full, ntiles - 1);
     fence_async_smem();
     take_turn();
-    issue_pv(ntiles - 1, (ntiles - 1) % promote == 0);
+    issue_pv(ntiles - 1, ((ntiles - 1) & (promote - 1)) == 0);
     Fp8Slot next{-1, 0, 0, 0, 0};
     if constexpr (PERSIST) {
       mbar_wait(q_full, (n + 1) & 1);
@@ -330,7 +330,7 @@ __global__ void __launch_bounds__(kFp8TmaThreads, 1) flash_fwd_fp8_tma(TcParams 
 }
 
 // NEXUS_FP8_PROMOTE=2|4: the FP8 accumulator summed into O every 2 or 4 key tiles (to measure);
-// every tile otherwise.
+// every tile otherwise (a power of two: the kernel takes its runs by masks).
 int fp8_promote_every() {
   const char* s = std::getenv("NEXUS_FP8_PROMOTE");
   const int n = s ? std::atoi(s) : 1;
