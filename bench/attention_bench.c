@@ -229,7 +229,7 @@ static double time_fp8(nx_tensor* codes, nx_tensor* scales, int causal, int iter
  * (NEXUS_FP8_TMA=0, NEXUS_FP8_PROMOTE=2) read the environment at every call. */
 static void fp8(void) {
   const int seqs[3] = {1024, 4096, 16384};
-  char settings[6][64], names[6][64];
+  char settings[6][64], names[6][130];
   int nvar = 0;
   const char* list = getenv("FP8_VARIANTS");
   for (const char* at = list ? list : ""; nvar < 6 && sscanf(at, "%63s", settings[nvar]) == 1; ++nvar) {

@@ -181,6 +181,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       const int bhk = b * int(p.kv_heads) + hk;
       mbar_arrive_expect_bytes(k_full, kKVBytes);
       for (int c = 0; c < D / 64; ++c) tma_load_3d(ks + c * KB * 128, &maps.k, 64 * c, k0, bhk, k_full);
+      auto load_v = [&] {
+        mbar_arrive_expect_bytes(v_full, kKVBytes);
+        for (int c = 0; c < D / 64; ++c) tma_load_3d(vs + c * KB * 128, &maps.v, 64 * c, k0, bhk, v_full);
+      };
+      if (!p.bwd_kv_split) load_v();
       for (int i = 0; i < total; ++i) {
         const int s = i % S, h = walk.head(slot(i)), q0 = walk.q0(slot(i), T), bh = b * int(p.heads) + h;
         if (i >= S) mbar_wait(empty + s, (i / S - 1) & 1);  // tile i - S has left the stage
@@ -192,10 +197,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
           tma_load_3d(qbuf + s * kTileBytes + c * T * 128, &maps.q, 64 * c, q0, bh, full + s);
           tma_load_3d(dobuf + s * kTileBytes + c * T * 128, &maps.dout, 64 * c, q0, bh, full + s);
         }
-        if (i == 0) {  // V after the first tile (no tile: nothing reads V)
-          mbar_arrive_expect_bytes(v_full, kKVBytes);
-          for (int c = 0; c < D / 64; ++c) tma_load_3d(vs + c * KB * 128, &maps.v, 64 * c, k0, bhk, v_full);
-        }
+        if (i == 0 && p.bwd_kv_split) load_v();  // V after the first tile (no tile: nothing reads V)
       }
       return;
     }
@@ -240,6 +242,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   const uint64_t k_rows = sw128_desc(k_addr + wg * 64 * 128, 16, 1024), v_rows = sw128_desc(v_addr + wg * 64 * 128, 16, 1024);
   const uint64_t k_cols = sw128_desc(k_addr, KB * 128, 1024);
   mbar_wait(k_full, 0);
+  if (!p.bwd_kv_split) mbar_wait(v_full, 0);  // V with K, before the first S^T (to compare)
 
   const bool issuer = threadIdx.x % 128 == 0;  // issues this warpgroup's bulk adds of dQ (DET: hands them over)
   auto release = [&](uint64_t* bar) {  // this warp is done with a stage
@@ -461,6 +464,7 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
                       const View& dout, const float* lse, const float* delta, const View& dq, const View& dk,
                       const View& dv) {
   TcParams p = tc_params(a);
+  p.bwd_kv_split = switch_on("NEXUS_FLASH_BWD_KV_SPLIT");
   constexpr int T = bwd_rows(D), S = kBwdStages;
   const int64_t tiles = a.batch * a.heads * ((a.tq + T - 1) / T), units = tiles * T * D / 4;
   Scratch tile_stats(ctx, size_t(tiles) * 2 * T * sizeof(float));
