@@ -13,6 +13,7 @@
 // - matrix descriptors stepped by desc_plus, the warpgroup index uniform;
 // - O rescaled only where a row's max moved (corr exactly 1 otherwise, so skipping is exact);
 // - persistent blocks with 16-bit outputs store O through shared memory by TMA;
+// - half tiles on the first warpgroup's causal diagonal, as in the bf16 forward (candidate there too);
 // - the tensor cores' FP8 accumulator summed into O every `promote` tiles (1 by default: the
 //   accuracy of session 19's fix; NEXUS_FP8_PROMOTE=2|4 to measure what fewer f32 sums buy).
 // NEXUS_FP8_TMA=0 sends calls to flash_fp8_wgmma.cu's kernel instead (to compare).
@@ -166,8 +167,22 @@ __global__ void __launch_bounds__(kFp8TmaThreads, 1) flash_fwd_fp8_tma(TcParams 
     wg_commit();
   };
   int q0 = 0;
-  auto softmax = [&](int j) {  // of tile j, once S_j has landed: s becomes 448 exp(s - m)
+  // Half tiles as in the bf16 forward (flash_wgmma.cu, half_last): a warpgroup's last tile of a
+  // block takes its softmax over the first 64 keys when its rows see none of the others (the first
+  // warpgroup's causal diagonal); the others' weights are written as zeros, which the masked keys'
+  // would have been, so the output is the same bit for bit (NEXUS_FLASH_HALF_TILE=0 to compare).
+  auto half_last = [&](const Fp8Slot& b) {
+    const int key_end = p.causal ? min(tk, offset + b.q0 + wg * 64 + 64) : tk;  // past this warpgroup's keys
+    return p.half_tiles && (b.ntiles - 1) * BN + BN / 2 >= key_end;
+  };
+  auto softmax = [&](int j, bool half) {  // of tile j, once S_j has landed: s becomes 448 exp(s - m)
     const int j0 = j * BN;
+    if (half) {
+      softmax_step<ALIBI, true, true, false, 0, NT / 2>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
+#pragma unroll
+      for (int n = NT / 2; n < NT; ++n) s[0][n][0] = s[0][n][1] = s[0][n][2] = s[0][n][3] = 0.f;
+      return;
+    }
     const bool edge = j0 + BN > tk || (p.causal && j0 + BN - 1 > offset + q0 + wg * 64);
     if (edge) softmax_step<ALIBI, true, true>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
     else softmax_step<ALIBI, false, true>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
@@ -268,9 +283,10 @@ __global__ void __launch_bounds__(kFp8TmaThreads, 1) flash_fwd_fp8_tma(TcParams 
   wg_wait<0>();
   for (;;) {  // S_0 of block x has landed
     const int ntiles = x.ntiles;
+    const bool half_end = half_last(x);
     release(k_empty + tile0 % S);
     if (ntiles == 1) release(q_empty);  // the block's last S has landed: Q may be replaced
-    softmax(0);
+    softmax(0, ntiles == 1 && half_end);
     fp8_to_fragments(pa, s);
     // phases 1 .. ntiles - 1: S_j and P_{j-1} V_{j-1}; the softmax of tile j runs under P V
     for (int j = 1; j < ntiles; ++j) {
@@ -284,7 +300,7 @@ __global__ void __launch_bounds__(kFp8TmaThreads, 1) flash_fwd_fp8_tma(TcParams 
       wg_wait<1>();
       release(k_empty + (tile0 + j) % S);
       if (j == ntiles - 1) release(q_empty);
-      softmax(j);
+      softmax(j, j == ntiles - 1 && half_end);
       wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled, P overwritten, the stage freed
       release(v_empty + (tile0 + j - 1) % S);
       fold(j - 1, false);
@@ -359,7 +375,8 @@ bool attention_forward_fp8_tma(const ExecContext& ctx, const AttentionParams& a,
   const Fp8Scales scales{static_cast<const float*>(q_scale.data), static_cast<const float*>(k_scale.data),
                          static_cast<const float*>(v_scale.data), int(q_scale.shape.size()) - 1,
                          int(k_scale.shape.size()) - 1, int(v_scale.shape.size()) - 1};
-  const TcParams p = tc_params(a);
+  TcParams p = tc_params(a);
+  p.half_tiles = switch_on("NEXUS_FLASH_HALF_TILE");
   const int promote = fp8_promote_every();
   // staged stores unless NEXUS_FLASH_FWD_STAGE_O=0 (the bf16 forward's switch)
   const bool stage_o = persist && out.dtype != DType::F32 && switch_on("NEXUS_FLASH_FWD_STAGE_O") &&
