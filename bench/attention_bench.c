@@ -226,7 +226,7 @@ static double time_fp8(nx_tensor* codes, nx_tensor* scales, int causal, int iter
  * each), and the FP8 output's difference from the bf16 output. FP8_VARIANTS="VAR=VALUE ..." (at
  * most 6) also times the FP8 forward with each of those environment settings in turn (one at a
  * time, in the same alternation), with each one's output difference: the kernels' switches
- * (NEXUS_FP8_TMA=0, NEXUS_FP8_PROMOTE=2) read the environment at every call. */
+ * (NEXUS_FLASH_FWD_STAGE_O=0, NEXUS_FLASH_PERSISTENT=0) read the environment at every call. */
 static void fp8(void) {
   const int seqs[3] = {1024, 4096, 16384};
   char settings[6][64], names[6][130];

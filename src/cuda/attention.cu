@@ -16,7 +16,6 @@
 #include <cstdlib>
 
 #include "cuda/decode_merge.cuh"
-#include "cuda/flash_sm90.cuh"
 #include "cuda/kernels.cuh"
 
 namespace nx::cuda {
@@ -348,122 +347,6 @@ __global__ void __launch_bounds__(32 * WARPS, MINB) decode_half_kernel(Params p,
                                      SplitSlots{part_acc, part_ml, splits, split, D, kLog2e});
 }
 
-// The one-split decode with the cache brought by the bulk-copy engine (NEXUS_DECODE_BULK=1, sm_90;
-// to measure against decode_half_kernel's register loads, which reach 93% of the H200's DRAM
-// bandwidth where cuDNN's decode reaches 94-94.5%): a loader warp copies chunks of CH rows of K
-// and of V (16 KB each) into a ring of STAGES stages with cp.async.bulk, counted in bytes on the
-// stage's "full" mbarrier; the WARPS compute warps read them from shared memory, the same rows
-// per lane as the register kernel (U = 4), and release the stage on its "empty" mbarrier. One
-// query (NQ = 1), one block per (batch, head), two blocks per SM (2 x 96 KB of stages).
-template <class T, int D>
-struct BulkDecode {
-  static constexpr int kWarps = 8, kStages = 3, kChunk = 16384 / (D * 2);  // rows a stage
-  static constexpr int kStageBytes = 2 * kChunk * D * 2;  // K and V
-  static constexpr size_t kSmem = 128 + size_t(kStages) * kStageBytes + 2 * kStages * 8;
-};
-template <class T, int D>
-__global__ void __launch_bounds__(32 * (BulkDecode<T, D>::kWarps + 1), 2)
-    decode_bulk_kernel(Params p, const T* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
-                       T* __restrict__ out, float* __restrict__ lse) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using C = BulkDecode<T, D>;
-  constexpr int W = C::kWarps, S = C::kStages, CH = C::kChunk;
-  constexpr int LPR = D / 8, RPW = 32 / LPR, ROWS = W * RPW, U = CH / ROWS;
-  static_assert(U * ROWS == CH, "a stage's rows split evenly over the compute warps");
-  extern __shared__ uint8_t smem_raw[];
-  uint8_t* ring = smem_raw + ((128 - (flash::smem_addr(smem_raw) & 127)) & 127);
-  uint64_t* full = reinterpret_cast<uint64_t*>(ring + S * C::kStageBytes);
-  uint64_t* empty = full + S;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane / LPR, li = lane % LPR;
-  const int64_t bh = blockIdx.x;
-  const int h = int(bh % p.heads), b = int(bh / p.heads), hk = h / int(p.heads / p.kv_heads);
-  const int64_t tk = p.tk, qpos = p.tk - p.tq, chunks = (tk + CH - 1) / CH;
-  const T* kh = k + (int64_t(b) * p.kv_heads + hk) * tk * D;
-  const T* vh = v + (int64_t(b) * p.kv_heads + hk) * tk * D;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < S; ++s) {
-      flash::mbar_init(full + s, 1);
-      flash::mbar_init(empty + s, W);
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
-  __syncthreads();
-  auto stage_k = [&](int s) { return reinterpret_cast<const T*>(ring + s * C::kStageBytes); };
-  float m[1] = {-INFINITY}, l[1] = {0.f}, acc[1][8] = {};
-  if (warp == W) {  // the loader: one thread
-    if (lane == 0)
-      for (int64_t c = 0; c < chunks; ++c) {
-        const int s = int(c % S);
-        if (c >= S) flash::mbar_wait(empty + s, uint32_t((c / S - 1) & 1));
-        const uint32_t bytes = uint32_t(min(int64_t(CH), tk - c * CH) * D * 2);
-        flash::mbar_arrive_expect_bytes(full + s, 2 * bytes);
-        uint8_t* dst = ring + s * C::kStageBytes;
-        flash::bulk_copy_to_shared(dst, kh + c * CH * D, bytes, full + s);
-        flash::bulk_copy_to_shared(dst + C::kStageBytes / 2, vh + c * CH * D, bytes, full + s);
-      }
-  } else {
-    float qf[8];
-    {
-      const uint4 raw = *reinterpret_cast<const uint4*>(q + ((int64_t(b) * p.heads + h) * p.tq) * D + li * 8);
-      const uint16_t* e = reinterpret_cast<const uint16_t*>(&raw);
-#pragma unroll
-      for (int x = 0; x < 8; ++x) qf[x] = to_acc(T{e[x]}) * (float(p.scale) * kLog2e);  // as the register kernel rounds it
-    }
-    const float slope2 = p.alibi ? float(p.slopes[h]) * kLog2e : 0.f;
-    auto widen = [](const uint4& raw, float (&f)[8]) {
-      const uint16_t* e = reinterpret_cast<const uint16_t*>(&raw);
-#pragma unroll
-      for (int x = 0; x < 8; ++x) f[x] = to_acc(T{e[x]});
-    };
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int s = int(c % S);
-      flash::mbar_wait(full + s, uint32_t((c / S) & 1));
-      const T* ks = stage_k(s);
-      const T* vs = ks + CH * D;
-      uint4 kr[U], vr[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int r = warp * RPW + sub + u * ROWS;
-        const bool valid = c * CH + r < tk;  // past the cache the stage holds stale (or never written) rows
-        kr[u] = *reinterpret_cast<const uint4*>(ks + r * D + li * 8);
-        vr[u] = valid ? *reinterpret_cast<const uint4*>(vs + r * D + li * 8) : make_uint4(0, 0, 0, 0);
-      }
-      float sc[U], mx = m[0];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        float kf[8];
-        widen(kr[u], kf);
-        float dot = 0.f;
-#pragma unroll
-        for (int x = 0; x < 8; ++x) dot = fmaf(qf[x], kf[x], dot);
-#pragma unroll
-        for (int o = LPR / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-        const int64_t j = c * CH + warp * RPW + sub + u * ROWS;
-        if (p.alibi) dot -= slope2 * float(qpos - j);
-        sc[u] = (j >= tk || (p.causal && j > qpos)) ? -INFINITY : dot;
-        mx = fmaxf(mx, sc[u]);
-      }
-      if (rescale_running(m[0], l[0], acc[0], mx)) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const float w = exp2f(sc[u] - mx);
-          float vf[8];
-          widen(vr[u], vf);
-          l[0] += w;
-#pragma unroll
-          for (int x = 0; x < 8; ++x) acc[0][x] = fmaf(w, vf[x], acc[0][x]);
-        }
-      }
-      flash::fence_async_smem();  // this warp's reads of the stage come before the next copy into it
-      __syncwarp();
-      if (lane == 0) flash::mbar_arrive(empty + s);
-    }
-  }
-  merge_row_groups<1, ROWS, D, 8>(m, l, acc, warp * RPW + sub, li, 1, bh * p.tq, OneSplitRows<T>{out, lse, D},
-                                  warp < W);
-#endif
-}
-
 template <class T, class A>
 __global__ void decode_combine(Params p, const A* part_acc, const A* part_ml, int splits, T* out, A* lse) {
   const int64_t row = blockIdx.x;  // (b, h, i)
@@ -690,20 +573,6 @@ int decode_splits(int64_t bh, int64_t tk) {
   return int(std::max<int64_t>(1, std::min(want, most)));
 }
 
-// NEXUS_DECODE_BULK=1: the one-split, one-query decode by decode_bulk_kernel (to measure; sm_90 builds
-// with sm_90a code only).
-bool decode_bulk_requested() {
-#if defined(NEXUS_HAVE_SM90A)
-  static const bool on = [] {
-    const char* s = std::getenv("NEXUS_DECODE_BULK");
-    return s && s[0] == '1';
-  }();
-  return on && compute_capability() == 90;
-#else
-  return false;
-#endif
-}
-
 // The bf16/f16 flash-decoding path for head_dim 64, 128 or 256 (16-byte aligned rows).
 template <class T>
 bool decode_half_typed(const ExecContext& ctx, const Params& p, const View& q, const View& k, const View& v,
@@ -728,13 +597,7 @@ bool decode_half_typed(const ExecContext& ctx, const Params& p, const View& q, c
     // step per lane with the next step's 4 requested before this step's are used (PIPE): 0.6-1%
     // faster than 8 rows loaded then used (docs/benchmarks.md, session 24)
     if (!direct) launch(decode_half_kernel<T, D, NQ, 8, MINB, false>);
-    else if (NQ == 1 && decode_bulk_requested()) {
-      using C = BulkDecode<T, D>;
-      set_smem(decode_bulk_kernel<T, D>, C::kSmem);
-      decode_bulk_kernel<T, D><<<unsigned(p.batch * p.heads), 32 * (C::kWarps + 1), C::kSmem, stream_of(ctx)>>>(
-          p, static_cast<const T*>(q.data), static_cast<const T*>(k.data), static_cast<const T*>(v.data),
-          static_cast<T*>(out.data), static_cast<float*>(lse.data));
-    } else if constexpr (NQ == 1) {
+    else if constexpr (NQ == 1) {
       constexpr int kOneSplitWarps = 8;
       launch(decode_half_kernel<T, D, NQ, 4, 2, true, kOneSplitWarps, true>, kOneSplitWarps);
     }

@@ -42,15 +42,13 @@ struct SplitSlots {
 // Merges the block's ROWS row groups of queries first_row + [0, nq) and hands each query's result
 // to sink: value(r, d, acc_d, L) for every dimension, and stats(r, M, L) once (thread 0); M is
 // the max in log2 units, L the sum of exp2(score - M), acc_d unnormalized.
-// holds: whether this thread holds a row group's part (false for a block's loader warp, which
-// takes part in the barrier and the final sums only).
 template <int NQ, int ROWS, int D, int PER_LANE, class Sink>
 __device__ __forceinline__ void merge_row_groups(const float (&m)[NQ], const float (&l)[NQ],
                                                  const float (&acc)[NQ][PER_LANE], int grp, int li, int nq,
-                                                 int64_t first_row, const Sink& sink, bool holds = true) {
+                                                 int64_t first_row, const Sink& sink) {
   __shared__ float sm[NQ][ROWS], sl[NQ][ROWS], sacc[NQ][ROWS][D];
 #pragma unroll
-  for (int i = 0; i < NQ && holds; ++i) {
+  for (int i = 0; i < NQ; ++i) {
     if (li == 0) {
       sm[i][grp] = m[i];
       sl[i][grp] = l[i];

@@ -26,9 +26,6 @@ struct TcParams {
   // The wgmma forward runs a warpgroup's last tile of a block over its first half of the keys when
   // the warpgroup's rows see none of the rest (NEXUS_FLASH_HALF_TILE=0: the whole tile, to compare).
   bool half_tiles;
-  // The wgmma backward requests a block's V after its first query tile, and the first S^T waits
-  // for K only (NEXUS_FLASH_BWD_KV_SPLIT=0: V right after K, waited for with it, to compare).
-  bool bwd_kv_split;
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }

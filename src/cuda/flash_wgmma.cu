@@ -280,7 +280,8 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   // than 2^8 (lazy_rescale_threshold): true when they did and O must be rescaled (the same on the warp).
   constexpr bool kLazy = !(ALIBI && WGS == 3);  // there its registers spilled (ptxas)
   // Head_dim 64 with two warpgroups: one column group in 8 takes its exponentials on the FMA pipe
-  // (ex2_fma), 2% faster at causal s1024-s2048 (H200, ncu, session 29), where a tile's 8192
+  // (ex2_fma), 2% faster at causal s1024-s2048 (H200, ncu, session 29; since session 31 causal from
+  // 2048 rows takes three warpgroups), where a tile's 8192
   // exponentials take the MUFU as long as the tile's products take the tensor cores; 2 groups in 8
   // gained nothing, 3 lost 2%, and any share lost 3-10% with three warpgroups (busier issue slots).
   constexpr int kFmaExp = D == 64 && WGS == 2 ? 0x80 : 0;
@@ -526,14 +527,15 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
 // Head_dim 64: three compute warpgroups (192-row blocks) except causal attention over short queries,
 // where the blocks' masked diagonal and the last partial block cost more than the overlap gains
 // (H200, session 17: full 8-29% faster, causal 4096-16384 5-18% faster, causal 1024 13-16%
-// slower). NEXUS_FLASH_FWD_WARPGROUPS=2|3 forces one (for measuring).
+// slower; session 31, ncu, persistent kernels: causal 2048 3-5% faster, 1024 8-10% slower).
+// NEXUS_FLASH_FWD_WARPGROUPS=2|3 forces one (for measuring).
 bool fwd_three_warpgroups(const AttentionParams& a) {
   static const int forced = [] {
     const char* s = std::getenv("NEXUS_FLASH_FWD_WARPGROUPS");
     return s ? std::atoi(s) : 0;
   }();
   if (forced == 2 || forced == 3) return forced == 3;
-  return !a.causal || a.tq > 2048;
+  return !a.causal || a.tq >= 2048;
 }
 
 }  // namespace

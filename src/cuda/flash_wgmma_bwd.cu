@@ -120,11 +120,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   uint8_t* dst = dobuf + S * kTileBytes;     // two dS^T [query / 64][key][query % 64], swizzled
   float* dqs = reinterpret_cast<float*>(dst + 2 * KB * T * 2);  // dQ tile (T x D f32), as in dq_acc
   float* stats = dqs + T * D;                // [i % 2][lse * log2(e) | delta][T]
-  // K and V on barriers of their own: a tile's S^T needs K only, so with TMA the first tile's Q, dO
-  // and statistics are requested before V and its S^T starts before V has landed
-  uint64_t* k_full = reinterpret_cast<uint64_t*>(stats + 2 * 2 * T);
-  uint64_t* v_full = k_full + 1;
-  uint64_t* full = v_full + 1;
+  uint64_t* kv_full = reinterpret_cast<uint64_t*>(stats + 2 * 2 * T);
+  uint64_t* full = kv_full + 1;
   uint64_t* empty = full + S;
   uint64_t* dq_full = empty + S;  // DET: tile i's dQ is staged ([i % kDqWriters]: one per writer)
   uint64_t* dq_empty = dq_full + kDqWriters;  // DET: the writer's add has read the staging buffer
@@ -140,8 +137,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   auto tile_of = [&](int h, int qt) { return (b * int(p.heads) + h) * ntiles + qt; };
   constexpr int kLoadArrivals = TMA ? 1 : kLoaders;  // the TMA thread's, or one per loader thread
   if (threadIdx.x == 0) {
-    mbar_init(k_full, kLoadArrivals);
-    mbar_init(v_full, kLoadArrivals);
+    mbar_init(kv_full, kLoadArrivals);
     for (int s = 0; s < S; ++s) {
       mbar_init(full + s, kLoadArrivals);
       mbar_init(empty + s, kBwdCompute / 32);  // one per compute warp
@@ -179,13 +175,11 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
     if constexpr (TMA) {
       if (tid != 0) return;
       const int bhk = b * int(p.kv_heads) + hk;
-      mbar_arrive_expect_bytes(k_full, kKVBytes);
-      for (int c = 0; c < D / 64; ++c) tma_load_3d(ks + c * KB * 128, &maps.k, 64 * c, k0, bhk, k_full);
-      auto load_v = [&] {
-        mbar_arrive_expect_bytes(v_full, kKVBytes);
-        for (int c = 0; c < D / 64; ++c) tma_load_3d(vs + c * KB * 128, &maps.v, 64 * c, k0, bhk, v_full);
-      };
-      if (!p.bwd_kv_split) load_v();
+      mbar_arrive_expect_bytes(kv_full, 2 * kKVBytes);
+      for (int c = 0; c < D / 64; ++c) {
+        tma_load_3d(ks + c * KB * 128, &maps.k, 64 * c, k0, bhk, kv_full);
+        tma_load_3d(vs + c * KB * 128, &maps.v, 64 * c, k0, bhk, kv_full);
+      }
       for (int i = 0; i < total; ++i) {
         const int s = i % S, h = walk.head(slot(i)), q0 = walk.q0(slot(i), T), bh = b * int(p.heads) + h;
         if (i >= S) mbar_wait(empty + s, (i / S - 1) & 1);  // tile i - S has left the stage
@@ -197,14 +191,12 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
           tma_load_3d(qbuf + s * kTileBytes + c * T * 128, &maps.q, 64 * c, q0, bh, full + s);
           tma_load_3d(dobuf + s * kTileBytes + c * T * 128, &maps.dout, 64 * c, q0, bh, full + s);
         }
-        if (i == 0 && p.bwd_kv_split) load_v();  // V after the first tile (no tile: nothing reads V)
       }
       return;
     }
     load_tile<D, KB, kLoaders>(ks, k + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, tid);
-    mbar_arrive_on_copies(k_full);
     load_tile<D, KB, kLoaders>(vs, v + ((int64_t(b) * p.kv_heads + hk) * p.tk) * D, k0, p.tk, tid);
-    mbar_arrive_on_copies(v_full);
+    mbar_arrive_on_copies(kv_full);
     for (int i = 0; i < total; ++i) {
       const int s = i % S, q0 = walk.q0(slot(i), T);
       if (i >= S) mbar_wait(empty + s, (i / S - 1) & 1);  // tile i - S has left the stage
@@ -241,8 +233,7 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
   // once per block; each product adds its offset (desc_plus).
   const uint64_t k_rows = sw128_desc(k_addr + wg * 64 * 128, 16, 1024), v_rows = sw128_desc(v_addr + wg * 64 * 128, 16, 1024);
   const uint64_t k_cols = sw128_desc(k_addr, KB * 128, 1024);
-  mbar_wait(k_full, 0);
-  if (!p.bwd_kv_split) mbar_wait(v_full, 0);  // V with K, before the first S^T (to compare)
+  mbar_wait(kv_full, 0);
 
   const bool issuer = threadIdx.x % 128 == 0;  // issues this warpgroup's bulk adds of dQ (DET: hands them over)
   auto release = [&](uint64_t* bar) {  // this warp is done with a stage
@@ -270,8 +261,6 @@ __global__ void __launch_bounds__(kBwdThreads, 1) flash_bwd_wgmma(TcParams p, co
       mma_ss<T, BF16>(&st[0][0][0], desc_plus(k_rows, a_off), desc_plus(q_rows, b_off), kc > 0);
     }
     wg_commit();
-    if (i == 0) mbar_wait(v_full, 0);
-    wg_fence();  // after the wait's branch, as ptxas would inject it (C7519)
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc) {
       const uint32_t a_off = (kc / 4) * (KB * 128) + (kc % 4) * 32, b_off = (kc / 4) * (T * 128) + (kc % 4) * 32;
@@ -464,7 +453,6 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
                       const View& dout, const float* lse, const float* delta, const View& dq, const View& dk,
                       const View& dv) {
   TcParams p = tc_params(a);
-  p.bwd_kv_split = switch_on("NEXUS_FLASH_BWD_KV_SPLIT");
   constexpr int T = bwd_rows(D), S = kBwdStages;
   const int64_t tiles = a.batch * a.heads * ((a.tq + T - 1) / T), units = tiles * T * D / 4;
   Scratch tile_stats(ctx, size_t(tiles) * 2 * T * sizeof(float));
@@ -477,7 +465,7 @@ void launch_bwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
   NX_CUDA_CHECK(cudaMemsetAsync(acc.ptr, 0, bytes, stream_of(ctx)));
   int* turns = DET ? reinterpret_cast<int*>(static_cast<uint8_t*>(acc.ptr) + acc_bytes) : nullptr;
   const size_t smem = 1024 + size_t(2 * kBwdKeys + 2 * S * T) * D * 2 + 2 * size_t(kBwdKeys) * T * 2 +
-                      size_t(T) * D * 4 + S * 2 * T * sizeof(float) + (2 + 2 * S + kDqWriters + 1) * 8;
+                      size_t(T) * D * 4 + S * 2 * T * sizeof(float) + (1 + 2 * S + kDqWriters + 1) * 8;
   BwdMaps maps{};
   const bool tma = tma_requested() && encode_rows(&maps.q, q.data, BF16, a.batch * a.heads, a.tq, D, T) &&
                    encode_rows(&maps.dout, dout.data, BF16, a.batch * a.heads, a.tq, D, T) &&

@@ -120,7 +120,7 @@ void expect_switch_keeps_forward_bits(const char* label, std::initializer_list<A
 // arithmetic of the one-block-per-query-block launch (NEXUS_FLASH_PERSISTENT=0): outputs equal bit
 // for bit. The shapes have more query blocks than an H200 has multiprocessors (132), so blocks
 // loop; causal with Tq > Tk gives query blocks with no keys; GQA, ALiBi, both warpgroup counts of
-// head_dim 64 (two: causal Tq <= 2048; three: full).
+// head_dim 64 (two: causal Tq < 2048; three: full and longer causal).
 TEST(CudaAttentionPersistent, EqualsOneLaunchBlockPerQueryBlockBitForBit) {
   NX_REQUIRE_GPU();
   expect_switch_keeps_forward_bits("persistent",
@@ -135,7 +135,7 @@ TEST(CudaAttentionPersistent, EqualsOneLaunchBlockPerQueryBlockBitForBit) {
 // the tile's first 64 keys, takes its softmax over those 64 only and writes the others' weights as
 // zeros; masked, they would have been exactly 0 too, so the output equals the whole tile's bit for bit
 // (NEXUS_FLASH_HALF_TILE=0). Cases: the causal diagonal at both head_dims and warpgroup counts
-// (head_dim 64: two warpgroups up to 2048 causal rows, three otherwise), a causal offset of 64 keys
+// (head_dim 64: two warpgroups below 2048 causal rows, three otherwise), a causal offset of 64 keys
 // (Tq < Tk: the first warpgroup's whole last tile masked), Tq > Tk, short last tiles without a
 // mask (17 and 129 keys), GQA, ALiBi, f16 and bf16.
 TEST(CudaAttentionHalfTiles, EqualWholeTilesBitForBit) {
