@@ -280,10 +280,10 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   // than 2^8 (lazy_rescale_threshold): true when they did and O must be rescaled (the same on the warp).
   constexpr bool kLazy = !(ALIBI && WGS == 3);  // there its registers spilled (ptxas)
   // Head_dim 64 with two warpgroups: one column group in 8 takes its exponentials on the FMA pipe
-  // (ex2_fma), 2% faster at causal s1024-s2048 (H200, ncu, session 29; since session 31 causal from
-  // 2048 rows takes three warpgroups), where a tile's 8192
-  // exponentials take the MUFU as long as the tile's products take the tensor cores; 2 groups in 8
-  // gained nothing, 3 lost 2%, and any share lost 3-10% with three warpgroups (busier issue slots).
+  // (ex2_fma), 2% faster at causal s1024-s2048 (H200, ncu, session 29; causal from 2048 rows takes
+  // three warpgroups since session 31), where a tile's 8192 exponentials take the MUFU as long as
+  // the tile's products take the tensor cores; 2 groups in 8 gained nothing, 3 lost 2%, and any
+  // share lost 3-10% with three warpgroups (busier issue slots).
   constexpr int kFmaExp = D == 64 && WGS == 2 ? 0x80 : 0;
   auto softmax = [&](int j, bool half) {
     const int j0 = j * BN;
