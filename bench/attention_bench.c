@@ -14,7 +14,9 @@
  *                              against the bf16 forward on the same inputs, head_dim 128, grid
  *                              shapes (issue 18: at least 1.5x), with its output's difference;
  *                              FP8_VARIANTS="VAR=VALUE ..." adds the FP8 forward under each setting
- *   attention_bench fp8one SEQ causal|full : one FP8 forward after a warm-up, for a profiler */
+ *   attention_bench fp8one SEQ causal|full : one FP8 forward after a warm-up, for a profiler
+ *   attention_bench fwdvar [SEQ,SEQ...] : the bf16 forward's call time under the default and each
+ *                              FWD_VARIANTS="VAR=VALUE ..." setting, alternated (fwd_variants) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,6 +63,78 @@ static double run(nx_tensor q, nx_tensor k, nx_tensor v, int causal, int backwar
   double t = (ex_now() - t0) / iters;
   if (g) nx_tensor_free(g);
   return t;
+}
+
+/* Environment settings "VAR=VALUE ..." (at most 6) that a bench times beside the default, one at a
+ * time, alternated in one process: the kernels' switches read the environment at every call. */
+typedef struct {
+  int n;
+  char var[6][64], value[6][64], name[6][130];
+} variants;
+
+static variants read_variants(const char* env_name) {
+  variants v = {0};
+  const char* at = getenv(env_name);
+  char item[128];
+  for (int used = 0; at && v.n < 6 && sscanf(at, "%127s%n", item, &used) == 1; at += used) {
+    char* eq = strchr(item, '=');
+    if (!eq || eq - item >= 64 || strlen(eq + 1) >= 64) {
+      fprintf(stderr, "%s: %s is not VAR=VALUE (names and values under 64 characters)\n", env_name, item);
+      exit(2);
+    }
+    *eq = 0;
+    snprintf(v.var[v.n], sizeof v.var[v.n], "%s", item);
+    snprintf(v.value[v.n], sizeof v.value[v.n], "%s", eq + 1);
+    snprintf(v.name[v.n], sizeof v.name[v.n], "%s=%s", item, eq + 1);
+    ++v.n;
+  }
+  return v;
+}
+
+/* Sets variant i; returns the variable's old value (or NULL) for variant_end. */
+static char* variant_begin(const variants* v, int i) {
+  const char* old = getenv(v->var[i]);
+  char* saved = old ? strdup(old) : NULL;
+  setenv(v->var[i], v->value[i], 1);
+  return saved;
+}
+static void variant_end(const variants* v, int i, char* saved) {
+  saved ? setenv(v->var[i], saved, 1) : unsetenv(v->var[i]);
+  free(saved);
+}
+
+/* The bf16 forward (seconds per call, C API, 20 calls) under the default and each FWD_VARIANTS
+ * setting, alternated three times (best of each), at head_dim 64 and 128, full and causal, over
+ * the given sequence lengths (grid batch and heads): to decide a switch by call time, which a
+ * profiler's kernel time leaves out (allocations, memsets, launch gaps). */
+static void fwd_variants(int argc, char** argv) {
+  const variants var = read_variants("FWD_VARIANTS");
+  const char* list = argc > 2 ? argv[2] : "512,1024,2048";
+  for (int di = 0; di < 2; ++di)
+    for (int causal = 0; causal < 2; ++causal)
+      for (const char* at = list; *at;) {
+        const int64_t d = di ? 128 : 64, t = atoll(at), h = 2048 / d, b = t > 0 ? 16384 / t : 0;
+        at += strcspn(at, ",");
+        at += *at == ',';
+        if (b <= 0) continue;
+        nx_tensor q = rnd(b, h, t, d, 0), k = rnd(b, h, t, d, 0), v = rnd(b, h, t, d, 0);
+        double best = 1e30, vbest[6] = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30};
+        for (int rep = 0; rep < 3; ++rep) {
+          best = fmin(best, run(q, k, v, causal, 0, 20));
+          for (int i = 0; i < var.n; ++i) {
+            char* saved = variant_begin(&var, i);
+            vbest[i] = fmin(vbest[i], run(q, k, v, causal, 0, 20));
+            variant_end(&var, i, saved);
+          }
+        }
+        printf("{\"name\": \"fwd_d%lld_s%lld_%s\", \"fwd_s\": %.9g", (long long)d, (long long)t,
+               causal ? "causal" : "full", best);
+        for (int i = 0; i < var.n; ++i)
+          printf(", \"%s\": {\"fwd_s\": %.9g, \"default_over_this\": %.4f}", var.name[i], vbest[i], best / vbest[i]);
+        printf("}\n");
+        fflush(stdout);
+        nx_tensor_free(q); nx_tensor_free(k); nx_tensor_free(v);
+      }
 }
 
 static void grid(void) {
@@ -229,17 +303,8 @@ static double time_fp8(nx_tensor* codes, nx_tensor* scales, int causal, int iter
  * (NEXUS_FLASH_FWD_STAGE_O=0, NEXUS_FLASH_PERSISTENT=0) read the environment at every call. */
 static void fp8(void) {
   const int seqs[3] = {1024, 4096, 16384};
-  char settings[6][64], names[6][130];
-  int nvar = 0;
-  const char* list = getenv("FP8_VARIANTS");
-  for (const char* at = list ? list : ""; nvar < 6 && sscanf(at, "%63s", settings[nvar]) == 1; ++nvar) {
-    at = strstr(at, settings[nvar]) + strlen(settings[nvar]);
-    char* eq = strchr(settings[nvar], '=');
-    if (!eq) { fprintf(stderr, "FP8_VARIANTS: %s is not VAR=VALUE\n", settings[nvar]); exit(2); }
-    *eq = 0;
-    snprintf(names[nvar], sizeof names[nvar], "%s=%s", settings[nvar], eq + 1);
-    memmove(settings[nvar] + strlen(settings[nvar]) + 1, eq + 1, strlen(eq + 1) + 1); /* VAR\0VALUE */
-  }
+  const variants var = read_variants("FP8_VARIANTS");
+  const int nvar = var.n;
   for (int causal = 0; causal < 2; ++causal)
     for (int si = 0; si < 3; ++si) {
       const int64_t d = 128, h = 2048 / d, t = seqs[si], b = 16384 / t;
@@ -253,15 +318,11 @@ static void fp8(void) {
         const double f8 = time_fp8(codes, scales, causal, 5, NULL);
         if (f8 < best[1]) best[1] = f8;
         for (int i = 0; i < nvar; ++i) {
-          const char* var = settings[i];
-          const char* old = getenv(var);
-          char* saved = old ? strdup(old) : NULL;
-          setenv(var, var + strlen(var) + 1, 1);
+          char* saved = variant_begin(&var, i);
           if (vo[i]) nx_tensor_free(vo[i]);
           const double x = time_fp8(codes, scales, causal, 5, &vo[i]);
           if (x < vbest[i]) vbest[i] = x;
-          saved ? setenv(var, saved, 1) : unsetenv(var);
-          free(saved);
+          variant_end(&var, i, saved);
         }
       }
       CHECK(nx_flash_attention(&ref, q, k, v, causal, false, 0.0, S));
@@ -273,7 +334,7 @@ static void fp8(void) {
              (long long)t, causal ? "causal" : "full", best[0], best[1], best[0] / best[1], flops / best[0] * 1e-12,
              flops / best[1] * 1e-12, max_rel_diff(o, ref));
       for (int i = 0; i < nvar; ++i)
-        printf(", \"%s\": {\"fp8_fwd_s\": %.9g, \"speedup\": %.4f, \"diff_vs_bf16\": %.4g}", names[i], vbest[i],
+        printf(", \"%s\": {\"fp8_fwd_s\": %.9g, \"speedup\": %.4f, \"diff_vs_bf16\": %.4g}", var.name[i], vbest[i],
                best[0] / vbest[i], max_rel_diff(vo[i], ref));
       printf("}\n");
       fflush(stdout);
@@ -320,6 +381,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "deterministic")) deterministic();
   if (!strcmp(what, "fp8")) fp8();
   if (!strcmp(what, "fp8one")) fp8_one(argc, argv);
+  if (!strcmp(what, "fwdvar")) fwd_variants(argc, argv);
   nx_stream_free(S);
   return 0;
 }

@@ -32,6 +32,7 @@
 #include <optional>
 #include <string>
 
+#include "cuda/flash_schedule.cuh"
 #include "cuda/flash_sm90.cuh"
 #include "cuda/flash_tma.hpp"
 
@@ -124,26 +125,71 @@ __device__ __forceinline__ void fp8_to_fragments(uint32_t (&pa)[kFp8Keys / 32][4
 }
 #endif
 
+// The pre-pass's shared tile holds key rows of eight 16-byte units, unit u of key `key` at
+// u ^ vt_unit_swizzle(key): the eight keys one warp's transposes read at once (fp8_key_at(4 pw + e)
+// for 8 consecutive pw) then sit in eight different units, so those 32 word reads (4 head dims
+// each) hit 32 banks.
+__host__ __device__ constexpr int vt_unit_swizzle(int key) { return ((key >> 1) & 3) | ((key >> 4) & 1) << 2; }
+constexpr bool vt_reads_spread_over_banks() {
+  for (int first = 0; first < kFp8Keys / 4; first += 8)
+    for (int e = 0; e < 4; ++e) {
+      bool seen[8] = {};
+      for (int pw = first; pw < first + 8; ++pw) {
+        const int u = vt_unit_swizzle(fp8_key_at(4 * pw + e));
+        if (seen[u]) return false;
+        seen[u] = true;
+      }
+    }
+  return true;
+}
+static_assert(vt_reads_spread_over_banks(), "a warp's V^T reads must not share banks");
+
 // V [B, Hkv, Tk, 128] e4m3 -> V^T tiles [B, Hkv, ceil(Tk / 128), 128, 128]: row d of tile j holds
-// V[128 j + fp8_key_at(p)][d] at p, zero past Tk. One block per tile, through shared memory.
-__global__ void fp8_transpose_v(const uint8_t* __restrict__ v, uint8_t* __restrict__ vt, int64_t tk, int tiles) {
-  __shared__ uint8_t tile[kFp8Keys][kFp8D + 4];  // + 4: the column reads spread over the banks
-  const int64_t bh = blockIdx.x / tiles, j = blockIdx.x % tiles;
-  const uint8_t* src = v + (bh * tk + j * kFp8Keys) * kFp8D;
-  const int64_t keys = tk - j * kFp8Keys;
-  for (int w = threadIdx.x; w < kFp8Keys * kFp8D / 4; w += blockDim.x) {
-    const int key = w / (kFp8D / 4), c = w % (kFp8D / 4);
-    *reinterpret_cast<uint32_t*>(&tile[key][c * 4]) =
-        key < keys ? reinterpret_cast<const uint32_t*>(src + int64_t(key) * kFp8D)[c] : 0u;
+// V[128 j + fp8_key_at(p)][d] at p, zero past Tk. One block of 256 threads per tile: each thread
+// loads four 16-byte pieces, all in flight before any is stored (one 4-byte load at a time per
+// thread ran at a quarter of the bandwidth, session 31), into the swizzled shared tile; then each
+// thread writes, per unit of four keys x four head dims, the four keys' words transposed in
+// registers (byte permutes) to four V^T rows, a warp covering 32 bytes of each of four rows.
+constexpr int kVtThreads = 256, kVtPieces = kFp8Keys * kFp8D / 16 / kVtThreads;
+__global__ void __launch_bounds__(kVtThreads) fp8_transpose_v(const uint8_t* __restrict__ v, uint8_t* __restrict__ vt,
+                                                             int64_t tk, int tiles) {
+  constexpr int kUnits = kFp8D / 16;  // 16-byte units a key row
+  __shared__ uint4 tile[kFp8Keys][kUnits];
+  const int64_t bh = blockIdx.x / tiles, j = blockIdx.x % tiles, keys = tk - j * kFp8Keys;
+  const uint4* src = reinterpret_cast<const uint4*>(v + (bh * tk + j * kFp8Keys) * kFp8D);
+  uint4 piece[kVtPieces];
+#pragma unroll
+  for (int i = 0; i < kVtPieces; ++i) {
+    const int w = threadIdx.x + kVtThreads * i;
+    piece[i] = w / kUnits < keys ? __ldg(src + w) : make_uint4(0u, 0u, 0u, 0u);
+  }
+#pragma unroll
+  for (int i = 0; i < kVtPieces; ++i) {
+    const int w = threadIdx.x + kVtThreads * i, key = w / kUnits;
+    tile[key][(w % kUnits) ^ vt_unit_swizzle(key)] = piece[i];
   }
   __syncthreads();
+  const uint32_t* words = reinterpret_cast<const uint32_t*>(&tile[0][0]);
   uint32_t* dst = reinterpret_cast<uint32_t*>(vt + (bh * tiles + j) * int64_t(kFp8D * kFp8Keys));
-  for (int w = threadIdx.x; w < kFp8D * kFp8Keys / 4; w += blockDim.x) {
-    const int d = w / (kFp8Keys / 4), p0 = (w % (kFp8Keys / 4)) * 4;
-    uint32_t x = 0;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  constexpr int kRowWords = kFp8Keys / 4, kWarpUnits = (kFp8Keys / 4) * (kFp8D / 4) / kVtThreads;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) x |= uint32_t(tile[fp8_key_at(p0 + i)][d]) << (8 * i);
-    dst[w] = x;
+  for (int i = 0; i < kWarpUnits; ++i) {
+    const int unit = warp + (kVtThreads / 32) * i;
+    const int pw = 8 * (unit % 4) + lane % 8, d4 = 4 * (unit / 4) + lane / 8;  // V^T word pw of rows 4 d4 ..
+    uint32_t w[4];
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int key = fp8_key_at(4 * pw + e);
+      w[e] = words[key * kRowWords + (d4 ^ 4 * vt_unit_swizzle(key))];
+    }
+    // byte r of row 4 d4 + r's word: byte r of w[0], w[1], w[2], w[3]
+    const uint32_t lo01 = __byte_perm(w[0], w[1], 0x5140), hi01 = __byte_perm(w[0], w[1], 0x7362);
+    const uint32_t lo23 = __byte_perm(w[2], w[3], 0x5140), hi23 = __byte_perm(w[2], w[3], 0x7362);
+    dst[(4 * d4 + 0) * kRowWords + pw] = __byte_perm(lo01, lo23, 0x5410);
+    dst[(4 * d4 + 1) * kRowWords + pw] = __byte_perm(lo01, lo23, 0x7632);
+    dst[(4 * d4 + 2) * kRowWords + pw] = __byte_perm(hi01, hi23, 0x5410);
+    dst[(4 * d4 + 3) * kRowWords + pw] = __byte_perm(hi01, hi23, 0x7632);
   }
 }
 
@@ -251,7 +297,7 @@ __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p
       load_kv(0);
       if (n > 0) mbar_wait(q_empty, (n - 1) & 1);
       load_q(blk);
-      const int next = PERSIST ? int(gridDim.x) + atomicAdd(next_block, 1) : blocks;
+      const int next = PERSIST ? next_query_block(next_block, blk, blocks) : blocks;
       for (int j = 1; j < x.ntiles; ++j) load_kv(j);
       blk = next;
     }
@@ -442,10 +488,12 @@ __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p
 }
 
 #if defined(NEXUS_HAVE_SM90A)
-// V^T written by the pre-pass, then the kernel; false where no tensor map can be made (before any
-// launch: the reference kernel then takes the call).
+// V^T written by the pre-pass, then the kernel; false where no tensor map can be made or v's rows
+// are not 16-byte aligned (the pre-pass's loads), before any launch: the reference kernel then
+// takes the call.
 bool launch_fp8(const ExecContext& ctx, const AttentionParams& a, const View& q, const View& q_scale, const View& k,
                 const View& k_scale, const View& v, const View& v_scale, const View& out) {
+  if (reinterpret_cast<uintptr_t>(v.data) % 16 != 0) return false;
   const int64_t vt_tiles = (a.tk + kFp8Keys - 1) / kFp8Keys;
   Scratch vt(ctx, size_t(a.batch * a.kv_heads * vt_tiles) * kFp8D * kFp8Keys);
   Fp8Maps maps{};
@@ -457,16 +505,13 @@ bool launch_fp8(const ExecContext& ctx, const AttentionParams& a, const View& q,
   // L1 / shared split need not change between the two
   NX_CUDA_CHECK(cudaFuncSetAttribute(fp8_transpose_v, cudaFuncAttributePreferredSharedMemoryCarveout,
                                      int(cudaSharedmemCarveoutMaxShared)));
-  fp8_transpose_v<<<unsigned(a.batch * a.kv_heads * vt_tiles), 256, 0, stream_of(ctx)>>>(
+  fp8_transpose_v<<<unsigned(a.batch * a.kv_heads * vt_tiles), kVtThreads, 0, stream_of(ctx)>>>(
       static_cast<const uint8_t*>(v.data), static_cast<uint8_t*>(vt.ptr), a.tk, int(vt_tiles));
   NX_CUDA_LAUNCH_CHECK();
   const int64_t blocks = a.batch * a.heads * ((a.tq + kFp8Rows - 1) / kFp8Rows);
   const bool persist = persistent_for(a.tk);
-  std::optional<Scratch> next_block;
-  if (persist) {
-    next_block.emplace(ctx, sizeof(int));
-    NX_CUDA_CHECK(cudaMemsetAsync(next_block->ptr, 0, sizeof(int), stream_of(ctx)));
-  }
+  std::optional<Scratch> counter_store;
+  int* const next_block = persist ? persistent_counter(ctx, a.causal, counter_store) : nullptr;
   const Fp8Scales scales{static_cast<const float*>(q_scale.data), static_cast<const float*>(k_scale.data),
                          static_cast<const float*>(v_scale.data), int(q_scale.shape.size()) - 1,
                          int(k_scale.shape.size()) - 1, int(v_scale.shape.size()) - 1};
@@ -482,7 +527,7 @@ bool launch_fp8(const ExecContext& ctx, const AttentionParams& a, const View& q,
     NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     const int64_t grid = persist ? std::min<int64_t>(blocks, sm_count()) : blocks;
     kernel<<<unsigned(grid), kFp8Threads, smem, stream_of(ctx)>>>(
-        p, scales, out.data, maps, int(blocks), persist ? static_cast<int*>(next_block->ptr) : nullptr);
+        p, scales, out.data, maps, int(blocks), next_block);
     NX_CUDA_LAUNCH_CHECK();
   };
   auto with_persist = [&](auto alibi_tag, auto out_tag) {
