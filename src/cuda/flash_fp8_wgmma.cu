@@ -32,7 +32,6 @@
 #include <optional>
 #include <string>
 
-#include "cuda/flash_schedule.cuh"
 #include "cuda/flash_sm90.cuh"
 #include "cuda/flash_tma.hpp"
 
@@ -297,7 +296,7 @@ __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p
       load_kv(0);
       if (n > 0) mbar_wait(q_empty, (n - 1) & 1);
       load_q(blk);
-      const int next = PERSIST ? next_query_block(next_block, blk, blocks) : blocks;
+      const int next = PERSIST ? int(gridDim.x) + atomicAdd(next_block, 1) : blocks;
       for (int j = 1; j < x.ntiles; ++j) load_kv(j);
       blk = next;
     }
@@ -510,8 +509,11 @@ bool launch_fp8(const ExecContext& ctx, const AttentionParams& a, const View& q,
   NX_CUDA_LAUNCH_CHECK();
   const int64_t blocks = a.batch * a.heads * ((a.tq + kFp8Rows - 1) / kFp8Rows);
   const bool persist = persistent_for(a.tk);
-  std::optional<Scratch> counter_store;
-  int* const next_block = persist ? persistent_counter(ctx, a.causal, counter_store) : nullptr;
+  std::optional<Scratch> next_block;
+  if (persist) {
+    next_block.emplace(ctx, sizeof(int));
+    NX_CUDA_CHECK(cudaMemsetAsync(next_block->ptr, 0, sizeof(int), stream_of(ctx)));
+  }
   const Fp8Scales scales{static_cast<const float*>(q_scale.data), static_cast<const float*>(k_scale.data),
                          static_cast<const float*>(v_scale.data), int(q_scale.shape.size()) - 1,
                          int(k_scale.shape.size()) - 1, int(v_scale.shape.size()) - 1};
@@ -527,7 +529,7 @@ bool launch_fp8(const ExecContext& ctx, const AttentionParams& a, const View& q,
     NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     const int64_t grid = persist ? std::min<int64_t>(blocks, sm_count()) : blocks;
     kernel<<<unsigned(grid), kFp8Threads, smem, stream_of(ctx)>>>(
-        p, scales, out.data, maps, int(blocks), next_block);
+        p, scales, out.data, maps, int(blocks), persist ? static_cast<int*>(next_block->ptr) : nullptr);
     NX_CUDA_LAUNCH_CHECK();
   };
   auto with_persist = [&](auto alibi_tag, auto out_tag) {

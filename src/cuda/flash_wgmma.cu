@@ -17,20 +17,19 @@
 // load_sw128 writes, zeros past the head's rows), counted on the stage's mbarrier in bytes; the
 // other loader threads exit at once.
 // Persistent (with TMA at up to 4096 keys since session 20, see persistent_for; otherwise a launch
-// block per query block): one launch block per multiprocessor takes query blocks until none is
-// left (causal ones from a counter, full ones round robin: flash_schedule.cuh), so short rows
-// (causal, s512-s2048: 1-16 key tiles a block) no longer pay a launch block's start and end each:
-// the loader brings the next block's first K/V tile and, once the compute warps' last S of a
-// block has landed (q_empty), its Q, while they finish that block's softmax; the block's last P V
-// is issued with the next block's S_0, and its stores run under that S_0 (session 25). The K/V
-// ring, its phases and the warpgroups' turns run on across blocks.
+// block per query block): one launch block per multiprocessor takes query blocks in order from a
+// counter until none is left, so short rows (causal, s512-s2048: 1-16 key tiles a block) no
+// longer pay a launch block's start and end each: the loader brings the next block's first K/V
+// tile and, once the compute warps' last S of a block has landed (q_empty), its Q, while they
+// finish that block's softmax; the block's last P V is issued with the next block's S_0, and its
+// stores run under that S_0 (session 25). The K/V ring, its phases and the warpgroups' turns run
+// on across blocks.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <utility>
 
-#include "cuda/flash_schedule.cuh"
 #include "cuda/flash_sm90.cuh"
 #include "cuda/flash_tma.hpp"
 
@@ -152,9 +151,9 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     const int tid = threadIdx.x - kCompute;
     if constexpr (TMA) {
       if (tid != 0) return;
-      // PERSIST: this block's first query block is its index, each later one as next_query_block
-      // gives it (flash_schedule.cuh); K and V tiles run through the ring across query blocks (g
-      // counts them).
+      // PERSIST: this block's first query block is its index, each later one the next not taken
+      // (a counter across the grid, so that the blocks finish together however long each is);
+      // K and V tiles run through the ring across query blocks (g counts them).
       int n = 0, g = 0;
       // Q of query block blk into buffer buf, and the block's fields into its slot (published by
       // the arrival); blk < 0: the end.
@@ -170,13 +169,13 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
         mbar_arrive_expect_bytes(q_full + buf, L::kQ);
         for (int c = 0; c < D / 64; ++c) tma_load_3d(qs + buf * L::kQ + c * BM * 128, &maps.q, 64 * c, x.q0, x.bh, q_full + buf);
       };
-      auto claim = [&](int last) { return PERSIST ? next_query_block(next_block, last, blocks) : blocks; };
+      auto claim = [&] { return PERSIST ? int(gridDim.x) + atomicAdd(next_block, 1) : blocks; };
       // QB = 2: the block after the current one is claimed a block ahead, and its Q loaded into the
       // other buffer once the block before the current one is done with it.
       int ahead = 0;
       if constexpr (QB == 2) {
         load_q(0, blockIdx.x);
-        ahead = claim(blockIdx.x);
+        ahead = claim();
       }
       for (int blk = blockIdx.x; blk < blocks; ++n) {
         const Block x = block_at(blk);
@@ -203,14 +202,14 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
           if (n >= 1) mbar_wait(q_empty + nb, ((n - 1) / 2) & 1);
           load_q(nb, ahead < blocks ? ahead : -1);
           next = ahead;
-          if (next < blocks) ahead = claim(next);  // under the loads below
+          if (next < blocks) ahead = claim();  // under the loads below
         } else {
           // The first tile before Q: its stage is free by now unless the last block was long, while
           // Q waits for the last block's last S.
           load_kv(0);
           if (n > 0) mbar_wait(q_empty, (n - 1) & 1);  // every compute warp is done with the last Q
           load_q(0, blk);
-          next = claim(blk);  // under the loads below
+          next = claim();  // under the loads below
         }
         for (int j = 1; j < x.ntiles; ++j) load_kv(j);
         blk = next;
@@ -483,11 +482,14 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
                    encode_rows(&maps.k, k.data, BF16, a.batch * a.kv_heads, a.tk, D, kFwdKeys) &&
                    encode_rows(&maps.v, v.data, BF16, a.batch * a.kv_heads, a.tk, D, kFwdKeys);
   const int64_t blocks = a.batch * a.heads * ((a.tq + fwd_rows(WGS) - 1) / fwd_rows(WGS));
-  // Persistent: a block per multiprocessor, each taking query blocks until none is left (from a
-  // counter for causal attention, round robin otherwise: flash_schedule.cuh).
+  // Persistent: a block per multiprocessor, each taking query blocks until none is left; the
+  // counter of those taken starts at zero in every call.
   const bool persist = tma && blocks < INT32_MAX && persistent_for(a.tk);
-  std::optional<Scratch> counter_store;
-  int* const next_block = persist ? persistent_counter(ctx, a.causal, counter_store) : nullptr;
+  std::optional<Scratch> next_block;
+  if (persist) {
+    next_block.emplace(ctx, sizeof(int));
+    NX_CUDA_CHECK(cudaMemsetAsync(next_block->ptr, 0, sizeof(int), stream_of(ctx)));
+  }
   const bool stage_o = persist && fwd_stage_o() && encode_rows(&maps.o, out.data, BF16, a.batch * a.heads, a.tq, D, 16);
   auto go = [&](auto alibi_tag, auto tma_tag, auto persist_tag, auto qbuf_tag) {
     constexpr bool kPersist = decltype(persist_tag)::value;
@@ -508,7 +510,8 @@ void launch_fwd_wgmma(const ExecContext& ctx, const AttentionParams& a, const Vi
     const int64_t grid = persist ? std::min<int64_t>(blocks, sm_count()) : blocks;
     kernel<<<unsigned(grid), fwd_threads(WGS), smem, stream_of(ctx)>>>(p, static_cast<const uint16_t*>(q.data),
         static_cast<const uint16_t*>(k.data), static_cast<const uint16_t*>(v.data), static_cast<uint16_t*>(out.data),
-        static_cast<float*>(lse.data), maps, int(std::min<int64_t>(blocks, INT32_MAX)), next_block);
+        static_cast<float*>(lse.data), maps, int(std::min<int64_t>(blocks, INT32_MAX)),
+        persist ? static_cast<int*>(next_block->ptr) : nullptr);
     NX_CUDA_LAUNCH_CHECK();
   };
   auto with_tma = [&](auto alibi_tag) {

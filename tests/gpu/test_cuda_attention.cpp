@@ -131,21 +131,6 @@ TEST(CudaAttentionPersistent, EqualsOneLaunchBlockPerQueryBlockBitForBit) {
                                    8, "NEXUS_FLASH_PERSISTENT", "0", "1");
 }
 
-// Full attention's persistent blocks take query blocks round robin (no counter, no memset before
-// the kernel); NEXUS_FLASH_FWD_STATIC=0 puts them on the counter causal attention uses. Which
-// launch block runs a query block must not change its arithmetic: outputs equal bit for bit.
-// Shapes with more query blocks than multiprocessors (some launch blocks take two or three, one
-// just past a multiple of 132), both head_dims and warpgroup counts, GQA, ALiBi, f16 and bf16.
-TEST(CudaAttentionPersistent, RoundRobinEqualsCounterBitForBit) {
-  NX_REQUIRE_GPU();
-  expect_switch_keeps_forward_bits("round robin",
-                                   {AttnCase{1, 16, 16, 2100, 2100, 64, false, false, DType::BF16},
-                                    AttnCase{2, 16, 4, 700, 900, 128, false, true, DType::F16},
-                                    AttnCase{7, 19, 19, 128, 128, 128, false, false, DType::BF16},
-                                    AttnCase{3, 12, 6, 1024, 1024, 128, false, false, DType::BF16}},
-                                   21, "NEXUS_FLASH_FWD_STATIC", "0", nullptr);
-}
-
 // Half tiles (the Hopper forward): a warpgroup's last key tile of a block, when its rows see only
 // the tile's first 64 keys, takes its softmax over those 64 only and writes the others' weights as
 // zeros; masked, they would have been exactly 0 too, so the output equals the whole tile's bit for bit
