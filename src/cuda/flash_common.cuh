@@ -153,7 +153,7 @@ __device__ __forceinline__ bool softmax_step(float (&s)[MT][NT][4], float (&m)[M
       const float shift = P448 ? base - 8.807354922057604f : base;  // log2(448)
 #pragma unroll
       for (int n = 0; n < kCols; ++n) {
-        const bool on_fma = !MASK && ((FMA_EXP >> (n % 8)) & 1);
+        const bool on_fma = !MASK && !P448 && ((FMA_EXP >> (n % 8)) & 1);
         const float x0 = fmaf(s[mt][n][r * 2], sc, -shift), x1 = fmaf(s[mt][n][r * 2 + 1], sc, -shift);
         const float p0 = on_fma ? ex2_fma(x0) : ex2(x0), p1 = on_fma ? ex2_fma(x1) : ex2(x1);
         sum += p0 + p1;

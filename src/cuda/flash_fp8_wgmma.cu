@@ -215,8 +215,7 @@ struct Fp8Maps {
 
 // STAGE_O (persistent blocks, 16-bit outputs): O leaves through shared memory by TMA stores, as in
 // the bf16 forward (session 28: 5-15% at short rows there), instead of 4-byte stores from registers.
-// FMA_EXP: the column groups (a mask over n % 8) whose exponentials take the FMA pipe (ex2_fma).
-template <bool ALIBI, int OUT, bool PERSIST, bool STAGE_O, int FMA_EXP = 0>
+template <bool ALIBI, int OUT, bool PERSIST, bool STAGE_O>
 __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p, Fp8Scales scales, void* out,
                                                                 const __grid_constant__ Fp8Maps maps, int blocks,
                                                                 int* __restrict__ next_block) {
@@ -336,7 +335,7 @@ __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p
     const int j0 = j * BN;
     const bool edge = j0 + BN > tk || (p.causal && j0 + BN - 1 > offset + q0 + wg * 64);
     if (edge) softmax_step<ALIBI, true, true>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
-    else softmax_step<ALIBI, false, true, false, FMA_EXP>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
+    else softmax_step<ALIBI, false, true>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
   };
   // P V of tile j has landed and the softmax of tile j + 1 has set corr: O += that product, then
   // O *= corr where a row's max moved (corr is exactly 1 on the others, so skipping them is exact)
@@ -522,28 +521,16 @@ bool launch_fp8(const ExecContext& ctx, const AttentionParams& a, const View& q,
   // staged stores unless NEXUS_FLASH_FWD_STAGE_O=0 (the bf16 forward's switch)
   const bool stage_o = persist && out.dtype != DType::F32 && switch_on("NEXUS_FLASH_FWD_STAGE_O") &&
                        encode_rows(&maps.o, out.data, out.dtype == DType::BF16, a.batch * a.heads, a.tq, kFp8D, 16);
-  // NEXUS_FP8_FMA_EXP=1|2|3: that many column groups in 8 take their exponentials on the FMA pipe
-  // (bf16 outputs without ALiBi; to measure)
-  const char* fma_env = std::getenv("NEXUS_FP8_FMA_EXP");
-  const int fma_groups = fma_env ? std::atoi(fma_env) : 0;
   auto go = [&](auto alibi_tag, auto out_tag, auto persist_tag, auto stage_tag) {
-    constexpr bool kAlibi = decltype(alibi_tag)::value, kStage = decltype(stage_tag)::value;
-    constexpr int kOut = decltype(out_tag)::value;
-    auto launch = [&](auto fma_tag) {
-      auto kernel = flash_fwd_fp8_wgmma<kAlibi, kOut, decltype(persist_tag)::value, kStage, decltype(fma_tag)::value>;
-      constexpr size_t smem = Fp8Smem<kStage>::kBytes;
-      NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-      const int64_t grid = persist ? std::min<int64_t>(blocks, sm_count()) : blocks;
-      kernel<<<unsigned(grid), kFp8Threads, smem, stream_of(ctx)>>>(
-          p, scales, out.data, maps, int(blocks), persist ? static_cast<int*>(next_block->ptr) : nullptr);
-      NX_CUDA_LAUNCH_CHECK();
-    };
-    if constexpr (!kAlibi && kOut == 1) {
-      if (fma_groups == 1) return launch(std::integral_constant<int, 0x80>{});
-      if (fma_groups == 2) return launch(std::integral_constant<int, 0x88>{});
-      if (fma_groups == 3) return launch(std::integral_constant<int, 0x92>{});
-    }
-    launch(std::integral_constant<int, 0>{});
+    constexpr bool kStage = decltype(stage_tag)::value;
+    auto kernel = flash_fwd_fp8_wgmma<decltype(alibi_tag)::value, decltype(out_tag)::value, decltype(persist_tag)::value,
+                                    kStage>;
+    constexpr size_t smem = Fp8Smem<kStage>::kBytes;
+    NX_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    const int64_t grid = persist ? std::min<int64_t>(blocks, sm_count()) : blocks;
+    kernel<<<unsigned(grid), kFp8Threads, smem, stream_of(ctx)>>>(
+        p, scales, out.data, maps, int(blocks), persist ? static_cast<int*>(next_block->ptr) : nullptr);
+    NX_CUDA_LAUNCH_CHECK();
   };
   auto with_persist = [&](auto alibi_tag, auto out_tag) {
     if (!persist) return go(alibi_tag, out_tag, std::false_type{}, std::false_type{});
