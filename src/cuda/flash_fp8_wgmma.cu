@@ -32,6 +32,7 @@
 #include <optional>
 #include <string>
 
+#include "cuda/flash_fwd_pipeline.cuh"
 #include "cuda/flash_sm90.cuh"
 #include "cuda/flash_tma.hpp"
 
@@ -312,11 +313,11 @@ __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p
   float o[1][OT][4], pv[1][OT][4], s[1][NT][4], m[1][2], l[1][2], corr[1][2];
   uint32_t pa[BN / 32][4];  // P of the previous tile as e4m3 A fragments
   int row_pos[1][2];
-  int tile0 = 0;  // the ring position of the block's first tile
+  FwdComputeWarp<S, 2> cw{k_full, v_full, k_empty, v_empty, wg, lane, 1 + wg, 1 + (wg + 1) % 2, 0};
   float scale2 = 0.f, slope2 = 0.f, v_scale = 0.f;
   const uint64_t q_rows = sw128_desc(smem_addr(qs) + wg * 64 * 128, 16, 1024);  // this warpgroup's 64 rows
   auto issue_s = [&](int j) {  // S_j = Q K_j^T over head-dim chunks of 32
-    const uint64_t k_rows = sw128_desc(smem_addr(kbuf + ((tile0 + j) % S) * L::kK), 16, 1024);
+    const uint64_t k_rows = sw128_desc(smem_addr(kbuf + cw.stage(j) * L::kK), 16, 1024);
 #pragma unroll
     for (int kc = 0; kc < kFp8D / 32; ++kc)
       wgmma_ss_n128_e4m3(&s[0][0][0], desc_plus(q_rows, kc * 32), desc_plus(k_rows, kc * 32), kc > 0);
@@ -324,18 +325,20 @@ __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p
   };
   // pv = P_j [V_j^T | ones]^T = [P_j V_j | sum P_j] over key chunks of 32
   auto issue_pv = [&](int j) {
-    const uint64_t v_rows = sw128_desc(smem_addr(vbuf + ((tile0 + j) % S) * L::kVt), 16, 1024);
+    const uint64_t v_rows = sw128_desc(smem_addr(vbuf + cw.stage(j) * L::kVt), 16, 1024);
 #pragma unroll
     for (int kc = 0; kc < BN / 32; ++kc)
       wgmma_rs_n136_e4m3(&pv[0][0][0], pa[kc], desc_plus(v_rows, kc * 32), kc > 0);
     wg_commit();
   };
   int q0 = 0;
-  auto softmax = [&](int j) {  // of tile j, once S_j has landed: s becomes 448 exp(s - m)
+  // of tile j, once S_j has landed: s becomes 448 exp(s - m); O's rescale waits for fold
+  auto softmax = [&](int j, bool /*half: never*/) {
     const int j0 = j * BN;
     const bool edge = j0 + BN > tk || (p.causal && j0 + BN - 1 > offset + q0 + wg * 64);
     if (edge) softmax_step<ALIBI, true, true>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
     else softmax_step<ALIBI, false, true>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2);
+    return false;
   };
   // P V of tile j has landed and the softmax of tile j + 1 has set corr: O += that product, then
   // O *= corr where a row's max moved (corr is exactly 1 on the others, so skipping them is exact)
@@ -345,20 +348,6 @@ __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p
 #pragma unroll
       for (int e = 0; e < 4; ++e) o[0][i][e] += pv[0][i][e];
     if (!last && __any_sync(0xffffffffu, corr[0][0] != 1.f || corr[0][1] != 1.f)) rescale_rows(o, corr);
-  };
-  auto release = [&](uint64_t* bar) {  // this warp is done with a stage (or Q)
-    fence_async_smem();
-    __syncwarp();
-    if (lane == 0) mbar_arrive(bar);
-  };
-  auto wait_full = [&](uint64_t* full, int j) { mbar_wait(full + (tile0 + j) % S, ((tile0 + j) / S) & 1); };
-  // Turns at the tensor cores as in flash_wgmma.cu: warpgroup 1 issues phase j after warpgroup 0's
-  // phase j, warpgroup 0 after warpgroup 1's phase j - 1 (named barriers 1 and 2, 256 threads); the
-  // phases run on from one query block to the next.
-  const int my_turn = 1 + wg, next_turn = 1 + (wg + 1) % 2;
-  auto take_turn = [&](bool first_phase = false) {
-    if (wg > 0 || !first_phase) named_sync(my_turn, 256);
-    wg_fence();
   };
   auto start_block = [&](const Fp8Slot& x) {  // O is zero already
     q0 = x.q0;
@@ -414,72 +403,19 @@ __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p
 #pragma unroll
   for (int i = 0; i < OT; ++i) o[0][i][0] = o[0][i][1] = o[0][i][2] = o[0][i][3] = 0.f;
   mbar_wait(q_full, 0);
-  Fp8Slot x = read_slot();  // the first is never the end
-  int n = 0;  // query blocks taken
-  wait_full(k_full, 0);
-  fence_async_smem();
-  take_turn(true);
-  issue_s(0);
-  named_arrive(next_turn, 256);
-  start_block(x);
-  wg_wait<0>();
-  for (;;) {  // S_0 of block x has landed
-    const int ntiles = x.ntiles;
-    release(k_empty + tile0 % S);
-    if (ntiles == 1) release(q_empty);  // the block's last S has landed: Q may be replaced
-    softmax(0);
-    fp8_to_fragments(pa, s);
-    // phases 1 .. ntiles - 1: S_j and P_{j-1} V_{j-1}; the softmax of tile j runs under P V
-    for (int j = 1; j < ntiles; ++j) {
-      wait_full(k_full, j);
-      wait_full(v_full, j - 1);
-      fence_async_smem();
-      take_turn();
-      issue_s(j);
-      issue_pv(j - 1);
-      named_arrive(next_turn, 256);
-      wg_wait<1>();
-      release(k_empty + (tile0 + j) % S);
-      if (j == ntiles - 1) release(q_empty);
-      softmax(j);
-      wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled, P overwritten, the stage freed
-      release(v_empty + (tile0 + j - 1) % S);
-      fold(false);
-      fp8_to_fragments(pa, s);
-    }
-    // last phase: P V of the last tile and (persistent) S_0 of the next block once its Q and first
-    // tile are in; after the last block an S_0 of what the buffers hold, never read
-    wait_full(v_full, ntiles - 1);
-    fence_async_smem();
-    take_turn();
-    issue_pv(ntiles - 1);
-    Fp8Slot next{-1, 0, 0, 0, 0};
-    if constexpr (PERSIST) {
-      mbar_wait(q_full, (n + 1) & 1);
-      next = read_slot();
-      if (next.bh >= 0) {
-        wait_full(k_full, ntiles);
-        fence_async_smem();
-      }
-      wg_fence();
-      issue_s(ntiles);
-    }
-    named_arrive(next_turn, 256);
-    // the stores of this block run under the next block's S_0
-    if constexpr (PERSIST) wg_wait<1>();
-    else wg_wait<0>();
-    release(v_empty + (tile0 + ntiles - 1) % S);
-    fold(true);
-    finish_block(x);
-    tile0 += ntiles;
-    ++n;
-    if (next.bh < 0) break;
-    x = next;
-    start_block(x);
-    wg_wait<0>();
-  }
-  if constexpr (PERSIST) wg_wait<0>();  // the unread S_0
-  if (wg == 0) named_sync(my_turn, 256);  // warpgroup 1's arrival after the last phase
+  // the shared pipeline (flash_fwd_pipeline.cuh); no half tiles, O updated by fold, one Q buffer
+  run_query_blocks<PERSIST>(
+      cw, read_slot() /* the first is never the end */, issue_s, issue_pv, [](const Fp8Slot&) { return false; },
+      softmax, [&](bool) { fold(false); }, [&] { fp8_to_fragments(pa, s); }, [&](int) { cw.release(q_empty); },
+      [&](int n) {
+        mbar_wait(q_full, (n + 1) & 1);
+        return read_slot();
+      },
+      [](int) {}, start_block,
+      [&](const Fp8Slot& x) {
+        fold(true);
+        finish_block(x);
+      });
   if constexpr (STAGE_O) {
     if (lane == 0) bulk_wait_read();  // shared memory stays until the stores have read it
   }

@@ -30,6 +30,7 @@
 #include <optional>
 #include <utility>
 
+#include "cuda/flash_fwd_pipeline.cuh"
 #include "cuda/flash_sm90.cuh"
 #include "cuda/flash_tma.hpp"
 
@@ -246,7 +247,8 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   int row_pos[1][2];
   const float scale2 = p.scale * kLog2e;
   const uint32_t q_addr = smem_addr(qs) + wg * 64 * 128;  // this warpgroup's 64 rows of buffer 0
-  int tile0 = 0, q0 = 0;  // the ring position of the block's first tile; its first row
+  FwdComputeWarp<S, WGS> cw{k_full, v_full, k_empty, v_empty, wg, lane, 1 + wg, 1 + (wg + 1) % WGS, 0};
+  int q0 = 0;  // the block's first row
   float slope2 = 0.f;
 
   uint64_t q_rows = sw128_desc(q_addr, 16, 1024);  // of the current block's Q buffer
@@ -263,7 +265,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     return p.half_tiles && (b.ntiles - 1) * BN + BN / 2 >= key_end;
   };
   auto issue_s = [&](int j) {  // S_j = Q K_j^T over head-dim chunks of 16
-    const uint64_t k_rows = sw128_desc(smem_addr(kbuf + ((tile0 + j) % S) * L::kKV), 16, 1024);
+    const uint64_t k_rows = sw128_desc(smem_addr(kbuf + cw.stage(j) * L::kKV), 16, 1024);
 #pragma unroll
     for (int kc = 0; kc < D / 16; ++kc)
       mma_ss<BN, BF16>(&s[0][0][0], desc_plus(q_rows, (kc / 4) * (BM * 128) + (kc % 4) * 32),
@@ -271,7 +273,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     wg_commit();
   };
   auto issue_pv = [&](int j) {  // O += P_j V_j, V as the N-major B operand (keys kc*16..)
-    const uint64_t v_cols = sw128_desc(smem_addr(vbuf + ((tile0 + j) % S) * L::kKV), BN * 128, 1024);
+    const uint64_t v_cols = sw128_desc(smem_addr(vbuf + cw.stage(j) * L::kKV), BN * 128, 1024);
 #pragma unroll
     for (int kc = 0; kc < BN / 16; ++kc) mma_rs<D, BF16>(&o[0][0][0], pa[kc], desc_plus(v_cols, kc * 16 * 128));
     wg_commit();
@@ -300,22 +302,6 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
                                                              p.lazy_rescale);
     return softmax_step<ALIBI, false, false, kLazy, kFmaExp>(s, m, l, corr, row_pos, j0, t, tk, p.causal, scale2, slope2,
                                                       p.lazy_rescale);
-  };
-  auto release = [&](uint64_t* bar) {  // this warp is done with a stage (or Q)
-    fence_async_smem();
-    __syncwarp();
-    if (lane == 0) mbar_arrive(bar);
-  };
-  auto wait_full = [&](uint64_t* full, int j) { mbar_wait(full + (tile0 + j) % S, ((tile0 + j) / S) & 1); };
-  // Turns at the tensor cores: warpgroup w > 0 issues phase j after warpgroup w - 1's phase j,
-  // warpgroup 0 issues phase j after the last warpgroup's phase j - 1 (named barrier 1 + wg is this
-  // warpgroup's go: it syncs there, the one before it arrives, 256 threads). The phases run on
-  // from one query block to the next; warpgroup 0's first go is free, and its go after the last
-  // phase is taken at the end.
-  const int my_turn = 1 + wg, next_turn = 1 + (wg + 1) % WGS;
-  auto take_turn = [&](bool first_phase = false) {
-    if (wg > 0 || !first_phase) named_sync(my_turn, 256);
-    wg_fence();
   };
   auto zero_o = [&] {
 #pragma unroll
@@ -370,11 +356,6 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
     }
     zero_o();
   };
-  // One pipeline across the query blocks a launch block takes (persistent): the last phase of a
-  // block issues its last P V and the next block's S_0 together, and the block's stores run while
-  // that S_0 is in flight, so a block boundary costs no phase of its own (short causal rows have
-  // 1-4 tiles a block). Every block runs the same phases, so the wgmma groups outstanding at each
-  // wait do not depend on the data (ptxas serializes the wgmmas where they would).
   // the block in Q buffer buf, as the loader wrote it (bh < 0: none)
   auto slot_block = [&](int buf) {
     const volatile BlockSlot* slot = block_slot + buf;
@@ -384,74 +365,20 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   };
   zero_o();
   mbar_wait(q_full, 0);
-  Block x = PERSIST ? slot_block(0) : block_at(int(blockIdx.x));  // the first is never the end
-  int n = 0;  // query blocks taken
-  wait_full(k_full, 0);
-  fence_async_smem();
-  take_turn(true);
-  issue_s(0);
-  named_arrive(next_turn, 256);
-  start_block(x);
-  wg_wait<0>();
-  for (;;) {  // S_0 of block x has landed
-    const int ntiles = x.ntiles;
-    const bool half_end = half_last(x);
-    release(k_empty + tile0 % S);
-    if (ntiles == 1) release(q_empty + n % QB);  // the block's last S has landed: Q may be replaced
-    softmax(0, ntiles == 1 && half_end);
-    to_a_fragments<BF16>(pa, s);
-    // phases 1 .. ntiles - 1: S_j and P_{j-1} V_{j-1}; the softmax of tile j runs under P V
-    for (int j = 1; j < ntiles; ++j) {
-      wait_full(k_full, j);
-      wait_full(v_full, j - 1);
-      fence_async_smem();
-      take_turn();
-      issue_s(j);
-      issue_pv(j - 1);
-      named_arrive(next_turn, 256);
-      wg_wait<1>();
-      release(k_empty + (tile0 + j) % S);
-      if (j == ntiles - 1) release(q_empty + n % QB);
-      const bool moved = softmax(j, j == ntiles - 1 && half_end);
-      wg_wait<0>();  // P_{j-1} V_{j-1} has landed: O may be rescaled, P overwritten, the stage freed
-      release(v_empty + (tile0 + j - 1) % S);
-      if (moved) rescale_rows(o, corr);
-      to_a_fragments<BF16>(pa, s);
-    }
-    // last phase: P V of the last tile, and (persistent) S_0 of the next block once its Q and
-    // first tile are in; after the last block an S_0 of what the buffers hold, never read
-    wait_full(v_full, ntiles - 1);
-    fence_async_smem();
-    take_turn();
-    issue_pv(ntiles - 1);
-    Block next{-1, 0, 0, 0, 0};
-    if (PERSIST) {
-      const int nb = (n + 1) % QB;  // the next block's Q buffer (its (n + 1) / QB-th use)
-      mbar_wait(q_full + nb, ((n + 1) / QB) & 1);
-      next = slot_block(nb);
-      if (next.bh >= 0) {
-        wait_full(k_full, ntiles);
-        fence_async_smem();
-      }
-      q_rows = sw128_desc(q_addr + nb * L::kQ, 16, 1024);
-      wg_fence();
-      issue_s(ntiles);
-    }
-    named_arrive(next_turn, 256);
-    // the stores of this block run under the next block's S_0
-    if constexpr (PERSIST) wg_wait<1>();
-    else wg_wait<0>();
-    release(v_empty + (tile0 + ntiles - 1) % S);
-    finish_block(x);
-    tile0 += ntiles;
-    ++n;
-    if (next.bh < 0) break;
-    x = next;
-    start_block(x);
-    wg_wait<0>();
-  }
-  if constexpr (PERSIST) wg_wait<0>();  // the unread S_0
-  if (wg == 0) named_sync(my_turn, 256);  // the last warpgroup's arrival after the last phase
+  const Block first = PERSIST ? slot_block(0) : block_at(int(blockIdx.x));  // never the end
+  // the shared pipeline (flash_fwd_pipeline.cuh); O rescaled where a row's max moved
+  run_query_blocks<PERSIST>(
+      cw, first, issue_s, issue_pv, half_last, softmax,
+      [&](bool moved) {
+        if (moved) rescale_rows(o, corr);
+      },
+      [&] { to_a_fragments<BF16>(pa, s); }, [&](int n) { cw.release(q_empty + n % QB); },
+      [&](int n) {  // the (n + 1)-th block is in Q buffer (n + 1) % QB, its (n + 1) / QB-th use
+        const int nb = (n + 1) % QB;
+        mbar_wait(q_full + nb, ((n + 1) / QB) & 1);
+        return slot_block(nb);
+      },
+      [&](int n) { q_rows = sw128_desc(q_addr + (n % QB) * L::kQ, 16, 1024); }, start_block, finish_block);
   if constexpr (STAGE_O) {
     if (lane == 0) bulk_wait_read();  // shared memory stays until the stores have read it
   }
