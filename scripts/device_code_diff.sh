@@ -56,7 +56,7 @@ for file in "$@"; do
     (cd "$build" && eval "${cmd/OBJECT/$work/$name.$side.o}")
     # nvcc names a file's anonymous namespace after a hash of its path: the same on both sides
     { "$cuobjdump" -elf "$work/$name.$side.o" && "$cuobjdump" -sass "$work/$name.$side.o"; } |
-      sed -E 's/_GLOBAL__N__[0-9a-f]+_[0-9]+_[A-Za-z0-9_]+_cu_[0-9a-f]+/_GLOBAL__N_/g' >"$work/$name.$side.elf"
+      sed -E 's/_GLOBAL__N__[0-9a-f]+_[0-9]+_[A-Za-z0-9_]+_cu_[0-9a-f]{8}/_GLOBAL__N_/g' >"$work/$name.$side.elf"
   done
   [ -z "${KEEP_DUMPS:-}" ] || cp "$work/$name.old.elf" "$work/$name.new.elf" "$KEEP_DUMPS/"
   if cmp -s "$work/$name.old.elf" "$work/$name.new.elf"; then
