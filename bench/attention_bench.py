@@ -14,7 +14,9 @@ What is measured (the performance method of ../shared/DESIGN.md):
           ACCUMULATING across iterations (never zeroed between them, as over micro-batches), so the
           accumulation into an existing .grad is part of the time. Each case is warmed up, then
           timed with time.perf_counter around device-wide synchronizes, over enough iterations to
-          fill about --target seconds. TFLOP/s counts 4*b*h*t*t*d for the forward (halved when
+          fill about --target seconds (at most 200). --rounds N times every case N times, ours and
+          the peers alternating round by round, and reports the median round: the clock falls
+          over a run of calls, and a single pass times ours first. TFLOP/s counts 4*b*h*t*t*d for the forward (halved when
           causal) and 3.5x that for forward+backward (backward = 2.5x forward); ratios are ours over
           each torch backend. A column gives max |ours - flash| of the forward output as a sanity
           check. If ours raises for a shape, its error is printed on that row and the grid goes on.
@@ -28,7 +30,7 @@ What is measured (the performance method of ../shared/DESIGN.md):
 usage (on the GPU machine, after scripts/gpu_run.sh build and the Python module in build-gpu-py):
   PYTHONPATH=build-gpu-py/python python3 bench/attention_bench.py [grid|decode|memory|all]
       [--nexus-bin build-gpu/bench/attention_bench] [--seqs 1024,4096] [--dims 128] [--target S]
-      [--json FILE]
+      [--rounds N] [--json FILE]
   python3 bench/attention_bench.py --smoke-cpu   (tiny CPU shapes: checks the script's API calls
       where no GPU is present; torch's math attention stands in for the SDPA backends)
 """
@@ -37,6 +39,7 @@ import contextlib
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -107,46 +110,68 @@ def peers(smoke):
 
 
 # ---------------------------------------------------------------- grid
-def one_shape(ng, b, h, t, d, causal, device, peer_list, sync, target_s):
-    """{'ours': (fwd_s, fwdbwd_s) or an exception, label: (fwd_s, fwdbwd_s) or exception..., 'err': float}"""
+def one_shape(ng, b, h, t, d, causal, device, peer_list, sync, target_s, rounds=1):
+    """{'ours': (fwd_s, fwdbwd_s) or an exception, label: (fwd_s, fwdbwd_s) or exception..., 'err': float,
+    'rounds': {key: ([fwd_s...], [fwdbwd_s...])}}. With rounds > 1 every implementation is timed once per
+    round, ours and the peers alternating (so a clock that drifts over the run drifts under all of
+    them), and the median round is reported."""
     dt = torch.bfloat16
     q0, k0, v0, g0 = (torch.randn(b, h, t, d, device=device, dtype=dt) for _ in range(4))
     res = {}
-
-    # ours: leaves over the same memory (DLPack, zero-copy), its own .grad
+    # ours: leaves over the same memory (DLPack, zero-copy), its own .grad; torch: its own leaves over
+    # the same memory, its own .grad
     try:
         qn, kn, vn = (ng.from_dlpack(x).requires_grad_() for x in (q0, k0, v0))
         gn = ng.from_dlpack(g0)
-        fwd = timed(lambda: ng.scaled_dot_product_attention(qn, kn, vn, is_causal=causal), sync, target_s)
-        for x in (qn, kn, vn):
-            x.zero_grad()  # start the case without a .grad; warm-up makes it, the timed calls add to it
-        both = timed(lambda: ng.scaled_dot_product_attention(qn, kn, vn, is_causal=causal).backward(gn),
-                     sync, target_s)
-        res["ours"] = (fwd, both)
-        ours_out = torch.from_dlpack(ng.scaled_dot_product_attention(qn, kn, vn, is_causal=causal))
-        sync()
-    except Exception as e:  # noqa: BLE001  (report it on the row and go on)
+    except Exception as e:  # noqa: BLE001
         res["ours"] = e
-        ours_out = None
-    finally:
-        qn = kn = vn = gn = None
-
-    # torch: its own leaves over the same memory, its own .grad
     qt, kt, vt = (x.detach().requires_grad_() for x in (q0, k0, v0))
+
+    def ours_fresh_grads():
+        for x in (qn, kn, vn):
+            x.zero_grad()  # start without a .grad; warm-up makes it, the timed calls add to it
+
+    def torch_fresh_grads():
+        for x in (qt, kt, vt):
+            x.grad = None
+    # key -> (context factory, forward, forward+backward, start the gradients afresh)
+    cases = {"ours": (contextlib.nullcontext,
+                      lambda: ng.scaled_dot_product_attention(qn, kn, vn, is_causal=causal),
+                      lambda: ng.scaled_dot_product_attention(qn, kn, vn, is_causal=causal).backward(gn),
+                      ours_fresh_grads)}
     for label, ctx, fn in peer_list:
-        try:
-            with ctx():
-                fwd = timed(lambda: fn(qt, kt, vt, is_causal=causal), sync, target_s)
-                for x in (qt, kt, vt):
-                    x.grad = None
-                both = timed(lambda: fn(qt, kt, vt, is_causal=causal).backward(g0), sync, target_s)
-                if "err" not in res and ours_out is not None:
-                    with torch.no_grad():
+        cases[label] = (ctx, lambda fn=fn: fn(qt, kt, vt, is_causal=causal),
+                        lambda fn=fn: fn(qt, kt, vt, is_causal=causal).backward(g0), torch_fresh_grads)
+    times = {key: ([], []) for key in cases}
+    for r in range(rounds):
+        for key, (ctx, fwd, both, fresh_grads) in cases.items():
+            if isinstance(res.get(key), Exception):
+                continue
+            try:
+                with ctx():
+                    times[key][0].append(timed(fwd, sync, target_s))
+                    if r == 0:
+                        fresh_grads()
+                    times[key][1].append(timed(both, sync, target_s))
+            except Exception as e:  # noqa: BLE001  (report it on the row and go on)
+                res[key] = e
+    for key in cases:
+        if not isinstance(res.get(key), Exception):
+            res[key] = (statistics.median(times[key][0]), statistics.median(times[key][1]))
+    res["rounds"] = times
+    # the forward's output against the first peer that ran
+    try:
+        if isinstance(res["ours"], tuple):
+            ours_out = torch.from_dlpack(ng.scaled_dot_product_attention(qn, kn, vn, is_causal=causal))
+            sync()
+            for label, ctx, fn in peer_list:
+                if isinstance(res.get(label), tuple):
+                    with ctx(), torch.no_grad():
                         ref = fn(q0, k0, v0, is_causal=causal)
                     res["err"] = (ours_out.float() - ref.float()).abs().max().item()
-            res[label] = (fwd, both)
-        except Exception as e:  # noqa: BLE001
-            res[label] = e
+                    break
+    except Exception as e:  # noqa: BLE001
+        res["ours"] = e
     return res
 
 
@@ -186,7 +211,7 @@ def grid(args, smoke):
                 h, b = hidden // d, max(1, tokens // t)
                 flops = 4.0 * b * h * t * t * d / (2.0 if causal else 1.0)
                 name = f"attn_d{d}_s{t}_{'causal' if causal else 'full'}"
-                res = one_shape(ng, b, h, t, d, causal, device, peer_list, sync, args.target)
+                res = one_shape(ng, b, h, t, d, causal, device, peer_list, sync, args.target, args.rounds)
                 row = {"name": name, "batch": b, "heads": h, "seq": t, "dim": d, "causal": int(causal),
                        "flops": flops}
 
@@ -204,6 +229,8 @@ def grid(args, smoke):
                                  + " ".join(f"{ours / x if x == x and x > 0 else float('nan'):8.3f}" for x in theirs))
                 err = res.get("err", float("nan"))
                 row["err"] = err
+                if args.rounds > 1:  # every round's seconds, for the spread
+                    row["rounds_s"] = {key: {"fwd": fw, "fwdbwd": fb} for key, (fw, fb) in res["rounds"].items()}
                 line = f"{name:24} {cells[0]} | {cells[1]} | {err:7.1e}"
                 for key in ["ours"] + labels:
                     if isinstance(res.get(key), Exception):
@@ -289,6 +316,9 @@ def main():
     ap.add_argument("--seqs", help="comma-separated sequence lengths for the grid (default all)")
     ap.add_argument("--dims", help="comma-separated head dims for the grid (default 64,128)")
     ap.add_argument("--target", type=float, default=0.25, help="seconds of timed calls per measurement")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="grid: time ours and each peer this many times, alternating, and report the median "
+                    "(default 1: each once, ours first)")
     ap.add_argument("--json", help="also write every row to this file")
     ap.add_argument("--smoke-cpu", action="store_true", help="tiny CPU grid only, to check the script")
     args = ap.parse_args()
