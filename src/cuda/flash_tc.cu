@@ -226,6 +226,27 @@ __device__ __forceinline__ void load_b_rows_n(const uint16_t* x, int ld, int n0,
   b0 = *reinterpret_cast<const uint32_t*>(p);
   b1 = *reinterpret_cast<const uint32_t*>(p + 8);
 }
+// The backward's two 16 x 64 products of a warp at once, over 16-wide chunks of D: x = A1 B1^T and
+// y = A2 B2^T, rows r0.. of A1 and A2, the 64 rows of B1 and B2 (as the n index); x and y zeroed first.
+template <int D, bool BF16>
+__device__ __forceinline__ void two_products(float (&x)[8][4], const uint16_t* a1, const uint16_t* b1, float (&y)[8][4],
+                                             const uint16_t* a2, const uint16_t* b2, int ld, int r0, int g, int t) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[n][e] = y[n][e] = 0.f;
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+      uint32_t a[4], f0, f1;
+      load_a(a1, ld, r0, kc, g, t, a);
+      load_b_rows_n(b1, ld, n * 8, kc, g, t, f0, f1);
+      mma<BF16>(x[n], a, f0, f1);
+      load_a(a2, ld, r0, kc, g, t, a);
+      load_b_rows_n(b2, ld, n * 8, kc, g, t, f0, f1);
+      mma<BF16>(y[n], a, f0, f1);
+    }
+  }
+}
 __device__ __forceinline__ void load_b_rows_k(const uint16_t* x, int ld, int k0, int n0, int lane, uint32_t& b0, uint32_t& b1) {
   const uint16_t* row = x + (k0 + (lane % 16)) * ld + n0;
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(smem_addr(row)));
@@ -278,21 +299,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dkdv_tc(TcParams p, con
       cp_async_wait_all();
       __syncthreads();
       float st[8][4], dpt[8][4];
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
-#pragma unroll
-        for (int kc = 0; kc < D / 16; ++kc) {
-          uint32_t a[4], b0, b1;
-          load_a(ks, LD, warp * 16, kc, g, t, a);
-          load_b_rows_n(qs, LD, n * 8, kc, g, t, b0, b1);
-          mma<BF16>(st[n], a, b0, b1);
-          load_a(vs, LD, warp * 16, kc, g, t, a);
-          load_b_rows_n(dos, LD, n * 8, kc, g, t, b0, b1);
-          mma<BF16>(dpt[n], a, b0, b1);
-        }
-      }
+      two_products<D, BF16>(st, ks, qs, dpt, vs, dos, LD, warp * 16, g, t);
       uint32_t pa[4][4], dsa[4][4];
 #pragma unroll
       for (int n = 0; n < 8; ++n) {
@@ -374,21 +381,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_bwd_dq_tc(TcParams p, const
     cp_async_wait_all();
     __syncthreads();
     float s[8][4], dp[8][4];
-#pragma unroll
-    for (int n = 0; n < 8; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.f;
-#pragma unroll
-      for (int kc = 0; kc < D / 16; ++kc) {
-        uint32_t a[4], b0, b1;
-        load_a(qs, LD, warp * 16, kc, g, t, a);
-        load_b_rows_n(ks, LD, n * 8, kc, g, t, b0, b1);
-        mma<BF16>(s[n], a, b0, b1);
-        load_a(dos, LD, warp * 16, kc, g, t, a);
-        load_b_rows_n(vs, LD, n * 8, kc, g, t, b0, b1);
-        mma<BF16>(dp[n], a, b0, b1);
-      }
-    }
+    two_products<D, BF16>(s, qs, ks, dp, dos, vs, LD, warp * 16, g, t);
     uint32_t dsa[4][4];
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
