@@ -94,6 +94,31 @@ __device__ __forceinline__ void stage_rows(float* dst, const float* src, int64_t
 
 __device__ __forceinline__ void store2(float* at, float x, float y) { *reinterpret_cast<float2*>(at) = make_float2(x, y); }
 
+// The backward's two products of a warp at once, k steps over head_dim: x = A1 B1^T and
+// y = A2 B2^T, rows r0.. of A1 and A2 (16), the 8 NT rows of B1 and B2 as the n index; zeroed first.
+template <int D, int NT>
+__device__ __forceinline__ void two_products(float (&x)[NT][4], const float* a1, const float* b1, float (&y)[NT][4],
+                                             const float* a2, const float* b2, int ld, int r0, int g, int t) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) x[n][e] = y[n][e] = 0.f;
+#pragma unroll
+  for (int kc = 0; kc < D / 8; ++kc) {
+    uint32_t fa1[4], fa2[4];
+    frag_a(fa1, a1, ld, r0, kc * 8, g, t);
+    frag_a(fa2, a2, ld, r0, kc * 8, g, t);
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      uint32_t f0, f1;
+      frag_b_rows_n(f0, f1, b1, ld, n * 8, kc * 8, g, t);
+      mma_tf32(x[n], fa1, f0, f1);
+      frag_b_rows_n(f0, f1, b2, ld, n * 8, kc * 8, g, t);
+      mma_tf32(y[n], fa2, f0, f1);
+    }
+  }
+}
+
 // Tile shapes per head_dim, chosen so that a block fits twice into an SM's shared memory (H100:
 // 227 KiB) where it can:
 //   forward  D=64:  128 queries (4 warps x 2 m16 tiles, every K/V fragment feeds 2 mma), 64-key
@@ -303,24 +328,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dkdv_tf32(TcParams p,
 
     // S^T and dP^T (16 keys x T queries per warp): k steps over head_dim
     float st[T / 8][4], dpt[T / 8][4];
-#pragma unroll
-    for (int n = 0; n < T / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) st[n][e] = dpt[n][e] = 0.f;
-#pragma unroll
-    for (int kc = 0; kc < D / 8; ++kc) {
-      uint32_t ak[4], av[4];
-      frag_a(ak, ks, LD, warp * 16, kc * 8, g, t);
-      frag_a(av, vs, LD, warp * 16, kc * 8, g, t);
-#pragma unroll
-      for (int n = 0; n < T / 8; ++n) {
-        uint32_t b0, b1;
-        frag_b_rows_n(b0, b1, qs, LD, n * 8, kc * 8, g, t);
-        mma_tf32(st[n], ak, b0, b1);
-        frag_b_rows_n(b0, b1, dos, LD, n * 8, kc * 8, g, t);
-        mma_tf32(dpt[n], av, b0, b1);
-      }
-    }
+    two_products<D>(st, ks, qs, dpt, vs, dos, LD, warp * 16, g, t);
     // P^T into st, dS^T into dpt; masks only on tiles that cross a sequence end or the diagonal
     const bool edge = q0 + T > tq || k0 + KB > tk || (p.causal && k0 + KB - 1 > offset + q0);
     const float slope2 = ALIBI ? p.slopes[h] * kLog2e : 0.f;
@@ -423,24 +431,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_bwd_dq_tf32(TcParams p, c
     }
     // S and dP (16 x BC per warp): k steps over head_dim
     float s[BC / 8][4], dp[BC / 8][4];
-#pragma unroll
-    for (int n = 0; n < BC / 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] = dp[n][e] = 0.f;
-#pragma unroll
-    for (int kc = 0; kc < D / 8; ++kc) {
-      uint32_t aq[4], ao[4];
-      frag_a(aq, qs, LD, wr, kc * 8, g, t);
-      frag_a(ao, dos, LD, wr, kc * 8, g, t);
-#pragma unroll
-      for (int n = 0; n < BC / 8; ++n) {
-        uint32_t b0, b1;
-        frag_b_rows_n(b0, b1, ks, LD, n * 8, kc * 8, g, t);
-        mma_tf32(s[n], aq, b0, b1);
-        frag_b_rows_n(b0, b1, vs, LD, n * 8, kc * 8, g, t);
-        mma_tf32(dp[n], ao, b0, b1);
-      }
-    }
+    two_products<D>(s, qs, ks, dp, dos, vs, LD, wr, g, t);
     // dS into s; rows past tq have L2 = +inf (weight 0), so only keys need masks
     const bool edge = j0 + BC > tk || (p.causal && j0 + BC - 1 > offset + q0 + wr);
 #pragma unroll
