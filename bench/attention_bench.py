@@ -18,8 +18,9 @@ What is measured (the performance method of ../shared/DESIGN.md):
           ours and the peers alternating round by round, and reports the median round: the clock
           falls over a run of calls, and a single pass times ours first. TFLOP/s counts
           4*b*h*t*t*d for the forward (halved when causal) and 3.5x that for forward+backward
-          (backward = 2.5x forward); ratios are ours over each torch backend. A column gives max |ours - flash| of the forward output as a sanity
-          check. If ours raises for a shape, its error is printed on that row and the grid goes on.
+          (backward = 2.5x forward); ratios are ours over each torch backend. A column gives
+          max |ours - flash| of the forward output as a sanity check. If ours raises for a shape,
+          its error is printed on that row and the grid goes on.
   decode  build-gpu/bench/attention_bench decode (C API): batch 8, 32 heads, head_dim 128, one
           query against an 8k random KV cache, against a device copy of the same bytes; then torch
           SDPA (its default choice, and each backend that takes the shape) on a bf16 cache of the
