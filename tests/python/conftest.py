@@ -30,11 +30,18 @@ def device(request):
 
 @pytest.fixture(autouse=True)
 def _seed_and_leaks():
-    """Seeds both generators, and checks that the test left no tensor handle alive."""
+    """Seeds the generators (ours, numpy's and torch's where the tests have it: a test's random
+    inputs are the same on every run), and checks that the test left no tensor handle alive."""
     import numpy as np
 
     ng.manual_seed(1234)
     np.random.seed(1234)
+    try:
+        import torch
+    except ImportError:  # an installed package tested without torch: its torch tests skip
+        torch = None
+    if torch is not None:
+        torch.manual_seed(1234)
     before = ng.live_tensor_count()
     if before:
         gc.collect()
