@@ -313,7 +313,7 @@ __global__ void __launch_bounds__(kFp8Threads, 1) flash_fwd_fp8_wgmma(TcParams p
   float o[1][OT][4], pv[1][OT][4], s[1][NT][4], m[1][2], l[1][2], corr[1][2];
   uint32_t pa[BN / 32][4];  // P of the previous tile as e4m3 A fragments
   int row_pos[1][2];
-  FwdComputeWarp<S, 2> cw{k_full, v_full, k_empty, v_empty, wg, lane, 1 + wg, 1 + (wg + 1) % 2, 0};
+  FwdComputeWarp<S, 2> cw(k_full, v_full, k_empty, v_empty, wg, lane);
   float scale2 = 0.f, slope2 = 0.f, v_scale = 0.f;
   const uint64_t q_rows = sw128_desc(smem_addr(qs) + wg * 64 * 128, 16, 1024);  // this warpgroup's 64 rows
   auto issue_s = [&](int j) {  // S_j = Q K_j^T over head-dim chunks of 32

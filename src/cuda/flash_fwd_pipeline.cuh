@@ -16,8 +16,15 @@ template <int S, int WGS>
 struct FwdComputeWarp {
   uint64_t *k_full, *v_full, *k_empty, *v_empty;
   int wg, lane;
-  int my_turn, next_turn;  // named barriers: 1 + wg, 1 + (wg + 1) % WGS (see take_turn)
-  int tile0;  // the ring position of the current query block's first tile
+  // named barriers (see take_turn), computed once: ids derived at each use made ptxas allocate the
+  // kernels' registers differently
+  int my_turn, next_turn;
+  int tile0 = 0;  // the ring position of the current query block's first tile
+
+  __device__ __forceinline__ FwdComputeWarp(uint64_t* k_full_, uint64_t* v_full_, uint64_t* k_empty_,
+                                            uint64_t* v_empty_, int wg_, int lane_)
+      : k_full(k_full_), v_full(v_full_), k_empty(k_empty_), v_empty(v_empty_), wg(wg_), lane(lane_),
+        my_turn(1 + wg_), next_turn(1 + (wg_ + 1) % WGS) {}
 
   __device__ __forceinline__ int stage(int j) const { return (tile0 + j) % S; }
   __device__ __forceinline__ void wait_full(uint64_t* full, int j) const {

@@ -247,7 +247,7 @@ __global__ void __launch_bounds__(fwd_threads(WGS), 1) flash_fwd_wgmma(TcParams 
   int row_pos[1][2];
   const float scale2 = p.scale * kLog2e;
   const uint32_t q_addr = smem_addr(qs) + wg * 64 * 128;  // this warpgroup's 64 rows of buffer 0
-  FwdComputeWarp<S, WGS> cw{k_full, v_full, k_empty, v_empty, wg, lane, 1 + wg, 1 + (wg + 1) % WGS, 0};
+  FwdComputeWarp<S, WGS> cw(k_full, v_full, k_empty, v_empty, wg, lane);
   int q0 = 0;  // the block's first row
   float slope2 = 0.f;
 
