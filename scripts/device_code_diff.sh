@@ -9,6 +9,7 @@
 # any difference, however small, does. Run it on a configured CUDA build (scripts/build.sh cuda
 # or CI's configuration). cuobjdump comes from the CUDA toolkit where it has one, else from PyPI's
 # nvidia-cuda-cuobjdump wheel into build-tools/ (the toolkit here ships nvcc and ptxas only).
+# KEEP_DUMPS=DIR keeps both dumps (FILE.old.elf, FILE.new.elf) there, to see what differs.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build-cuda}

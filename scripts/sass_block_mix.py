@@ -46,27 +46,22 @@ def main():
     if not lines:
         raise SystemExit(f"no kernel matching {args.kernel!r} in {args.listing}")
     targets = {int(m.group(1), 16) for _, ins in lines for m in [re.search(r"BRA\s+(?:\S+\s+)?0x([0-9a-f]+)", ins)] if m}
-    blocks, block = [], []
+    blocks, block = [], []  # each a list of (address, instruction)
     for addr, ins in lines:
         if addr in targets and block:
             blocks.append(block)
             block = []
-        block.append(ins)
+        block.append((addr, ins))
         if re.match(r"(@!?U?P\w+\s+)?(BRA|EXIT|RET)\b", ins):
             blocks.append(block)
             block = []
     if block:
         blocks.append(block)
     print(f"{len(lines)} instructions, {len(blocks)} blocks")
-    starts = iter(a for a, _ in lines)
     for b in blocks:
-        first = next(starts)
-        for _ in range(len(b) - 1):
-            next(starts)
         if len(b) >= args.min:
-            mix = collections.Counter(opcode(i) for i in b)
-            print(f"{first:#07x} {len(b):5d}  " + " ".join(f"{k}:{v}" for k, v in mix.most_common(12)))
-
+            mix = collections.Counter(opcode(ins) for _, ins in b)
+            print(f"{b[0][0]:#07x} {len(b):5d}  " + " ".join(f"{k}:{v}" for k, v in mix.most_common(12)))
 
 if __name__ == "__main__":
     main()
