@@ -65,18 +65,19 @@ static double run(nx_tensor q, nx_tensor k, nx_tensor v, int causal, int backwar
   return t;
 }
 
-/* Environment settings "VAR=VALUE ..." (at most 6) that a bench times beside the default, one at a
- * time, alternated in one process: the kernels' switches read the environment at every call. */
+/* Environment settings "VAR=VALUE ..." (at most MAX_VARIANTS) that a bench times beside the default,
+ * one at a time, alternated in one process: the kernels' switches read the environment at every call. */
+enum { MAX_VARIANTS = 6 };
 typedef struct {
   int n;
-  char var[6][64], value[6][64], name[6][130];
+  char var[MAX_VARIANTS][64], value[MAX_VARIANTS][64], name[MAX_VARIANTS][130];
 } variants;
 
 static variants read_variants(const char* env_name) {
   variants v = {0};
   const char* at = getenv(env_name);
   char item[128];
-  for (int used = 0; at && v.n < 6 && sscanf(at, "%127s%n", item, &used) == 1; at += used) {
+  for (int used = 0; at && v.n < MAX_VARIANTS && sscanf(at, "%127s%n", item, &used) == 1; at += used) {
     char* eq = strchr(item, '=');
     if (!eq || eq - item >= 64 || strlen(eq + 1) >= 64) {
       fprintf(stderr, "%s: %s is not VAR=VALUE (names and values under 64 characters)\n", env_name, item);
@@ -118,7 +119,8 @@ static void fwd_variants(int argc, char** argv) {
         at += *at == ',';
         if (b <= 0) continue;
         nx_tensor q = rnd(b, h, t, d, 0), k = rnd(b, h, t, d, 0), v = rnd(b, h, t, d, 0);
-        double best = 1e30, vbest[6] = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30};
+        double best = 1e30, vbest[MAX_VARIANTS];
+        for (int i = 0; i < MAX_VARIANTS; ++i) vbest[i] = 1e30;
         for (int rep = 0; rep < 3; ++rep) {
           best = fmin(best, run(q, k, v, causal, 0, 20));
           for (int i = 0; i < var.n; ++i) {
@@ -309,9 +311,10 @@ static void fp8(void) {
     for (int si = 0; si < 3; ++si) {
       const int64_t d = 128, h = 2048 / d, t = seqs[si], b = 16384 / t;
       nx_tensor q = rnd(b, h, t, d, 0), k = rnd(b, h, t, d, 0), v = rnd(b, h, t, d, 0), codes[3], scales[3], ref, o;
-      nx_tensor in[3] = {q, k, v}, vo[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+      nx_tensor in[3] = {q, k, v}, vo[MAX_VARIANTS] = {NULL};
       for (int i = 0; i < 3; ++i) CHECK(nx_quantize_8bit(&codes[i], &scales[i], in[i], NX_F8E4M3, 2, S));
-      double best[2] = {1e30, 1e30}, vbest[6] = {1e30, 1e30, 1e30, 1e30, 1e30, 1e30};
+      double best[2] = {1e30, 1e30}, vbest[MAX_VARIANTS];
+      for (int i = 0; i < MAX_VARIANTS; ++i) vbest[i] = 1e30;
       for (int rep = 0; rep < 2; ++rep) {
         const double bf16 = run(q, k, v, causal, 0, 5);
         if (bf16 < best[0]) best[0] = bf16;
